@@ -1,0 +1,171 @@
+// Package command defines user-invoked commands: typed operations on a node
+// instance that run without a model call. A command may update state,
+// transition, spawn, cede, suspend, and resolve pending suspensions; its
+// effects go through the same validated effect path as tools.
+package command
+
+import (
+	"context"
+	"errors"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
+)
+
+// Errors a command invocation can fail with. Each is returned wrapped; the
+// machine is unchanged.
+var (
+	// ErrUnknownCommand: no command of that name on the target instance.
+	ErrUnknownCommand = errors.New("unknown command")
+	// ErrNoTarget: the invocation names no instance and there is no primary
+	// leaf, or the named instance does not exist.
+	ErrNoTarget = errors.New("no target instance for command")
+)
+
+// Command is a user-invoked operation on instances of a node with state S.
+// Build it with New.
+type Command[S any] struct {
+	name        string
+	description string
+	schema      *frame.Schema
+	run         frame.Handler
+	err         error
+}
+
+// New returns a command. Its input schema is inferred from In, which must be
+// a struct or map; inputs are validated against it before fn runs. A
+// construction error is reported when the node is built.
+func New[S, In, Out any](name, description string, fn func(ctx *Context[S], in In) (Out, error)) Command[S] {
+	c := Command[S]{name: name, description: description}
+	c.schema, c.err = frame.SchemaFor[In]()
+	if c.err == nil {
+		c.run = frame.Bind(c.schema, newContext[S], fn)
+	}
+	return c
+}
+
+// Name returns the command's name.
+func (c Command[S]) Name() string { return c.name }
+
+// Description returns the command's description.
+func (c Command[S]) Description() string { return c.description }
+
+// Def returns the command in its type-erased form.
+func (c Command[S]) Def() Def {
+	d := Def{Name: c.name, Description: c.description, Err: c.err, run: c.run}
+	if c.schema != nil {
+		d.InputSchema = c.schema.Raw
+	}
+	return d
+}
+
+// Def is a command with its types erased, as nodes and the executor hold it.
+type Def struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the command's input.
+	InputSchema []byte
+	// Err is a construction error.
+	Err error
+	run frame.Handler
+}
+
+// Call runs the command on f, turning a panic into an error.
+func (d Def) Call(f *frame.Frame, input []byte) (any, error) {
+	return frame.Call(d.run, f, input)
+}
+
+// Context is what a command handler sees: the target instance's state and
+// the effects it may request. It embeds the run's context.Context.
+type Context[S any] struct {
+	context.Context
+	f *frame.Frame
+}
+
+func newContext[S any](f *frame.Frame) *Context[S] {
+	return &Context[S]{Context: f.Context, f: f}
+}
+
+// State returns the instance's current state.
+func (c *Context[S]) State() S { return frame.State[S](c.f) }
+
+// Update applies fn to a copy of the state and, if the result validates,
+// makes it the new state. On error the state is unchanged.
+func (c *Context[S]) Update(fn func(*S)) error { return frame.Update(c.f, fn) }
+
+// InstanceID returns the target instance's ID.
+func (c *Context[S]) InstanceID() string { return c.f.InstanceID }
+
+// Suspend returns the suspension to hand back from the handler:
+//
+//	return zero, ctx.Suspend("awaiting sign-off", instance.WithTimeout(time.Hour))
+//
+// The command then completes when the suspension is resumed; the resume
+// payload becomes its result.
+func (c *Context[S]) Suspend(reason string, opts ...instance.SuspendOption) error {
+	return frame.Suspend(reason, opts)
+}
+
+// TransitionTo replaces the instance's node with target once the command
+// returns; a nil state means the target's initial state.
+func (c *Context[S]) TransitionTo(target string, state any) {
+	e := instance.Goto(target, state)
+	c.f.Effect = &e
+}
+
+// Spawn appends a child instance of target once the command returns; a nil
+// state means the target's initial state. Several calls spawn several
+// children.
+func (c *Context[S]) Spawn(target string, state any) {
+	child := instance.Child{Node: target, State: state}
+	if c.f.Effect != nil && c.f.Effect.Kind == instance.EffectSpawn {
+		c.f.Effect.Children = append(c.f.Effect.Children, child)
+		return
+	}
+	e := instance.Spawn(child)
+	c.f.Effect = &e
+}
+
+// Cede removes the instance once the command returns and hands content to
+// its parent.
+func (c *Context[S]) Cede(content any) {
+	e := instance.Cede(content)
+	c.f.Effect = &e
+}
+
+// Resume resolves the pending suspension suspendID with payload once the
+// command returns. The resume is validated with the command's other
+// effects: an unknown or resolved ID fails the whole command.
+func (c *Context[S]) Resume(suspendID string, payload any) error {
+	if suspendID == "" {
+		return instance.ErrUnknownSuspendID
+	}
+	c.f.Resumes = append(c.f.Resumes, frame.Resume{SuspendID: suspendID, Payload: payload})
+	return nil
+}
+
+// Invocation asks a machine to run a command.
+type Invocation struct {
+	// Name is the command name.
+	Name string
+	// Input is the command input: any JSON-encodable value, or raw JSON.
+	Input any
+	// InstanceID targets an instance; empty means the primary leaf.
+	InstanceID string
+}
+
+// Invoke returns an invocation of name with input for the primary leaf.
+func Invoke(name string, input any) Invocation {
+	return Invocation{Name: name, Input: input}
+}
+
+// Result is a command's outcome, reported in a Command step.
+type Result struct {
+	Name       string
+	InstanceID string
+	// Value is the handler's result, or the resume payload of a command
+	// that suspended.
+	Value any
+	// Suspension is set when the command suspended.
+	Suspension *instance.SuspendedCall
+}

@@ -1,0 +1,110 @@
+package executor
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/node"
+)
+
+// PromptBuilder builds a leaf's system prompt. It runs once per leaf per
+// round, concurrently for worker leaves: it must not retain or modify its
+// argument.
+type PromptBuilder func(p *PromptContext) (string, error)
+
+// PromptContext is everything a prompt builder may use.
+type PromptContext struct {
+	// Instructions are the charter's instructions.
+	Instructions string
+	// Node is the leaf's node.
+	Node *node.Node
+	// InstanceID is the leaf's instance ID.
+	InstanceID string
+	// State is the leaf's state.
+	State any
+	// Ancestors are the leaf's ancestors, root first.
+	Ancestors []Ancestor
+	// Packs are the states of the packs the node opts into, in its order.
+	Packs []PackState
+	// Transitions are the transition tools available to the leaf.
+	Transitions []llm.ToolSpec
+}
+
+// Ancestor is one ancestor of a leaf.
+type Ancestor struct {
+	InstanceID string
+	Node       *node.Node
+	State      any
+}
+
+// PackState is a pack with its current state.
+type PackState struct {
+	Pack  *node.Pack
+	State any
+}
+
+// DefaultPrompt is the prompt builder a charter uses unless told
+// otherwise: the charter instructions, the node instructions, the state as
+// JSON, the available transitions, the ancestors' context and the pack
+// states.
+func DefaultPrompt(p *PromptContext) (string, error) {
+	var b strings.Builder
+	b.Grow(len(p.Instructions) + len(p.Node.Instructions()) + 256)
+	section := func(s string) {
+		if s == "" {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(s)
+	}
+	section(p.Instructions)
+	section(p.Node.Instructions())
+	if p.State != nil && p.Node.StateType().Size() > 0 {
+		if err := writeJSONSection(&b, "## State", p.State); err != nil {
+			return "", err
+		}
+	}
+	if len(p.Transitions) > 0 {
+		b.WriteString("\n\n## Transitions")
+		for _, t := range p.Transitions {
+			b.WriteString("\n- ")
+			b.WriteString(t.Name)
+			if t.Description != "" {
+				b.WriteString(": ")
+				b.WriteString(t.Description)
+			}
+		}
+	}
+	for _, a := range p.Ancestors {
+		if err := writeJSONSection(&b, "## Ancestor "+a.Node.Name()+" ("+a.InstanceID+")", a.State); err != nil {
+			return "", err
+		}
+	}
+	for _, ps := range p.Packs {
+		title := "## Pack " + ps.Pack.Name()
+		if d := ps.Pack.Description(); d != "" {
+			title += ": " + d
+		}
+		if err := writeJSONSection(&b, title, ps.State); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+func writeJSONSection(b *strings.Builder, title string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n\n")
+	}
+	b.WriteString(title)
+	b.WriteByte('\n')
+	b.Write(data)
+	return nil
+}

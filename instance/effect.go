@@ -1,0 +1,217 @@
+package instance
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of effects that fail validation. Tools see them as error results;
+// commands return them.
+var (
+	// ErrUnknownNode: a transition names a node the charter does not have.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrCedeFromRoot: the root instance has no parent to cede to.
+	ErrCedeFromRoot = errors.New("root instance cannot cede")
+	// ErrPrimaryConflict: the effect would leave more than one non-worker
+	// leaf.
+	ErrPrimaryConflict = errors.New("at most one non-worker leaf may be active")
+	// ErrTransitionLimit: a reply asked for more than one transition.
+	ErrTransitionLimit = errors.New("only one transition per reply")
+	// ErrEmptySpawn: a spawn names no children.
+	ErrEmptySpawn = errors.New("spawn without children")
+)
+
+// EffectKind says what a transition does to the tree.
+type EffectKind uint8
+
+// The kinds of transition effect.
+const (
+	// EffectNone changes nothing.
+	EffectNone EffectKind = iota
+	// EffectGoto replaces the instance's node (and state), keeping its ID.
+	EffectGoto
+	// EffectSpawn appends children.
+	EffectSpawn
+	// EffectCede removes the instance and hands content to its parent.
+	EffectCede
+)
+
+// String returns the effect kind's name.
+func (k EffectKind) String() string {
+	switch k {
+	case EffectGoto:
+		return "goto"
+	case EffectSpawn:
+		return "spawn"
+	case EffectCede:
+		return "cede"
+	}
+	return "none"
+}
+
+// Child describes one instance to spawn.
+type Child struct {
+	// ID is the new instance's ID; empty means one is generated.
+	ID string
+	// Node is the node name to spawn.
+	Node string
+	// State is the child's initial state; nil means the node's Initial.
+	State any
+}
+
+// Effect is what a transition asks of the tree. Effects are data: the
+// executor collects them and the machine validates and applies them.
+type Effect struct {
+	Kind EffectKind
+	// Target is the node of a Goto.
+	Target string
+	// State is the new state of a Goto; nil means the target's Initial.
+	State any
+	// Children are the instances of a Spawn.
+	Children []Child
+	// Content is what a Cede hands to the parent: a string as is, anything
+	// else as JSON.
+	Content any
+}
+
+// Goto returns an effect that replaces the instance's node with target. A
+// nil state means the target's initial state; a goto to the instance's own
+// node resets its state.
+func Goto(target string, state any) Effect {
+	return Effect{Kind: EffectGoto, Target: target, State: state}
+}
+
+// Spawn returns an effect that appends children.
+func Spawn(children ...Child) Effect {
+	return Effect{Kind: EffectSpawn, Children: children}
+}
+
+// Cede returns an effect that removes the instance and hands content to its
+// parent.
+func Cede(content any) Effect {
+	return Effect{Kind: EffectCede, Content: content}
+}
+
+// SuspendRequest is the error a handler returns to suspend: build it with
+// the Suspend method of a tool, command or transition context and return
+// it as is. The executor turns it into a SuspendedCall.
+type SuspendRequest struct {
+	// ID is the suspend ID; empty means a random one.
+	ID       string
+	Reason   string
+	Metadata json.RawMessage
+	Deadline time.Time
+	// Timeout, when positive and Deadline is zero, sets the deadline
+	// relative to the suspension time (the charter's clock).
+	Timeout   time.Duration
+	OnTimeout TimeoutAction
+}
+
+// Error describes the request; a SuspendRequest is a status, not a failure.
+func (r *SuspendRequest) Error() string { return "suspended: " + r.Reason }
+
+// SuspendOption configures a suspension.
+type SuspendOption func(*SuspendRequest) error
+
+// NewSuspendRequest builds a request from options. An option that fails
+// (metadata that does not encode) returns its error instead, and the
+// handler then fails rather than suspends.
+func NewSuspendRequest(reason string, opts ...SuspendOption) error {
+	r := &SuspendRequest{Reason: reason}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			return err
+		}
+	}
+	return r
+}
+
+// WithID sets the suspend ID instead of a random one. It must be unique
+// within the machine.
+func WithID(id string) SuspendOption {
+	return func(r *SuspendRequest) error {
+		if id == "" {
+			return fmt.Errorf("empty suspend ID: %w", ErrUnknownSuspendID)
+		}
+		r.ID = id
+		return nil
+	}
+}
+
+// WithMetadata attaches any JSON-encodable value, stored as raw bytes and
+// decoded with Decode.
+func WithMetadata(v any) SuspendOption {
+	return func(r *SuspendRequest) (err error) {
+		r.Metadata, err = EncodePayload(v)
+		return err
+	}
+}
+
+// WithDeadline sets an absolute deadline. Without an on-timeout option the
+// call then fails with an error result.
+func WithDeadline(t time.Time) SuspendOption {
+	return func(r *SuspendRequest) error {
+		r.Deadline = t.UTC()
+		return nil
+	}
+}
+
+// WithTimeout sets the deadline d after the suspension (charter clock).
+func WithTimeout(d time.Duration) SuspendOption {
+	return func(r *SuspendRequest) error {
+		r.Timeout = d
+		return nil
+	}
+}
+
+// OnTimeoutResume makes an expired suspension resolve with payload instead
+// of failing.
+func OnTimeoutResume(payload any, isError bool) SuspendOption {
+	return func(r *SuspendRequest) error {
+		b, err := EncodePayload(payload)
+		if err != nil {
+			return err
+		}
+		r.OnTimeout = TimeoutAction{Resume: true, Payload: b, IsError: isError}
+		return nil
+	}
+}
+
+// EventType names a lifecycle event.
+type EventType string
+
+// The lifecycle events a Step reports.
+const (
+	EventSuspended EventType = "suspended"
+	EventResumed   EventType = "resumed"
+	EventExpired   EventType = "expired"
+	EventCancelled EventType = "cancelled"
+)
+
+// Cause says what resolved a suspension.
+type Cause string
+
+// The causes of a resolution.
+const (
+	CauseExplicit Cause = "explicit"
+	CauseTimeout  Cause = "timeout"
+	CauseCommand  Cause = "command"
+)
+
+// Event is a suspension lifecycle event.
+type Event struct {
+	Type       EventType
+	SuspendID  string
+	InstanceID string
+	Kind       CallKind
+	Name       string
+	// Initiator and Reason are set for EventSuspended.
+	Initiator Initiator
+	Reason    string
+	// Cause and HadPayload are set for resolutions.
+	Cause      Cause
+	HadPayload bool
+	At         time.Time
+}

@@ -1,0 +1,300 @@
+package instance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/looplab/fsm"
+
+	"github.com/markov-agents/markov/message"
+)
+
+// Sentinel errors of suspend and resume. Every error returned for a bad
+// resume wraps one of these; none of them leaves a trace on the machine.
+var (
+	// ErrUnknownSuspendID: no suspension with that ID exists or ever did.
+	ErrUnknownSuspendID = errors.New("unknown suspend ID")
+	// ErrAlreadyResolved: the suspension was resolved, expired or cancelled.
+	ErrAlreadyResolved = errors.New("suspension already resolved")
+	// ErrNotSuspended: the target is not waiting for anything.
+	ErrNotSuspended = errors.New("not suspended")
+	// ErrPayloadDecode: a payload, metadata or input could not be encoded or
+	// decoded.
+	ErrPayloadDecode = errors.New("payload does not decode")
+	// ErrDeadlinePassed: the suspension's deadline passed before the resume;
+	// its on-timeout action applies instead.
+	ErrDeadlinePassed = errors.New("suspension deadline passed")
+	// ErrReadOnly: the handler may read this state but not write it
+	// (ancestor state, pack state from a worker, concurrent tools).
+	ErrReadOnly = errors.New("state is read-only here")
+	// ErrInvalidState: a state value failed its node's validation.
+	ErrInvalidState = errors.New("invalid state")
+)
+
+// CallKind says what kind of call a suspension parks.
+type CallKind string
+
+// The kinds of suspended call.
+const (
+	// KindTool: a tool call of a model reply; its payload becomes the tool
+	// result.
+	KindTool CallKind = "tool"
+	// KindCommand: a command; its payload becomes the command's result.
+	KindCommand CallKind = "command"
+	// KindInstance: the whole instance is parked (by a transition or the
+	// caller); its payload, if any, reaches the instance as a message.
+	KindInstance CallKind = "instance"
+)
+
+// Initiator says who asked for a suspension.
+type Initiator string
+
+// The initiators of a suspension.
+const (
+	ByTool       Initiator = "tool"
+	ByCommand    Initiator = "command"
+	ByTransition Initiator = "transition"
+	ByCaller     Initiator = "caller"
+)
+
+// Status is the lifecycle state of a suspended call.
+type Status string
+
+// The lifecycle: pending → resolved | expired | cancelled.
+const (
+	StatusPending   Status = "pending"
+	StatusResolved  Status = "resolved"
+	StatusExpired   Status = "expired"
+	StatusCancelled Status = "cancelled"
+)
+
+// Lifecycle events that move a call out of pending.
+const (
+	eventResolve = "resolve"
+	eventExpire  = "expire"
+	eventCancel  = "cancel"
+)
+
+var lifecycle = fsm.Events{
+	{Name: eventResolve, Src: []string{string(StatusPending)}, Dst: string(StatusResolved)},
+	{Name: eventExpire, Src: []string{string(StatusPending)}, Dst: string(StatusExpired)},
+	{Name: eventCancel, Src: []string{string(StatusPending)}, Dst: string(StatusCancelled)},
+}
+
+// TimeoutAction is what happens when a suspension's deadline passes.
+type TimeoutAction struct {
+	// Resume, when true, resolves the call with Payload (IsError marking it
+	// an error). Otherwise the call fails with an error result naming the
+	// deadline.
+	Resume  bool
+	Payload json.RawMessage
+	IsError bool
+}
+
+// SuspendedCall is one pending external result: a tool call, a command, or
+// a whole-instance suspension. Input, Metadata and payloads are raw JSON,
+// decoded on demand with Decode, so types survive a restart.
+type SuspendedCall struct {
+	SuspendID  string
+	InstanceID string
+	// ToolUseID is the model's tool-use ID (KindTool only).
+	ToolUseID string
+	Kind      CallKind
+	Initiator Initiator
+	// Name is the tool or command name.
+	Name        string
+	Input       json.RawMessage
+	Metadata    json.RawMessage
+	Reason      string
+	SuspendedAt time.Time
+	// Deadline is zero when the suspension never expires.
+	Deadline  time.Time
+	OnTimeout TimeoutAction
+	Status    Status
+	// Stage counts re-suspensions of the same call by a resume handler,
+	// starting at 0.
+	Stage int
+}
+
+// Expired reports whether the call is pending with a deadline at or before
+// now.
+func (c *SuspendedCall) Expired(now time.Time) bool {
+	return c.Status == StatusPending && !c.Deadline.IsZero() && !now.Before(c.Deadline)
+}
+
+// transition moves the call's status through the lifecycle FSM, restored
+// from the stored status. An invalid move (a double resume) wraps
+// ErrAlreadyResolved.
+func (c *SuspendedCall) transition(event string) error {
+	m := fsm.NewFSM(string(c.Status), lifecycle, nil)
+	if err := m.Event(context.Background(), event); err != nil {
+		return fmt.Errorf("suspension %s is %s: %w", c.SuspendID, c.Status, ErrAlreadyResolved)
+	}
+	c.Status = Status(m.Current())
+	return nil
+}
+
+// CheckPending returns nil when the call can still be resolved, and an
+// error wrapping ErrAlreadyResolved otherwise.
+func (c *SuspendedCall) CheckPending() error {
+	if c.Status != StatusPending {
+		return fmt.Errorf("suspension %s is %s: %w", c.SuspendID, c.Status, ErrAlreadyResolved)
+	}
+	return nil
+}
+
+// Resolve marks the call resolved.
+func (c *SuspendedCall) Resolve() error { return c.transition(eventResolve) }
+
+// Expire marks the call expired.
+func (c *SuspendedCall) Expire() error { return c.transition(eventExpire) }
+
+// Cancel marks the call cancelled.
+func (c *SuspendedCall) Cancel() error { return c.transition(eventCancel) }
+
+// Clone returns a deep copy of c.
+func (c SuspendedCall) Clone() SuspendedCall {
+	c.Input = cloneRaw(c.Input)
+	c.Metadata = cloneRaw(c.Metadata)
+	c.OnTimeout.Payload = cloneRaw(c.OnTimeout.Payload)
+	return c
+}
+
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+// HeldReply is a model reply parked until every call it made is resolved.
+// The assistant message and its results enter history together, so history
+// never holds an unanswered tool use.
+type HeldReply struct {
+	// Message is the assistant message with its tool uses.
+	Message message.Message
+	// Results has one slot per tool use, in tool-use order; a pending slot
+	// has Kind 0.
+	Results []message.Part
+	// Transition is the transition requested in the same reply, applied
+	// once every call is resolved.
+	Transition *Effect
+	// Terminal ends the turn after the resume without another model call.
+	Terminal bool
+}
+
+// SuspensionState is everything an instance waits for.
+type SuspensionState struct {
+	// Calls are the suspended calls in suspension order, pending and
+	// resolved; the record is dropped when none is pending.
+	Calls []SuspendedCall
+	// Reply is the held model reply, when tool calls suspended.
+	Reply *HeldReply
+}
+
+// PendingCount returns the number of pending calls.
+func (s *SuspensionState) PendingCount() int {
+	n := 0
+	for i := range s.Calls {
+		if s.Calls[i].Status == StatusPending {
+			n++
+		}
+	}
+	return n
+}
+
+// Clone returns a deep copy of s.
+func (s *SuspensionState) Clone() *SuspensionState {
+	out := &SuspensionState{Calls: make([]SuspendedCall, len(s.Calls))}
+	for i, c := range s.Calls {
+		out.Calls[i] = c.Clone()
+	}
+	if s.Reply != nil {
+		r := *s.Reply
+		r.Message = r.Message.Clone()
+		r.Results = cloneParts(r.Results)
+		if r.Transition != nil {
+			t := *r.Transition
+			r.Transition = &t
+		}
+		out.Reply = &r
+	}
+	return out
+}
+
+// Resolution is the outcome handed to a resume handler.
+type Resolution struct {
+	SuspendID string
+	// Payload is the resume payload as JSON (a string payload is a JSON
+	// string).
+	Payload json.RawMessage
+	IsError bool
+	// Metadata is the suspension's metadata.
+	Metadata json.RawMessage
+	// Stage counts earlier re-suspensions of this call.
+	Stage int
+}
+
+// Decode decodes raw JSON (a payload, metadata or a call's input) into T.
+// Failures wrap ErrPayloadDecode.
+func Decode[T any](raw json.RawMessage) (T, error) {
+	var v T
+	if len(raw) == 0 {
+		return v, fmt.Errorf("empty value: %w", ErrPayloadDecode)
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("%w: %v", ErrPayloadDecode, err)
+	}
+	return v, nil
+}
+
+// EncodePayload returns v as JSON: raw JSON and []byte pass through when
+// valid, anything else is marshalled. Failures wrap ErrPayloadDecode.
+func EncodePayload(v any) (json.RawMessage, error) {
+	switch p := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(p) {
+			return nil, fmt.Errorf("raw payload is not valid JSON: %w", ErrPayloadDecode)
+		}
+		return cloneRaw(p), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPayloadDecode, err)
+	}
+	return b, nil
+}
+
+// ResultText turns a payload into tool-result text: a string payload is the
+// result as is, anything else its JSON.
+func ResultText(v any) (string, error) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	b, err := EncodePayload(v)
+	return string(b), err
+}
+
+// NewID returns a random, unguessable identifier with the given prefix
+// (128 bits from crypto/rand, base32).
+func NewID(prefix string) string {
+	return prefix + rand.Text()
+}
+
+// More sentinels, for handler misuse and bad input.
+var (
+	// ErrSuspendWithResult: a handler returned a non-zero result together
+	// with a suspension; the call fails instead of suspending.
+	ErrSuspendWithResult = errors.New("handler returned a result and a suspension")
+	// ErrInvalidInput: a tool, command or transition input failed its
+	// schema or did not decode.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrPanic: a handler panicked; the panic value follows in the message.
+	ErrPanic = errors.New("handler panicked")
+)

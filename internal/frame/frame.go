@@ -1,0 +1,276 @@
+// Package frame is the type-erased plumbing between typed handlers (tools,
+// commands, transitions, pack tools) and the executor: the mutable scope one
+// handler call runs in, compiled input schemas, and state copy helpers.
+package frame
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/message"
+)
+
+// StateOps are the typed operations on one state type.
+type StateOps struct {
+	// Validate checks a state value (type and the user's validation).
+	Validate func(any) error
+	// Clone deep-copies a state value.
+	Clone func(any) any
+}
+
+// Resume is a command's request to resolve a pending suspension.
+type Resume struct {
+	SuspendID string
+	Payload   any
+	IsError   bool
+}
+
+// Frame is the scope of one handler call.
+type Frame struct {
+	context.Context
+	InstanceID string
+	// State is the state the handler reads and, unless ReadOnly, replaces.
+	State    any
+	Ops      StateOps
+	ReadOnly bool
+	// Dirty is set once the handler replaced State.
+	Dirty bool
+	// Messages is the calling leaf's transcript (tools only).
+	Messages []message.Message
+	// Effect is a transition a command requested.
+	Effect *instance.Effect
+	// Resumes are suspensions a command resolves.
+	Resumes []Resume
+}
+
+// State returns the frame's state as S (the zero S if it holds another
+// type).
+func State[S any](f *Frame) S {
+	s, _ := f.State.(S)
+	return s
+}
+
+// Update applies fn to a copy of the state, validates the result and
+// replaces the state with it. On error nothing changes.
+func Update[S any](f *Frame, fn func(*S)) error {
+	if f.ReadOnly {
+		return instance.ErrReadOnly
+	}
+	s, _ := f.Ops.Clone(f.State).(S)
+	fn(&s)
+	if err := f.Ops.Validate(s); err != nil {
+		return err
+	}
+	f.State = s
+	f.Dirty = true
+	return nil
+}
+
+// OpsFor returns the state operations of S with the user's validation.
+func OpsFor[S any](validate func(S) error) StateOps {
+	return StateOps{
+		Validate: func(v any) error {
+			s, ok := v.(S)
+			if !ok {
+				return fmt.Errorf("%w: have %T, want %s", instance.ErrInvalidState, v, reflect.TypeFor[S]())
+			}
+			if validate != nil {
+				if err := validate(s); err != nil {
+					return fmt.Errorf("%w: %w", instance.ErrInvalidState, err)
+				}
+			}
+			return nil
+		},
+		Clone: ClonerFor[S](),
+	}
+}
+
+// ClonerFor returns a deep-copy function for values of S: the identity for
+// types without references (copying the value is a deep copy), a JSON
+// round trip otherwise.
+func ClonerFor[S any]() func(any) any {
+	if plain(reflect.TypeFor[S](), 0) {
+		return func(v any) any { return v }
+	}
+	return func(v any) any {
+		s, ok := v.(S)
+		if !ok {
+			return v
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			return v
+		}
+		var out S
+		if json.Unmarshal(b, &out) != nil {
+			return v
+		}
+		return out
+	}
+}
+
+// plain reports whether t holds no references.
+func plain(t reflect.Type, depth int) bool {
+	if depth > 16 {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return true
+	case reflect.Array:
+		return plain(t.Elem(), depth+1)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !plain(t.Field(i).Type, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// Handler runs a typed handler on raw JSON input.
+type Handler func(f *Frame, input json.RawMessage) (any, error)
+
+// ResumeHandler turns a resume payload into a call's real result.
+type ResumeHandler func(f *Frame, input json.RawMessage, r instance.Resolution) (any, error)
+
+// Tool is a type-erased tool, transition or pack tool.
+type Tool struct {
+	Spec       llm.ToolSpec
+	Transition bool
+	Concurrent bool
+	Terminal   bool
+	Run        Handler
+	// Resume, when set, receives resume payloads (node.OnResume).
+	Resume ResumeHandler
+	// InType is the tool's input type, to check resume handlers against.
+	InType reflect.Type
+	// Err is a construction error, reported when the node is built.
+	Err error
+}
+
+// Schema is a compiled JSON Schema for an input type.
+type Schema struct {
+	Raw      json.RawMessage
+	resolved *jsonschema.Resolved
+}
+
+// SchemaFor infers and compiles the JSON Schema of In, which must describe
+// a JSON object.
+func SchemaFor[In any]() (*Schema, error) {
+	s, err := jsonschema.For[In](nil)
+	if err != nil {
+		return nil, fmt.Errorf("schema for %s: %w", reflect.TypeFor[In](), err)
+	}
+	if s.Type != "object" {
+		return nil, fmt.Errorf("input type %s must be a struct or map, not %q", reflect.TypeFor[In](), s.Type)
+	}
+	return compile(s)
+}
+
+// SchemaOf compiles a JSON Schema.
+func SchemaOf(raw json.RawMessage) (*Schema, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return compile(&s)
+}
+
+func compile(s *jsonschema.Schema) (*Schema, error) {
+	r, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return &Schema{Raw: raw, resolved: r}, nil
+}
+
+// Decode validates data against the schema and decodes it into In. An empty
+// input is an empty object. Failures wrap instance.ErrInvalidInput.
+func Decode[In any](s *Schema, data json.RawMessage) (In, error) {
+	var in In
+	return in, s.DecodeInto(data, &in)
+}
+
+// DecodeInto validates data against the schema and decodes it into the
+// value v points to. Failures wrap instance.ErrInvalidInput.
+func (s *Schema) DecodeInto(data json.RawMessage, v any) error {
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	var generic any
+	if err := json.Unmarshal(data, &generic); err != nil {
+		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	}
+	if err := s.resolved.Validate(generic); err != nil {
+		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	}
+	return nil
+}
+
+// Bind builds a Handler from a typed function: decode and validate the
+// input, build the typed context, call fn, and enforce that a suspension
+// comes with the zero result.
+func Bind[C, In, Out any](s *Schema, mk func(*Frame) C, fn func(C, In) (Out, error)) Handler {
+	return func(f *Frame, data json.RawMessage) (any, error) {
+		in, err := Decode[In](s, data)
+		if err != nil {
+			return nil, err
+		}
+		out, err := fn(mk(f), in)
+		return Result(out, err)
+	}
+}
+
+// Result checks a handler's return: a suspension must come with the zero
+// result.
+func Result[Out any](out Out, err error) (any, error) {
+	var sr *instance.SuspendRequest
+	if err != nil && errors.As(err, &sr) && !reflect.ValueOf(&out).Elem().IsZero() {
+		return nil, instance.ErrSuspendWithResult
+	}
+	return out, err
+}
+
+// Suspend builds the suspension a handler returns.
+func Suspend(reason string, opts []instance.SuspendOption) error {
+	return instance.NewSuspendRequest(reason, opts...)
+}
+
+// Call runs h, turning a panic into an error.
+func Call(h Handler, f *Frame, input json.RawMessage) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("%w: %v", instance.ErrPanic, r)
+		}
+	}()
+	return h(f, input)
+}
+
+// CallResume runs a resume handler, turning a panic into an error.
+func CallResume(h ResumeHandler, f *Frame, input json.RawMessage, r instance.Resolution) (out any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("%w: %v", instance.ErrPanic, p)
+		}
+	}()
+	return h(f, input, r)
+}

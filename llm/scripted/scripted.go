@@ -1,0 +1,210 @@
+// Package scripted is a deterministic llm.Model for tests, examples and the
+// offline demo: it plays back replies (text, tool calls, stop reasons,
+// per-call latency) in call order, per node, or from a function of the
+// request, and records every request it receives.
+package scripted
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/message"
+)
+
+// ErrExhausted is returned when the script has no reply left for a call.
+var ErrExhausted = errors.New("scripted: no reply left")
+
+// Call is one tool call of a scripted reply.
+type Call struct {
+	// ID is the tool-use ID; empty means a generated "toolu_N".
+	ID   string
+	Name string
+	// Input is any JSON-encodable value, or raw JSON.
+	Input any
+}
+
+// Reply is one scripted model reply.
+type Reply struct {
+	// Thinking, when set, opens the reply with a thinking block signed
+	// Signature.
+	Thinking  string
+	Signature string
+	// Text is the reply's text, if any.
+	Text string
+	// Calls are the tool calls, in order.
+	Calls []Call
+	// Stop is the stop reason; empty means ToolUse when there are calls and
+	// EndTurn otherwise.
+	Stop llm.StopReason
+	// Latency delays the reply (honouring context cancellation).
+	Latency time.Duration
+	// Err makes the call fail.
+	Err   error
+	Usage llm.Usage
+}
+
+// Text returns a reply that says s and ends the turn.
+func Text(s string) Reply { return Reply{Text: s} }
+
+// Tool returns a reply with one tool call.
+func Tool(name string, input any) Reply {
+	return Reply{Calls: []Call{{Name: name, Input: input}}}
+}
+
+// Tools returns a reply with several tool calls.
+func Tools(calls ...Call) Reply { return Reply{Calls: calls} }
+
+// Model plays back a script. It is safe for concurrent use.
+type Model struct {
+	mu       sync.Mutex
+	replies  []Reply
+	byNode   map[string][]Reply
+	fn       func(*llm.Request) (Reply, error)
+	requests []*llm.Request
+	ids      int
+}
+
+// New returns a model that answers calls in order with replies.
+func New(replies ...Reply) *Model { return &Model{replies: replies} }
+
+// ByNode returns a model that answers each node's calls in order from its
+// own script, whatever order concurrent leaves call in.
+func ByNode(scripts map[string][]Reply) *Model {
+	cp := make(map[string][]Reply, len(scripts))
+	for k, v := range scripts {
+		cp[k] = append([]Reply(nil), v...)
+	}
+	return &Model{byNode: cp}
+}
+
+// Func returns a model that computes each reply from the request.
+func Func(fn func(req *llm.Request) (Reply, error)) *Model { return &Model{fn: fn} }
+
+// Generate answers req from the script.
+func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	r, err := m.next(req)
+	if err != nil {
+		return nil, err
+	}
+	if r.Latency > 0 {
+		timer := time.NewTimer(r.Latency)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return m.response(r)
+}
+
+func (m *Model) next(req *llm.Request) (Reply, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests = append(m.requests, req)
+	switch {
+	case m.fn != nil:
+		m.mu.Unlock()
+		r, err := m.fn(req)
+		m.mu.Lock()
+		return r, err
+	case m.byNode != nil:
+		q := m.byNode[req.Node]
+		if len(q) == 0 {
+			return Reply{}, fmt.Errorf("%w for node %s (call %d)", ErrExhausted, req.Node, len(m.requests))
+		}
+		m.byNode[req.Node] = q[1:]
+		return q[0], nil
+	}
+	if len(m.replies) == 0 {
+		return Reply{}, fmt.Errorf("%w (call %d)", ErrExhausted, len(m.requests))
+	}
+	r := m.replies[0]
+	m.replies = m.replies[1:]
+	return r, nil
+}
+
+func (m *Model) response(r Reply) (*llm.Response, error) {
+	msg := message.Message{Role: message.Assistant}
+	n := len(r.Calls)
+	if r.Thinking != "" || r.Signature != "" {
+		n++
+	}
+	if r.Text != "" {
+		n++
+	}
+	msg.Parts = make([]message.Part, 0, n)
+	if r.Thinking != "" || r.Signature != "" {
+		msg.Parts = append(msg.Parts, message.Thinking(r.Thinking, r.Signature))
+	}
+	if r.Text != "" {
+		msg.Parts = append(msg.Parts, message.Text(r.Text))
+	}
+	for _, c := range r.Calls {
+		input, err := encode(c.Input)
+		if err != nil {
+			return nil, fmt.Errorf("scripted: tool %s input: %w", c.Name, err)
+		}
+		id := c.ID
+		if id == "" {
+			m.mu.Lock()
+			m.ids++
+			id = "toolu_" + strconv.Itoa(m.ids)
+			m.mu.Unlock()
+		}
+		msg.Parts = append(msg.Parts, message.ToolUse(id, c.Name, input))
+	}
+	stop := r.Stop
+	if stop == "" {
+		stop = llm.EndTurn
+		if len(r.Calls) > 0 {
+			stop = llm.ToolUse
+		}
+	}
+	return &llm.Response{Message: msg, StopReason: stop, Usage: r.Usage}, nil
+}
+
+func encode(v any) (json.RawMessage, error) {
+	switch in := v.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case json.RawMessage:
+		return in, nil
+	case string:
+		if json.Valid([]byte(in)) {
+			return json.RawMessage(in), nil
+		}
+	}
+	return json.Marshal(v)
+}
+
+// Requests returns the requests received so far, in call order. They share
+// the caller's transcripts: read them, do not modify them.
+func (m *Model) Requests() []*llm.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*llm.Request(nil), m.requests...)
+}
+
+// Calls returns the number of calls received.
+func (m *Model) Calls() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.requests)
+}
+
+// Remaining returns how many call-order replies are left.
+func (m *Model) Remaining() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.replies)
+}

@@ -1,0 +1,295 @@
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/looplab/fsm"
+
+	"github.com/markov-agents/markov/executor"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/node"
+)
+
+// ErrInvalidCharter reports a charter that cannot be built: no model, no
+// nodes, duplicate names, a transition to an unknown node, or tools whose
+// names clash.
+var ErrInvalidCharter = errors.New("invalid charter")
+
+// DefaultMaxSteps bounds the rounds of one Run when CharterConfig.MaxSteps
+// is zero.
+const DefaultMaxSteps = 64
+
+// PromptBuilder builds a leaf's system prompt; see executor.DefaultPrompt.
+type PromptBuilder = executor.PromptBuilder
+
+// PromptContext is what a PromptBuilder receives.
+type PromptContext = executor.PromptContext
+
+// CharterConfig describes a charter. Zero fields take the documented
+// defaults.
+type CharterConfig struct {
+	// Name names the charter (for logs and docs).
+	Name string
+	// Instructions open every system prompt.
+	Instructions string
+	// Model answers every leaf. Required.
+	Model llm.Model
+	// Settings are the default model settings; nodes override them field
+	// by field.
+	Settings llm.Settings
+	// Nodes are every node machines of this charter may run. Required.
+	Nodes []*node.Node
+	// Packs are available to every node that opts in; packs named by nodes
+	// are added too.
+	Packs []*node.Pack
+	// Tools are offered to every leaf. They read the leaf's state and may
+	// not update it.
+	Tools []node.Tool[any]
+	// SystemPrompt builds system prompts (executor.DefaultPrompt if nil).
+	SystemPrompt PromptBuilder
+	// MaxSteps bounds the rounds of one Run (DefaultMaxSteps if zero).
+	MaxSteps int
+	// Clock tells the time for suspensions and deadlines (time.Now if nil).
+	Clock func() time.Time
+	// NewID returns fresh instance and suspend IDs (random, unguessable
+	// IDs if nil). Tests set it for deterministic IDs.
+	NewID func() string
+	// Logger receives debug logs of runs (silent if nil).
+	Logger *slog.Logger
+}
+
+// Charter is the static registry machines run against: nodes, packs,
+// charter-wide tools, the model and limits. It is immutable and shared by
+// many machines.
+type Charter struct {
+	name     string
+	nodes    map[string]*node.Node
+	packs    map[string]*node.Pack
+	tools    []*frame.Tool
+	exec     *executor.Executor
+	maxSteps int
+	now      func() time.Time
+	newID    func() string
+	logger   *slog.Logger
+	graph    *fsm.FSM
+}
+
+// NewCharter checks cfg and builds a charter. Every node name a transition
+// declares must be registered; tool names must not clash within any node's
+// tool list (own tools, packs' tools, charter tools).
+func NewCharter(cfg CharterConfig) (*Charter, error) {
+	if cfg.Model == nil {
+		return nil, fmt.Errorf("%w: no model", ErrInvalidCharter)
+	}
+	if len(cfg.Nodes) == 0 {
+		return nil, fmt.Errorf("%w: no nodes", ErrInvalidCharter)
+	}
+	c := &Charter{
+		name:     cfg.Name,
+		nodes:    make(map[string]*node.Node, len(cfg.Nodes)),
+		packs:    map[string]*node.Pack{},
+		maxSteps: cfg.MaxSteps,
+		now:      cfg.Clock,
+		newID:    cfg.NewID,
+		logger:   cfg.Logger,
+	}
+	if c.maxSteps <= 0 {
+		c.maxSteps = DefaultMaxSteps
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.newID == nil {
+		c.newID = func() string { return instance.NewID("") }
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	addPack := func(p *node.Pack) error {
+		if p == nil {
+			return fmt.Errorf("%w: nil pack", ErrInvalidCharter)
+		}
+		if err := p.Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidCharter, err)
+		}
+		if q, ok := c.packs[p.Name()]; ok && q != p {
+			return fmt.Errorf("%w: two packs named %q", ErrInvalidCharter, p.Name())
+		}
+		c.packs[p.Name()] = p
+		return nil
+	}
+	for _, p := range cfg.Packs {
+		if err := addPack(p); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range cfg.Nodes {
+		if n == nil {
+			return nil, fmt.Errorf("%w: nil node", ErrInvalidCharter)
+		}
+		if _, dup := c.nodes[n.Name()]; dup {
+			return nil, fmt.Errorf("%w: two nodes named %q", ErrInvalidCharter, n.Name())
+		}
+		c.nodes[n.Name()] = n
+		for _, p := range n.Packs() {
+			if err := addPack(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range cfg.Tools {
+		ft := node.FrameTool(t)
+		if ft.Err != nil || !node.ValidName(ft.Spec.Name) || seen[ft.Spec.Name] {
+			return nil, fmt.Errorf("%w: charter tool %q: bad or duplicate name, or %v", ErrInvalidCharter, ft.Spec.Name, ft.Err)
+		}
+		seen[ft.Spec.Name] = true
+		c.tools = append(c.tools, ft)
+	}
+	for _, n := range cfg.Nodes {
+		if err := c.checkNode(n); err != nil {
+			return nil, err
+		}
+	}
+	graph, err := buildGraph(cfg.Nodes, c.nodes)
+	if err != nil {
+		return nil, err
+	}
+	c.graph = graph
+	c.exec = &executor.Executor{
+		Model:        cfg.Model,
+		Prompt:       cfg.SystemPrompt,
+		Instructions: cfg.Instructions,
+		Settings:     cfg.Settings,
+		Nodes:        c.Node,
+		Now:          c.now,
+		NewID:        c.newID,
+		Logger:       c.logger,
+	}
+	return c, nil
+}
+
+// checkNode reports tool and command names that clash on n.
+func (c *Charter) checkNode(n *node.Node) error {
+	tools := map[string]string{}
+	claim := func(name, owner string) error {
+		if prev, ok := tools[name]; ok {
+			return fmt.Errorf("%w: node %s: name %q of %s clashes with %s", ErrInvalidCharter, n.Name(), name, owner, prev)
+		}
+		tools[name] = owner
+		return nil
+	}
+	for _, t := range n.Tools() {
+		if err := claim(t.Spec.Name, "node tool"); err != nil {
+			return err
+		}
+	}
+	for _, p := range n.Packs() {
+		for _, t := range p.Tools() {
+			if err := claim(t.Spec.Name, "pack "+p.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, t := range c.tools {
+		if err := claim(t.Spec.Name, "charter tool"); err != nil {
+			return err
+		}
+	}
+	cmds := map[string]string{}
+	for _, d := range n.Commands() {
+		cmds[d.Name] = "node"
+	}
+	for _, p := range n.Packs() {
+		for _, d := range p.Commands() {
+			if prev, ok := cmds[d.Name]; ok {
+				return fmt.Errorf("%w: node %s: command %q of pack %s clashes with %s", ErrInvalidCharter, n.Name(), d.Name, p.Name(), prev)
+			}
+			cmds[d.Name] = "pack " + p.Name()
+		}
+	}
+	return nil
+}
+
+// buildGraph builds the node graph as an FSM: one state per node, one event
+// per declared transition target. Unknown targets fail here.
+func buildGraph(nodes []*node.Node, byName map[string]*node.Node) (*fsm.FSM, error) {
+	srcs := map[string][]string{}
+	for _, n := range nodes {
+		for _, t := range n.Targets() {
+			if byName[t] == nil {
+				return nil, fmt.Errorf("%w: node %s declares a transition to unknown node %q", ErrInvalidCharter, n.Name(), t)
+			}
+			srcs[t] = append(srcs[t], n.Name())
+		}
+	}
+	targets := make([]string, 0, len(srcs))
+	for t := range srcs {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	events := make(fsm.Events, 0, len(targets))
+	for _, t := range targets {
+		events = append(events, fsm.EventDesc{Name: node.TransitionPrefix + t, Src: srcs[t], Dst: t})
+	}
+	return fsm.NewFSM(nodes[0].Name(), events, nil), nil
+}
+
+// Name returns the charter's name.
+func (c *Charter) Name() string { return c.name }
+
+// Node returns the node named name, or nil.
+func (c *Charter) Node(name string) *node.Node { return c.nodes[name] }
+
+// Pack returns the pack named name, or nil.
+func (c *Charter) Pack(name string) *node.Pack { return c.packs[name] }
+
+// Graph exports the node graph (nodes and declared transitions) in the
+// given format, e.g. fsm.MERMAID or fsm.GRAPHVIZ.
+func (c *Charter) Graph(format fsm.VisualizeType) (string, error) {
+	return fsm.VisualizeWithType(c.graph, format)
+}
+
+// Now returns the charter clock's time.
+func (c *Charter) Now() time.Time { return c.now() }
+
+// cloneState deep-copies a node or pack state value.
+func (c *Charter) cloneState(name string, v any) any {
+	if n := c.nodes[name]; n != nil {
+		return n.CloneState(v)
+	}
+	if len(name) > len(instance.PackStateKey) && name[:len(instance.PackStateKey)] == instance.PackStateKey {
+		if p := c.packs[name[len(instance.PackStateKey):]]; p != nil {
+			return p.StateOps().Clone(v)
+		}
+	}
+	return v
+}
+
+// NewMachine returns a machine whose root instance runs rootNode with
+// state (nil: the node's initial state), with every pack at its initial
+// state.
+func (c *Charter) NewMachine(rootNode string, state any) (*Machine, error) {
+	n := c.nodes[rootNode]
+	if n == nil {
+		return nil, fmt.Errorf("%w: %q", instance.ErrUnknownNode, rootNode)
+	}
+	s, err := n.NormalizeState(state)
+	if err != nil {
+		return nil, err
+	}
+	root := &instance.Instance{ID: c.newID(), Node: rootNode, State: s, Idle: true}
+	if len(c.packs) > 0 {
+		root.Packs = make(map[string]any, len(c.packs))
+		for name, p := range c.packs {
+			root.Packs[name] = p.Initial()
+		}
+	}
+	return newMachine(c, root, nil), nil
+}

@@ -1,0 +1,182 @@
+// Package machine runs a tree of node instances: a Charter registers nodes,
+// packs and tools; a Machine holds the root instance and the history and
+// runs it round by round through the executor, yielding one Step per round
+// from the Run iterator. Suspensions live on the tree and are resumed by a
+// ResumeInput fed into Run, maybe hours later, in another process.
+package machine
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/message"
+)
+
+// Errors of running a machine.
+var (
+	// ErrMaxSteps: a Run took more rounds than the charter allows.
+	ErrMaxSteps = errors.New("max steps exceeded")
+	// ErrRunning: Run (or a mutating method) was called while a Run of the
+	// same machine is in progress.
+	ErrRunning = errors.New("machine is already running")
+	// ErrBadInput: Run received an input that is not a message.Message, a
+	// command.Invocation or a ResumeInput.
+	ErrBadInput = errors.New("bad run input")
+	// ErrNoPrimary: there is no non-worker leaf to address.
+	ErrNoPrimary = errors.New("no primary leaf")
+	// ErrInvalidTree: a restored tree does not fit its charter.
+	ErrInvalidTree = errors.New("invalid instance tree")
+)
+
+// YieldReason says why a step was yielded.
+type YieldReason string
+
+// The reasons a step is yielded.
+const (
+	// EndTurn: the leaves of the round ended their turn.
+	EndTurn YieldReason = "end_turn"
+	// ToolUse: tools ran; the model is called again.
+	ToolUse YieldReason = "tool_use"
+	// MaxTokens: a reply was cut off by the token limit.
+	MaxTokens YieldReason = "max_tokens"
+	// Cede: an instance ceded to its parent.
+	Cede YieldReason = "cede"
+	// Command: a command ran (or completed after a resume).
+	Command YieldReason = "command"
+	// Suspend: something suspended this round; persist the machine and
+	// resume it later with a ResumeInput.
+	Suspend YieldReason = "suspend"
+	// AwaitingResume: nothing can run until a suspension is resumed.
+	AwaitingResume YieldReason = "awaiting_resume"
+)
+
+// Input is what Run accepts: a message.Message (user input), a
+// command.Invocation or a ResumeInput. Any other value is an error.
+type Input any
+
+// UserText returns a user message with one text part.
+func UserText(s string) message.Message { return message.UserText(s) }
+
+// ResumeInput resolves a pending suspension, found by ID anywhere in the
+// tree. A string Payload is the tool result as is; anything else is
+// JSON-encoded. IsError marks the result as a failure.
+type ResumeInput struct {
+	SuspendID string
+	Payload   any
+	IsError   bool
+}
+
+// Step is what one round (or one command) produced.
+type Step struct {
+	Reason YieldReason
+	// Done marks the last step of this Run.
+	Done bool
+	// Messages were added to history in this step.
+	Messages []message.Message
+	// Suspensions are the pending calls, for Suspend and AwaitingResume
+	// steps and for the last step when anything is still pending.
+	Suspensions []instance.SuspendedCall
+	// Command is the result of a Command step.
+	Command *command.Result
+	// CedeContent is what the first cede of the round handed up.
+	CedeContent any
+	// Events are the suspension lifecycle events of the step.
+	Events []instance.Event
+	// Usage sums the tokens of the round's model calls.
+	Usage llm.Usage
+	// Root is a deep copy of the tree after the step.
+	Root *instance.Instance
+}
+
+// Machine is a charter plus a root instance plus history: the unit of
+// persistence. A Machine is not safe for concurrent use: run it from one
+// goroutine at a time (Run refuses to start twice).
+type Machine struct {
+	charter *Charter
+	root    *instance.Instance
+	history []message.Message
+	running atomic.Bool
+	leaves  map[string]*leafCache
+}
+
+// leafCache keeps what a leaf reuses round after round: its transcript
+// (extended incrementally) and its resolved tool set.
+type leafCache struct {
+	transcript []message.Message
+	next       int // history index the transcript has seen up to
+	toolsKey   string
+	tools      *executor.Toolset
+}
+
+func newMachine(c *Charter, root *instance.Instance, history []message.Message) *Machine {
+	return &Machine{charter: c, root: root, history: history, leaves: map[string]*leafCache{}}
+}
+
+// Charter returns the machine's charter.
+func (m *Machine) Charter() *Charter { return m.charter }
+
+// Root returns a deep copy of the instance tree.
+func (m *Machine) Root() *instance.Instance { return m.root.Clone(m.charter.cloneState) }
+
+// History returns a deep copy of the history.
+func (m *Machine) History() []message.Message { return message.CloneAll(m.history) }
+
+// HistoryLen returns the number of history messages.
+func (m *Machine) HistoryLen() int { return len(m.history) }
+
+// Pending returns a deep copy of every unresolved suspension in the tree.
+func (m *Machine) Pending() []instance.SuspendedCall {
+	var out []instance.SuspendedCall
+	for c := range m.root.Pending() {
+		out = append(out, c.Clone())
+	}
+	return out
+}
+
+// Suspend parks the primary leaf at this step boundary: the whole instance
+// waits until a ResumeInput names the returned suspend ID. A payload given
+// with the resume reaches the instance as a message.
+func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string, error) {
+	if !m.running.CompareAndSwap(false, true) {
+		return "", ErrRunning
+	}
+	defer m.running.Store(false)
+	leaf := m.primaryLeaf()
+	if leaf == nil {
+		return "", ErrNoPrimary
+	}
+	err := instance.NewSuspendRequest(reason, opts...)
+	sr, ok := err.(*instance.SuspendRequest)
+	if !ok {
+		return "", err
+	}
+	if sr.ID != "" {
+		if _, c := m.root.FindCall(sr.ID); c != nil {
+			return "", errDuplicateID(sr.ID)
+		}
+	}
+	call := m.charter.exec.NewCall(sr, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
+	addCalls(leaf, call)
+	return call.SuspendID, nil
+}
+
+// primaryLeaf returns the non-worker leaf, or nil.
+func (m *Machine) primaryLeaf() *instance.Instance {
+	for l := range m.root.Leaves() {
+		if n := m.charter.Node(l.Node); n != nil && !n.Worker() {
+			return l
+		}
+	}
+	return nil
+}
+
+func addCalls(in *instance.Instance, calls ...instance.SuspendedCall) {
+	if in.Suspension == nil {
+		in.Suspension = &instance.SuspensionState{}
+	}
+	in.Suspension.Calls = append(in.Suspension.Calls, calls...)
+}

@@ -1,0 +1,364 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/markov-agents/markov/executor"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// Run applies inputs in order — user messages to history, commands
+// executed, resumes applied — and then runs rounds until no leaf has work,
+// yielding one Step per command and per round. All inputs are validated
+// and applied as one: if any fails, Run yields the error and the machine is
+// exactly as it was.
+//
+// Iterator contract: an error is yielded once as (Step{}, err) and the
+// sequence ends. Breaking out of the loop leaves the machine at a step
+// boundary; Run again with no inputs continues. Every goroutine a round
+// starts is joined before its step is yielded. Cancelling ctx stops the
+// run with ctx.Err() and discards the unfinished round.
+func (m *Machine) Run(ctx context.Context, inputs ...Input) iter.Seq2[Step, error] {
+	return func(yield func(Step, error) bool) {
+		if !m.running.CompareAndSwap(false, true) {
+			yield(Step{}, ErrRunning)
+			return
+		}
+		defer m.running.Store(false)
+		m.run(ctx, inputs, yield)
+	}
+}
+
+func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, error) bool) {
+	log := m.charter.logger
+	log.LogAttrs(ctx, slog.LevelDebug, "run", slog.String("root", m.root.ID), slog.Int("inputs", len(inputs)))
+	pre, carry, err := m.applyInputs(ctx, inputs)
+	if err != nil {
+		yield(Step{}, err)
+		return
+	}
+	yielded := false
+	emit := func(s Step) bool {
+		yielded = true
+		if s.Done || s.Reason == Suspend || s.Reason == AwaitingResume {
+			s.Suspensions = m.Pending()
+		}
+		s.Root = m.Root()
+		return yield(s, nil)
+	}
+	for i, s := range pre {
+		s.Done = i == len(pre)-1 && !m.hasWork() && carry.empty()
+		if !emit(s) || s.Done {
+			return
+		}
+	}
+	for round := 0; m.hasWork(); round++ {
+		if err := ctx.Err(); err != nil {
+			yield(Step{}, err)
+			return
+		}
+		if round >= m.charter.maxSteps {
+			yield(Step{}, fmt.Errorf("%w: %d rounds", ErrMaxSteps, round))
+			return
+		}
+		step, err := m.round(ctx, carry)
+		carry = nil
+		if err != nil {
+			yield(Step{}, err)
+			return
+		}
+		step.Done = !m.hasWork()
+		if !emit(step) || step.Done {
+			return
+		}
+	}
+	switch {
+	case !carry.empty():
+		s := carry.step(EndTurn)
+		if m.root.Suspended() || len(m.Pending()) > 0 {
+			s.Reason = AwaitingResume
+		}
+		s.Done = true
+		emit(s)
+	case !yielded && len(m.Pending()) > 0:
+		emit(Step{Reason: AwaitingResume, Done: true})
+	}
+}
+
+// hasWork reports whether any leaf can run.
+func (m *Machine) hasWork() bool {
+	for l := range m.root.Leaves() {
+		if active(l) {
+			return true
+		}
+	}
+	return false
+}
+
+func active(l *instance.Instance) bool { return !l.Idle && !l.Suspended() }
+
+// round runs every active leaf once, concurrently, and applies their
+// outcomes in leaf order.
+func (m *Machine) round(ctx context.Context, carry *tx) (Step, error) {
+	var leaves []*executor.Leaf
+	primaries := 0
+	for l := range m.root.Leaves() {
+		n := m.charter.Node(l.Node)
+		if !n.Worker() {
+			primaries++
+		}
+		if active(l) {
+			leaves = append(leaves, m.leaf(l))
+		}
+	}
+	if primaries > 1 {
+		return Step{}, fmt.Errorf("%w: %d non-worker leaves", instance.ErrPrimaryConflict, primaries)
+	}
+	for _, lf := range leaves {
+		lf.PrimaryElsewhere = primaries > 0 && lf.Node.Worker()
+	}
+	outcomes := make([]*executor.Outcome, len(leaves))
+	errs := make([]error, len(leaves))
+	if len(leaves) == 1 {
+		outcomes[0], errs[0] = m.charter.exec.Step(ctx, leaves[0])
+	} else {
+		var wg sync.WaitGroup
+		for i, lf := range leaves {
+			wg.Go(func() { outcomes[i], errs[i] = m.charter.exec.Step(ctx, lf) })
+		}
+		wg.Wait()
+	}
+	if err := ctx.Err(); err != nil {
+		return Step{}, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return Step{}, err
+		}
+	}
+	t := carry
+	if t == nil {
+		t = m.newTx(ctx, m.root)
+	}
+	flags := reasonFlags{}
+	for i, o := range outcomes {
+		flags = flags.merge(t.applyOutcome(o, leaves[i]))
+	}
+	m.commit(t)
+	s := t.step(flags.reason())
+	return s, nil
+}
+
+// leaf assembles what the executor needs for one leaf.
+func (m *Machine) leaf(l *instance.Instance) *executor.Leaf {
+	path := m.root.Path(l.ID)
+	lf := &executor.Leaf{Instance: l, Node: m.charter.Node(l.Node), Packs: m.root.Packs}
+	c := m.cache(l.ID)
+	var key string
+	if len(path) > 1 {
+		lf.Ancestors = make([]executor.Ancestor, len(path)-1)
+		names := make([]string, len(path))
+		for i, a := range path {
+			names[i] = a.Node
+			if i < len(path)-1 {
+				lf.Ancestors[i] = executor.Ancestor{InstanceID: a.ID, Node: m.charter.Node(a.Node), State: a.State}
+			}
+		}
+		key = strings.Join(names, "/")
+	} else {
+		key = l.Node
+	}
+	if c.tools == nil || c.toolsKey != key {
+		anc := make([]*node.Node, len(lf.Ancestors))
+		for i, a := range lf.Ancestors {
+			anc[i] = a.Node
+		}
+		c.tools, c.toolsKey = executor.NewToolset(lf.Node, anc, m.charter.tools), key
+	}
+	lf.Tools = c.tools
+	lf.Transcript = m.transcript(l.ID, c)
+	return lf
+}
+
+// cache returns the leaf cache of instance id.
+func (m *Machine) cache(id string) *leafCache {
+	c := m.leaves[id]
+	if c == nil {
+		c = &leafCache{}
+		m.leaves[id] = c
+	}
+	return c
+}
+
+// transcript brings the leaf's transcript up to date with history and
+// returns it, capped so no one can append into it.
+func (m *Machine) transcript(id string, c *leafCache) []message.Message {
+	for ; c.next < len(m.history); c.next++ {
+		if h := &m.history[c.next]; h.VisibleTo(id) {
+			c.transcript = append(c.transcript, *h)
+		}
+	}
+	return c.transcript[:len(c.transcript):len(c.transcript)]
+}
+
+// commit appends a transaction's messages to history and forgets the
+// caches of instances that left the tree.
+func (m *Machine) commit(t *tx) {
+	m.root = t.root
+	m.history = append(m.history, t.added[t.committed:]...)
+	t.committed = len(t.added)
+	for _, id := range t.removed {
+		delete(m.leaves, id)
+	}
+	t.removed = nil
+}
+
+// reasonFlags collects what happened in a round to pick its YieldReason.
+type reasonFlags struct{ suspend, cede, toolUse, maxTokens bool }
+
+func (f reasonFlags) merge(g reasonFlags) reasonFlags {
+	return reasonFlags{f.suspend || g.suspend, f.cede || g.cede, f.toolUse || g.toolUse, f.maxTokens || g.maxTokens}
+}
+
+func (f reasonFlags) reason() YieldReason {
+	switch {
+	case f.suspend:
+		return Suspend
+	case f.cede:
+		return Cede
+	case f.toolUse:
+		return ToolUse
+	case f.maxTokens:
+		return MaxTokens
+	}
+	return EndTurn
+}
+
+// applyOutcome applies one leaf's outcome to the tree.
+func (t *tx) applyOutcome(o *executor.Outcome, lf *executor.Leaf) reasonFlags {
+	in := t.root.Find(o.InstanceID)
+	t.usage = t.usage.Add(o.Usage)
+	if o.StateChanged {
+		in.State = o.State
+	}
+	for k, v := range o.Packs {
+		t.root.Packs[k] = v
+	}
+	reply := o.Reply
+	if o.Stop == llm.MaxTokens {
+		in.MaxTokensStreak++
+		reply.Source.To = t.scope(in, lf)
+		t.add(reply)
+		if in.MaxTokensStreak >= 2 {
+			in.Idle, in.MaxTokensStreak = true, 0
+		}
+		return reasonFlags{maxTokens: true}
+	}
+	in.MaxTokensStreak = 0
+	if len(o.Results) == 0 {
+		reply.Source.To = t.scope(in, lf)
+		t.add(reply)
+		in.Idle = o.Stop != llm.PauseTurn
+		return reasonFlags{}
+	}
+	reply.Source.To = in.ID
+	flags := reasonFlags{toolUse: true}
+	if len(o.Suspended) > 0 {
+		flags.suspend = true
+		t.suspended(in, o.Suspended...)
+	}
+	if o.HoldsReply() {
+		in.Suspension.Reply = &instance.HeldReply{
+			Message:    reply,
+			Results:    o.Results,
+			Transition: o.Transition,
+			Terminal:   o.Terminal,
+		}
+		return flags
+	}
+	t.addExchange(in, reply, o.Results)
+	in.Idle = o.Terminal
+	if o.Transition != nil {
+		if t.applyEffect(in, *o.Transition) {
+			flags.cede = true
+		}
+	}
+	return flags
+}
+
+// scope returns the To of a leaf's text reply: the primary speaks to the
+// shared conversation, workers only to themselves.
+func (t *tx) scope(in *instance.Instance, lf *executor.Leaf) string {
+	if lf.Node.Worker() {
+		return in.ID
+	}
+	return ""
+}
+
+// addExchange appends an assistant message and its tool results.
+func (t *tx) addExchange(in *instance.Instance, reply message.Message, results []message.Part) {
+	t.add(reply)
+	t.add(message.Message{
+		Role:   message.Tool,
+		Parts:  results,
+		Source: message.Source{InstanceID: in.ID, Node: in.Node, To: in.ID},
+	})
+}
+
+// applyEffect applies a validated transition to in. It reports a cede.
+func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect) bool {
+	switch eff.Kind {
+	case instance.EffectGoto:
+		in.Node, in.State, in.Idle = eff.Target, eff.State, false
+	case instance.EffectSpawn:
+		for _, c := range eff.Children {
+			in.Children = append(in.Children, &instance.Instance{ID: c.ID, Node: c.Node, State: c.State})
+		}
+	case instance.EffectCede:
+		path := t.root.Path(in.ID)
+		if len(path) < 2 {
+			return false
+		}
+		parent := path[len(path)-2]
+		for i, c := range parent.Children {
+			if c == in {
+				parent.Children = append(parent.Children[:i:i], parent.Children[i+1:]...)
+				break
+			}
+		}
+		for gone := range in.Walk() {
+			t.removed = append(t.removed, gone.ID)
+		}
+		text, _ := instance.ResultText(eff.Content)
+		t.add(message.Message{
+			Role:   message.User,
+			Parts:  []message.Part{message.Text(text)},
+			Source: message.Source{InstanceID: in.ID, Node: in.Node, To: parent.ID},
+		})
+		parent.Idle = false
+		if !t.ceded {
+			t.ceded, t.cedeContent = true, eff.Content
+		}
+		return true
+	}
+	return false
+}
+
+// suspended records new suspended calls on in.
+func (t *tx) suspended(in *instance.Instance, calls ...instance.SuspendedCall) {
+	addCalls(in, calls...)
+	for _, c := range calls {
+		t.events = append(t.events, instance.Event{
+			Type: instance.EventSuspended, SuspendID: c.SuspendID, InstanceID: c.InstanceID,
+			Kind: c.Kind, Name: c.Name, Initiator: c.Initiator, Reason: c.Reason, At: c.SuspendedAt,
+		})
+	}
+}

@@ -1,0 +1,474 @@
+package machine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// tx is one batch of changes to a tree: applied to a working copy for
+// inputs (so a failure leaves the machine untouched) or to the live tree
+// for a round, then committed.
+type tx struct {
+	m       *Machine
+	ctx     context.Context
+	root    *instance.Instance
+	added   []message.Message
+	removed []string
+	events  []instance.Event
+	// committed and reported index added (and events) up to where they
+	// went to history and into a step.
+	committed, reported, eventsReported int
+	usage                               llm.Usage
+	ceded                               bool
+	cedeContent                         any
+}
+
+func (m *Machine) newTx(ctx context.Context, root *instance.Instance) *tx {
+	return &tx{m: m, ctx: ctx, root: root}
+}
+
+func (t *tx) add(msg message.Message) { t.added = append(t.added, msg) }
+
+// empty reports whether t has nothing left to report.
+func (t *tx) empty() bool {
+	return t == nil || (t.reported == len(t.added) && t.eventsReported == len(t.events))
+}
+
+// step builds a step reporting what t has not reported yet.
+func (t *tx) step(r YieldReason) Step {
+	s := Step{Reason: r, Usage: t.usage}
+	if t.reported < len(t.added) {
+		s.Messages = message.CloneAll(t.added[t.reported:])
+	}
+	if t.eventsReported < len(t.events) {
+		s.Events = append([]instance.Event(nil), t.events[t.eventsReported:]...)
+	}
+	if t.ceded {
+		s.CedeContent = t.cedeContent
+		if s.Reason != Suspend {
+			s.Reason = Cede
+		}
+	}
+	t.reported, t.eventsReported = len(t.added), len(t.events)
+	t.usage, t.ceded, t.cedeContent = llm.Usage{}, false, nil
+	return s
+}
+
+// applyInputs validates inputs, applies them to a copy of the tree, sweeps
+// expired suspensions and commits. It returns the command steps and the
+// transaction whose messages the first round step reports.
+func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *tx, error) {
+	now := m.charter.now()
+	if len(inputs) == 0 && !m.anyExpired(now) {
+		return nil, nil, nil
+	}
+	if err := m.validateResumes(inputs, now); err != nil {
+		return nil, nil, err
+	}
+	t := m.newTx(ctx, m.root.Clone(nil))
+	var steps []Step
+	for _, in := range inputs {
+		switch v := in.(type) {
+		case message.Message:
+			t.userMessage(v)
+		case *message.Message:
+			t.userMessage(*v)
+		case command.Invocation:
+			s, err := t.command(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, s...)
+		case ResumeInput:
+			s, err := t.resume(v, instance.CauseExplicit)
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, s...)
+		}
+	}
+	steps = append(steps, t.expire(now)...)
+	m.commit(t)
+	return steps, t, nil
+}
+
+// validateResumes checks every ResumeInput before anything is applied: one
+// bad ID fails the whole call.
+func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
+	seen := map[string]bool{}
+	for _, in := range inputs {
+		switch v := in.(type) {
+		case message.Message, *message.Message, command.Invocation:
+		case ResumeInput:
+			if seen[v.SuspendID] {
+				return fmt.Errorf("resume %s twice in one run: %w", v.SuspendID, instance.ErrAlreadyResolved)
+			}
+			seen[v.SuspendID] = true
+			if err := m.checkResumable(v.SuspendID, now); err != nil {
+				return err
+			}
+			if _, err := instance.EncodePayload(v.Payload); err != nil {
+				return fmt.Errorf("resume %s: %w", v.SuspendID, err)
+			}
+		default:
+			return fmt.Errorf("%w: %T", ErrBadInput, in)
+		}
+	}
+	return nil
+}
+
+// checkResumable reports why suspendID cannot be resumed now, if it can't.
+func (m *Machine) checkResumable(id string, now time.Time) error {
+	_, c := m.root.FindCall(id)
+	if c == nil {
+		if m.resolvedBefore(id) {
+			return fmt.Errorf("suspension %s: %w", id, instance.ErrAlreadyResolved)
+		}
+		if !m.root.Suspended() && len(m.Pending()) == 0 {
+			return fmt.Errorf("suspension %s: %w: %w", id, instance.ErrUnknownSuspendID, instance.ErrNotSuspended)
+		}
+		return fmt.Errorf("suspension %s: %w", id, instance.ErrUnknownSuspendID)
+	}
+	if err := c.CheckPending(); err != nil {
+		return err
+	}
+	if c.Expired(now) {
+		return fmt.Errorf("suspension %s (deadline %s): %w", id, c.Deadline.Format(time.RFC3339), instance.ErrDeadlinePassed)
+	}
+	return nil
+}
+
+// resolvedBefore reports whether history records a resolution of id.
+func (m *Machine) resolvedBefore(id string) bool {
+	for i := len(m.history) - 1; i >= 0; i-- {
+		for _, p := range m.history[i].Parts {
+			if p.SuspendID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func errDuplicateID(id string) error {
+	return fmt.Errorf("suspend ID %q is already in use: %w", id, instance.ErrAlreadyResolved)
+}
+
+// userMessage adds user input to history and wakes the primary leaf.
+func (t *tx) userMessage(msg message.Message) {
+	msg.Role = message.User
+	msg.Source = message.Source{}
+	t.add(msg.Clone())
+	if msg.Silent {
+		return
+	}
+	for l := range t.root.Leaves() {
+		if n := t.m.charter.Node(l.Node); n != nil && !n.Worker() {
+			l.Idle = false
+			return
+		}
+	}
+}
+
+// command runs an invocation and applies its effects.
+func (t *tx) command(inv command.Invocation) ([]Step, error) {
+	target, err := t.target(inv.InstanceID)
+	if err != nil {
+		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+	}
+	input, err := commandInput(inv.Input)
+	if err != nil {
+		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+	}
+	lf := t.m.leafOf(t.root, target)
+	co, err := t.m.charter.exec.Command(t.ctx, lf, inv.Name, input)
+	if err != nil {
+		return nil, err
+	}
+	res := &command.Result{Name: inv.Name, InstanceID: target.ID, Value: co.Value}
+	if co.StateChanged {
+		target.State = co.State
+	}
+	if co.Pack != "" {
+		t.root.Packs[co.Pack] = co.PackState
+	}
+	record := map[string]any{"command": inv.Name, "input": json.RawMessage(input)}
+	if co.Suspended != nil {
+		if _, c := t.root.FindCall(co.Suspended.SuspendID); c != nil {
+			return nil, errDuplicateID(co.Suspended.SuspendID)
+		}
+		t.suspended(target, *co.Suspended)
+		call := co.Suspended.Clone()
+		res.Suspension = &call
+		record["suspend_id"] = call.SuspendID
+	} else if v, err := instance.EncodePayload(co.Value); err == nil {
+		record["value"] = v
+	}
+	steps := []Step{}
+	for _, r := range co.Resumes {
+		if err := t.m.checkResumableIn(t.root, r.SuspendID); err != nil {
+			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+		}
+		s, err := t.resume(ResumeInput{SuspendID: r.SuspendID, Payload: r.Payload, IsError: r.IsError}, instance.CauseCommand)
+		if err != nil {
+			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+		}
+		steps = append(steps, s...)
+	}
+	if co.Transition != nil {
+		record["effect"] = co.Transition.Kind.String()
+		t.applyEffect(target, *co.Transition)
+	}
+	t.record(target, "command", record, "")
+	s := t.step(Command)
+	s.Command = res
+	return append([]Step{s}, steps...), nil
+}
+
+// checkResumableIn is checkResumable against a working tree.
+func (m *Machine) checkResumableIn(root *instance.Instance, id string) error {
+	_, c := root.FindCall(id)
+	if c == nil {
+		return fmt.Errorf("suspension %s: %w", id, instance.ErrUnknownSuspendID)
+	}
+	return c.CheckPending()
+}
+
+// record adds an instance record to history.
+func (t *tx) record(in *instance.Instance, name string, data any, suspendID string) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		raw = nil
+	}
+	p := message.RecordPart(name, raw)
+	p.SuspendID = suspendID
+	t.add(message.Message{
+		Role:   message.Record,
+		Parts:  []message.Part{p},
+		Source: message.Source{InstanceID: in.ID, Node: in.Node, To: in.ID},
+	})
+}
+
+// target resolves a command's target: the named instance, or the primary
+// leaf (suspended or not).
+func (t *tx) target(id string) (*instance.Instance, error) {
+	if id != "" {
+		if in := t.root.Find(id); in != nil {
+			return in, nil
+		}
+		return nil, fmt.Errorf("%w: instance %q", command.ErrNoTarget, id)
+	}
+	for l := range t.root.Leaves() {
+		if n := t.m.charter.Node(l.Node); n != nil && !n.Worker() {
+			return l, nil
+		}
+	}
+	return nil, command.ErrNoTarget
+}
+
+func commandInput(v any) (json.RawMessage, error) {
+	switch in := v.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case []byte:
+		if !json.Valid(in) {
+			return nil, fmt.Errorf("%w: input is not JSON", instance.ErrInvalidInput)
+		}
+		return in, nil
+	}
+	raw, err := instance.EncodePayload(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", instance.ErrInvalidInput, err)
+	}
+	return raw, nil
+}
+
+// leafOf assembles an executor leaf for any instance of root (commands and
+// resume handlers), without touching the transcript cache.
+func (m *Machine) leafOf(root, in *instance.Instance) *executor.Leaf {
+	path := root.Path(in.ID)
+	lf := &executor.Leaf{Instance: in, Node: m.charter.Node(in.Node), Packs: root.Packs}
+	anc := make([]*node.Node, 0, len(path))
+	for _, a := range path[:len(path)-1] {
+		n := m.charter.Node(a.Node)
+		lf.Ancestors = append(lf.Ancestors, executor.Ancestor{InstanceID: a.ID, Node: n, State: a.State})
+		anc = append(anc, n)
+	}
+	lf.Tools = executor.NewToolset(lf.Node, anc, m.charter.tools)
+	for l := range root.Leaves() {
+		if l != in && !m.charter.Node(l.Node).Worker() {
+			lf.PrimaryElsewhere = true
+		}
+	}
+	return lf
+}
+
+// resume resolves one suspension.
+func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
+	in, call := t.root.FindCall(ri.SuspendID)
+	if call == nil {
+		return nil, fmt.Errorf("suspension %s: %w", ri.SuspendID, instance.ErrUnknownSuspendID)
+	}
+	payload, err := instance.EncodePayload(ri.Payload)
+	if err != nil {
+		return nil, err
+	}
+	return t.resolve(in, call, payload, ri.Payload, ri.IsError, cause, (*instance.SuspendedCall).Resolve)
+}
+
+// resolve moves call out of pending with mark and delivers its result.
+func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, payload json.RawMessage, value any, isError bool, cause instance.Cause, mark func(*instance.SuspendedCall) error) ([]Step, error) {
+	if err := mark(call); err != nil {
+		return nil, err
+	}
+	c := *call // the slice may grow below
+	ev := instance.Event{
+		Type: instance.EventResumed, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
+		Name: c.Name, Cause: cause, HadPayload: payload != nil, At: t.m.charter.now().UTC(),
+	}
+	switch cause {
+	case instance.CauseTimeout:
+		ev.Type = instance.EventExpired
+	}
+	t.events = append(t.events, ev)
+	var steps []Step
+	switch c.Kind {
+	case instance.KindTool:
+		lf := t.m.leafOf(t.root, in)
+		r := instance.Resolution{SuspendID: c.SuspendID, Payload: payload, IsError: isError, Metadata: c.Metadata, Stage: c.Stage}
+		var part message.Part
+		var again *instance.SuspendedCall
+		if cause == instance.CauseTimeout && !c.OnTimeout.Resume {
+			part = message.ToolResult(c.ToolUseID, expiredText(&c), true)
+		} else {
+			var state any
+			part, state, again = t.m.charter.exec.Resolve(t.ctx, lf, &c, r)
+			in.State = state
+		}
+		if again != nil {
+			t.suspended(in, *again)
+			break
+		}
+		part.SuspendID = c.SuspendID
+		t.fillSlot(in, part)
+	case instance.KindCommand:
+		if cause == instance.CauseTimeout && !c.OnTimeout.Resume {
+			value = expiredText(&c)
+		}
+		t.record(in, "command_resumed", map[string]any{"command": c.Name, "payload": payload, "is_error": isError}, c.SuspendID)
+		s := t.step(Command)
+		s.Command = &command.Result{Name: c.Name, InstanceID: in.ID, Value: value}
+		steps = append(steps, s)
+	case instance.KindInstance:
+		if payload != nil {
+			t.add(message.Message{
+				Role:   message.User,
+				Parts:  []message.Part{{Kind: message.KindText, Text: executor.PayloadText(payload), SuspendID: c.SuspendID}},
+				Source: message.Source{To: in.ID},
+			})
+			in.Idle = false
+		} else {
+			t.record(in, "resumed", map[string]any{"reason": c.Reason}, c.SuspendID)
+		}
+	}
+	t.finish(in)
+	return steps, nil
+}
+
+func expiredText(c *instance.SuspendedCall) string {
+	return fmt.Sprintf("suspension %s expired at %s without a result (%s)", c.SuspendID, c.Deadline.Format(time.RFC3339), c.Reason)
+}
+
+// fillSlot puts a tool result into the held reply's slot for its tool use.
+func (t *tx) fillSlot(in *instance.Instance, part message.Part) {
+	r := in.Suspension.Reply
+	if r == nil {
+		return
+	}
+	for i, u := range r.Message.ToolUses() {
+		if u.ID == part.ID {
+			r.Results[i] = part
+			return
+		}
+	}
+}
+
+// finish drops a suspension with nothing pending and releases its held
+// reply: the assistant message and every result enter history together,
+// then the held transition applies.
+func (t *tx) finish(in *instance.Instance) {
+	s := in.Suspension
+	if s == nil || s.PendingCount() > 0 {
+		return
+	}
+	in.Suspension = nil
+	if s.Reply == nil {
+		return
+	}
+	t.addExchange(in, s.Reply.Message, s.Reply.Results)
+	in.Idle = s.Reply.Terminal
+	if s.Reply.Transition != nil {
+		t.applyEffect(in, *s.Reply.Transition)
+	}
+}
+
+// anyExpired reports a pending suspension whose deadline has passed.
+func (m *Machine) anyExpired(now time.Time) bool {
+	for c := range m.root.Pending() {
+		if c.Expired(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// expire resolves every expired suspension by its on-timeout action.
+func (t *tx) expire(now time.Time) []Step {
+	var expired []string
+	for c := range t.root.Pending() {
+		if c.Expired(now) {
+			expired = append(expired, c.SuspendID)
+		}
+	}
+	var steps []Step
+	for _, id := range expired {
+		in, c := t.root.FindCall(id)
+		if c == nil || c.Status != instance.StatusPending {
+			continue
+		}
+		payload, isErr := c.OnTimeout.Payload, c.OnTimeout.IsError
+		var value any
+		if payload != nil {
+			value = payload
+		}
+		s, err := t.resolve(in, c, payload, value, isErr, instance.CauseTimeout, (*instance.SuspendedCall).Expire)
+		if err != nil {
+			continue
+		}
+		steps = append(steps, s...)
+	}
+	return steps
+}
+
+// Expire resolves every suspension whose deadline is at or before now by
+// its on-timeout action, as the start of every Run does, and returns the
+// lifecycle events. The next Run continues the woken instances.
+func (m *Machine) Expire(now time.Time) ([]instance.Event, error) {
+	if !m.running.CompareAndSwap(false, true) {
+		return nil, ErrRunning
+	}
+	defer m.running.Store(false)
+	t := m.newTx(context.Background(), m.root.Clone(nil))
+	t.expire(now)
+	m.commit(t)
+	return t.events, nil
+}

@@ -1,0 +1,297 @@
+// Package node defines nodes, the blueprints of agent behaviour: the
+// instructions, typed state, tools, transitions, commands and packs an
+// instance of the node runs with.
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/mergepatch"
+	"github.com/markov-agents/markov/llm"
+)
+
+// ErrInvalidNode reports a node, tool, pack or transition that cannot be
+// built: a bad or duplicate name, an input type without an object schema,
+// an initial state that fails validation.
+var ErrInvalidNode = errors.New("invalid node")
+
+// UpdateStateTool is the name of the built-in tool that updates a node's
+// state with a JSON Merge Patch (RFC 7396).
+const UpdateStateTool = "update_state"
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidName reports whether s is usable as a node, tool or command name by
+// every provider: 1 to 64 letters, digits, '_' or '-'.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Config describes a node with state S. The zero value of every field is a
+// usable default.
+type Config[S any] struct {
+	// Instructions are the node's part of the system prompt.
+	Instructions string
+	// Initial is the state of a new instance.
+	Initial S
+	// Validate checks every state the node takes on (nil: any S is valid).
+	Validate func(S) error
+	// Tools the model may call.
+	Tools []Tool[S]
+	// Transitions the model may take, shown to it as tools.
+	Transitions []Transition[S]
+	// Commands users may invoke.
+	Commands []command.Command[S]
+	// Packs the node opts into.
+	Packs []*Pack
+	// Worker nodes run beside the primary leaf, get no user input, may not
+	// write pack state and must cede when done.
+	Worker bool
+	// Settings override the charter's model settings field by field.
+	Settings llm.Settings
+	// Output, when set, asks the model for structured output.
+	Output *OutputSpec
+	// NoStateTool hides the built-in update_state tool.
+	NoStateTool bool
+}
+
+// Node is a built node, ready for a charter. It is immutable and safe for
+// concurrent use.
+type Node struct {
+	name         string
+	instructions string
+	initial      any
+	stateType    reflect.Type
+	ops          frame.StateOps
+	decode       func(json.RawMessage) (any, error)
+	tools        []*frame.Tool // own tools, in order
+	transitions  []*frame.Tool
+	all          []*frame.Tool // own tools, update_state, transitions
+	commands     []command.Def
+	packs        []*Pack
+	worker       bool
+	settings     llm.Settings
+	output       *OutputSpec
+	targets      []string
+}
+
+// New builds a node. It checks names (unique, provider-safe), tool and
+// command input schemas, resume handlers and the initial state.
+func New[S any](name string, cfg Config[S]) (*Node, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("%w: node name %q", ErrInvalidNode, name)
+	}
+	n := &Node{
+		name:         name,
+		instructions: cfg.Instructions,
+		initial:      cfg.Initial,
+		stateType:    reflect.TypeFor[S](),
+		ops:          frame.OpsFor(cfg.Validate),
+		packs:        cfg.Packs,
+		worker:       cfg.Worker,
+		settings:     cfg.Settings,
+		output:       cfg.Output,
+	}
+	n.decode = func(raw json.RawMessage) (any, error) {
+		var s S
+		if err := strictUnmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%w: %s state: %v", instance.ErrInvalidState, name, err)
+		}
+		if err := n.ops.Validate(s); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if err := n.ops.Validate(cfg.Initial); err != nil {
+		return nil, fmt.Errorf("%w: node %s: initial state: %w", ErrInvalidNode, name, err)
+	}
+	for _, t := range cfg.Tools {
+		n.tools = append(n.tools, t.t)
+	}
+	for _, t := range cfg.Transitions {
+		n.transitions = append(n.transitions, t.t)
+		if t.target != "" {
+			n.targets = append(n.targets, t.target)
+		}
+	}
+	n.all = append(n.all, n.tools...)
+	if !cfg.NoStateTool && n.stateType.Size() > 0 {
+		n.all = append(n.all, updateStateTool(n))
+	}
+	n.all = append(n.all, n.transitions...)
+	seen := map[string]bool{}
+	for _, t := range n.all {
+		if err := checkTool(t, seen); err != nil {
+			return nil, fmt.Errorf("node %s: %w", name, err)
+		}
+	}
+	for _, c := range cfg.Commands {
+		d := c.Def()
+		if err := checkName("command", d.Name, d.Err, seen); err != nil {
+			return nil, fmt.Errorf("node %s: %w", name, err)
+		}
+		n.commands = append(n.commands, d)
+	}
+	if cfg.Output != nil && cfg.Output.err != nil {
+		return nil, fmt.Errorf("%w: node %s: output: %w", ErrInvalidNode, name, cfg.Output.err)
+	}
+	for _, p := range cfg.Packs {
+		if p == nil {
+			return nil, fmt.Errorf("%w: node %s: nil pack", ErrInvalidNode, name)
+		}
+	}
+	return n, nil
+}
+
+func checkTool(t *frame.Tool, seen map[string]bool) error {
+	return checkName("tool", t.Spec.Name, t.Err, seen)
+}
+
+func checkName(kind, name string, err error, seen map[string]bool) error {
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrInvalidNode, kind, name, err)
+	}
+	if !ValidName(name) {
+		return fmt.Errorf("%w: %s name %q", ErrInvalidNode, kind, name)
+	}
+	if seen[name] {
+		return fmt.Errorf("%w: duplicate name %q", ErrInvalidNode, name)
+	}
+	seen[name] = true
+	return nil
+}
+
+func strictUnmarshal(raw []byte, v any) error {
+	if len(raw) == 0 {
+		return errors.New("empty state")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after state")
+	}
+	return nil
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Instructions returns the node's instructions.
+func (n *Node) Instructions() string { return n.instructions }
+
+// Worker reports whether the node is a worker.
+func (n *Node) Worker() bool { return n.worker }
+
+// Settings returns the node's model settings.
+func (n *Node) Settings() llm.Settings { return n.settings }
+
+// Output returns the node's structured-output spec, or nil.
+func (n *Node) Output() *OutputSpec { return n.output }
+
+// Initial returns a copy of the node's initial state.
+func (n *Node) Initial() any { return n.ops.Clone(n.initial) }
+
+// StateType returns the node's state type S.
+func (n *Node) StateType() reflect.Type { return n.stateType }
+
+// ValidateState checks that v is a valid state of this node.
+func (n *Node) ValidateState(v any) error { return n.ops.Validate(v) }
+
+// CloneState deep-copies a state value of this node.
+func (n *Node) CloneState(v any) any { return n.ops.Clone(v) }
+
+// StateOps returns the node's typed state operations (for the executor).
+func (n *Node) StateOps() frame.StateOps { return n.ops }
+
+// DecodeState decodes JSON into a validated state of this node.
+func (n *Node) DecodeState(raw json.RawMessage) (any, error) { return n.decode(raw) }
+
+// NormalizeState turns a state given to a transition into a valid state of
+// this node: nil is the initial state, raw JSON is decoded, anything else
+// must already be an S.
+func (n *Node) NormalizeState(v any) (any, error) {
+	switch s := v.(type) {
+	case nil:
+		return n.Initial(), nil
+	case json.RawMessage:
+		if len(s) == 0 || string(s) == "null" {
+			return n.Initial(), nil
+		}
+		return n.decode(s)
+	}
+	if err := n.ops.Validate(v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Tools returns the tools the model sees on this node, in order: its own
+// tools, update_state, then transitions.
+func (n *Node) Tools() []*frame.Tool { return n.all }
+
+// OwnTools returns the node's own tools (what descendants see as ancestor
+// tools).
+func (n *Node) OwnTools() []*frame.Tool { return n.tools }
+
+// Commands returns the node's commands.
+func (n *Node) Commands() []command.Def { return n.commands }
+
+// Packs returns the packs the node opts into.
+func (n *Node) Packs() []*Pack { return n.packs }
+
+// Targets returns the node names of its declared transitions (node.To).
+func (n *Node) Targets() []string { return n.targets }
+
+// updateStateTool builds the built-in state update tool of n.
+func updateStateTool(n *Node) *frame.Tool {
+	type input struct {
+		Patch map[string]any `json:"patch" jsonschema:"JSON Merge Patch (RFC 7396) applied to the state: fields set replace, null removes"`
+	}
+	schema, err := frame.SchemaFor[input]()
+	t := &frame.Tool{Err: err, InType: reflect.TypeFor[input]()}
+	t.Spec = llm.ToolSpec{
+		Name:        UpdateStateTool,
+		Description: "Update this node's state with a JSON Merge Patch. The new state is validated; an invalid update changes nothing.",
+	}
+	if err != nil {
+		return t
+	}
+	t.Spec.InputSchema = schema.Raw
+	t.Run = func(f *frame.Frame, data json.RawMessage) (any, error) {
+		in, err := frame.Decode[input](schema, data)
+		if err != nil {
+			return nil, err
+		}
+		if f.ReadOnly {
+			return nil, instance.ErrReadOnly
+		}
+		cur, err := json.Marshal(f.State)
+		if err != nil {
+			return nil, err
+		}
+		patch, err := json.Marshal(in.Patch)
+		if err != nil {
+			return nil, err
+		}
+		next, err := mergepatch.Apply(cur, patch)
+		if err != nil {
+			return nil, err
+		}
+		s, err := n.decode(next)
+		if err != nil {
+			return nil, err
+		}
+		f.State, f.Dirty = s, true
+		return "state updated", nil
+	}
+	return t
+}

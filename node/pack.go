@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/internal/frame"
+)
+
+// Pack is a reusable module with singleton state, kept on the root
+// instance, and its own tools and commands. Nodes opt in through
+// Config.Packs; only non-worker leaves may write pack state.
+type Pack struct {
+	name        string
+	description string
+	initial     any
+	ops         frame.StateOps
+	tools       []*frame.Tool
+	commands    []command.Def
+	err         error
+}
+
+// PackTool is a tool or command of a pack with state P.
+type PackTool[P any] struct {
+	t   *frame.Tool
+	cmd *command.Def
+}
+
+// PackContext is what a pack tool sees: the pack's state.
+type PackContext[P any] struct {
+	context.Context
+	f *frame.Frame
+}
+
+func newPackContext[P any](f *frame.Frame) *PackContext[P] {
+	return &PackContext[P]{Context: f.Context, f: f}
+}
+
+// State returns the pack's current state.
+func (c *PackContext[P]) State() P { return frame.State[P](c.f) }
+
+// Update replaces the pack state with fn applied to a copy. It fails with
+// instance.ErrReadOnly when called from a worker leaf.
+func (c *PackContext[P]) Update(fn func(*P)) error { return frame.Update(c.f, fn) }
+
+// InstanceID returns the calling instance's ID.
+func (c *PackContext[P]) InstanceID() string { return c.f.InstanceID }
+
+// NewPackTool returns a pack tool.
+func NewPackTool[P, In, Out any](name, description string, fn func(ctx *PackContext[P], in In) (Out, error), opts ...ToolOption) PackTool[P] {
+	return PackTool[P]{t: newTool(name, description, newPackContext[P], fn, opts)}
+}
+
+// PackCommand makes a command on the pack's state a member of the pack.
+func PackCommand[P any](c command.Command[P]) PackTool[P] {
+	d := c.Def()
+	return PackTool[P]{cmd: &d}
+}
+
+// NewPack returns a pack with its initial state and members (tools from
+// NewPackTool, commands from PackCommand). Errors in the members are
+// reported when a charter is built with the pack.
+func NewPack[P any](name, description string, initial P, tools ...PackTool[P]) *Pack {
+	p := &Pack{name: name, description: description, initial: initial, ops: frame.OpsFor[P](nil)}
+	seen := map[string]bool{}
+	if !ValidName(name) {
+		p.err = fmt.Errorf("%w: pack name %q", ErrInvalidNode, name)
+	}
+	for _, m := range tools {
+		var err error
+		switch {
+		case m.t != nil:
+			err = checkTool(m.t, seen)
+			p.tools = append(p.tools, m.t)
+		case m.cmd != nil:
+			err = checkName("command", m.cmd.Name, m.cmd.Err, seen)
+			p.commands = append(p.commands, *m.cmd)
+		}
+		if err != nil && p.err == nil {
+			p.err = fmt.Errorf("pack %s: %w", name, err)
+		}
+	}
+	return p
+}
+
+// Name returns the pack's name.
+func (p *Pack) Name() string { return p.name }
+
+// Description returns the pack's description.
+func (p *Pack) Description() string { return p.description }
+
+// Err returns the pack's construction error, if any.
+func (p *Pack) Err() error { return p.err }
+
+// Initial returns a copy of the pack's initial state.
+func (p *Pack) Initial() any { return p.ops.Clone(p.initial) }
+
+// StateOps returns the pack state's typed operations.
+func (p *Pack) StateOps() frame.StateOps { return p.ops }
+
+// Tools returns the pack's tools.
+func (p *Pack) Tools() []*frame.Tool { return p.tools }
+
+// Commands returns the pack's commands.
+func (p *Pack) Commands() []command.Def { return p.commands }

@@ -1,0 +1,129 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/message"
+)
+
+// Tool is a model-invoked operation on instances of a node with state S.
+// Build it with NewTool.
+type Tool[S any] struct{ t *frame.Tool }
+
+// Name returns the tool's name.
+func (t Tool[S]) Name() string { return t.t.Spec.Name }
+
+// ToolContext is what a tool handler sees. It embeds the run's
+// context.Context.
+type ToolContext[S any] struct {
+	context.Context
+	f *frame.Frame
+}
+
+func newToolContext[S any](f *frame.Frame) *ToolContext[S] {
+	return &ToolContext[S]{Context: f.Context, f: f}
+}
+
+// State returns the current state: the state the previous tool of the same
+// reply left. Change it only through Update.
+func (c *ToolContext[S]) State() S { return frame.State[S](c.f) }
+
+// Update applies fn to a copy of the state and, if the result validates,
+// makes it the new state. It fails with instance.ErrReadOnly where the
+// state is not the tool's to write (ancestor tools, concurrent tools, pack
+// state from a worker).
+func (c *ToolContext[S]) Update(fn func(*S)) error { return frame.Update(c.f, fn) }
+
+// InstanceID returns the calling instance's ID.
+func (c *ToolContext[S]) InstanceID() string { return c.f.InstanceID }
+
+// Messages returns the calling leaf's transcript. Do not modify it.
+func (c *ToolContext[S]) Messages() []message.Message { return c.f.Messages }
+
+// Suspend returns the suspension to hand back from the handler:
+//
+//	return zero, ctx.Suspend("needs manager approval", instance.WithMetadata(req))
+//
+// The call's result is then the payload of the ResumeInput that resolves
+// it (or what the tool's OnResume handler makes of it).
+func (c *ToolContext[S]) Suspend(reason string, opts ...instance.SuspendOption) error {
+	return frame.Suspend(reason, opts)
+}
+
+// ToolOption configures a tool.
+type ToolOption interface{ apply(*frame.Tool) }
+
+type toolOption func(*frame.Tool)
+
+func (o toolOption) apply(t *frame.Tool) { o(t) }
+
+// Concurrent lets the tool run concurrently with the other concurrent tools
+// of the same reply. Such a tool reads the state as it was before the reply
+// and may not update it (I/O-bound calls: fetches, lookups).
+func Concurrent() ToolOption { return toolOption(func(t *frame.Tool) { t.Concurrent = true }) }
+
+// Terminal ends the turn after the tool runs: its result is final and the
+// model is not called again until new input arrives.
+func Terminal() ToolOption { return toolOption(func(t *frame.Tool) { t.Terminal = true }) }
+
+// OnResume registers a resume handler: when a suspension of this tool is
+// resumed, fn receives the original typed input and the resolution and
+// returns the real result, or suspends again through ctx.Suspend
+// (multi-stage approval). In must be the tool's input type.
+func OnResume[S, In, Out any](fn func(ctx *ToolContext[S], in In, r instance.Resolution) (Out, error)) ToolOption {
+	return toolOption(func(t *frame.Tool) {
+		if t.InType != reflect.TypeFor[In]() {
+			t.Err = fmt.Errorf("OnResume input %s does not match tool input %s", reflect.TypeFor[In](), t.InType)
+			return
+		}
+		t.Resume = func(f *frame.Frame, input json.RawMessage, r instance.Resolution) (any, error) {
+			in, err := instance.Decode[In](input)
+			if err != nil {
+				return nil, err
+			}
+			return frame.Result(fn(newToolContext[S](f), in, r))
+		}
+	})
+}
+
+// NewTool returns a tool. Its input schema is inferred from In (a struct or
+// map; use `json` and `jsonschema` field tags for names and descriptions)
+// and every input is validated against it before fn runs. The result is
+// sent to the model as is when Out is a string, as JSON otherwise. A
+// returned error, a bad input or a panic becomes an error result the model
+// sees. A construction error is reported when the node is built.
+func NewTool[S, In, Out any](name, description string, fn func(ctx *ToolContext[S], in In) (Out, error), opts ...ToolOption) Tool[S] {
+	return Tool[S]{newTool(name, description, newToolContext[S], fn, opts)}
+}
+
+func newTool[C, In, Out any](name, description string, mk func(*frame.Frame) C, fn func(C, In) (Out, error), opts []ToolOption) *frame.Tool {
+	t := &frame.Tool{
+		Spec:   llm.ToolSpec{Name: name, Description: description},
+		InType: reflect.TypeFor[In](),
+	}
+	schema, err := frame.SchemaFor[In]()
+	if err != nil {
+		t.Err = err
+		return t
+	}
+	t.Spec.InputSchema = schema.Raw
+	t.Run = frame.Bind(schema, mk, fn)
+	for _, o := range opts {
+		o.apply(t)
+	}
+	return t
+}
+
+// FrameTool returns the type-erased form of t (for the charter).
+func FrameTool[S any](t Tool[S]) *frame.Tool {
+	if t.t == nil {
+		return &frame.Tool{Err: fmt.Errorf("zero Tool")}
+	}
+	return t.t
+}

@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
+)
+
+// TransitionPrefix starts the tool name of a declared edge: node.To("review")
+// is shown to the model as the tool "transition_to_review".
+const TransitionPrefix = "transition_to_"
+
+// CedeTool is the name of the transition Ceder builds.
+const CedeTool = "cede"
+
+// Transition is a way the model can move the tree from a node with state S,
+// shown to it as a tool. At most one transition runs per reply.
+type Transition[S any] struct {
+	t      *frame.Tool
+	target string
+}
+
+// Name returns the transition's tool name.
+func (t Transition[S]) Name() string { return t.t.Spec.Name }
+
+// TransitionContext is what a code transition sees.
+type TransitionContext[S any] struct {
+	context.Context
+	f *frame.Frame
+}
+
+func newTransitionContext[S any](f *frame.Frame) *TransitionContext[S] {
+	return &TransitionContext[S]{Context: f.Context, f: f}
+}
+
+// State returns the instance's current state.
+func (c *TransitionContext[S]) State() S { return frame.State[S](c.f) }
+
+// InstanceID returns the instance's ID.
+func (c *TransitionContext[S]) InstanceID() string { return c.f.InstanceID }
+
+// Suspend returns the suspension to hand back instead of an effect: the
+// whole instance is parked until a ResumeInput names it, and the resume
+// payload, if any, reaches the instance as a message.
+func (c *TransitionContext[S]) Suspend(reason string, opts ...instance.SuspendOption) error {
+	return frame.Suspend(reason, opts)
+}
+
+// To declares an edge to the node target, resolved by name through the
+// charter. The model may pass the target's state as "state"; without it the
+// target starts from its initial state. A To to the node itself resets it.
+func To[S any](target, description string) Transition[S] {
+	type input struct {
+		State json.RawMessage `json:"state,omitempty" jsonschema:"the new node's state; omit to start from its initial state"`
+	}
+	fn := func(_ *TransitionContext[S], in input) (instance.Effect, error) {
+		return instance.Goto(target, in.State), nil
+	}
+	t := newTransitionTool(TransitionPrefix+target, description, fn)
+	return Transition[S]{t: t, target: target}
+}
+
+// NewTransition returns a code transition with typed arguments: fn returns
+// the effect (instance.Goto, instance.Spawn, instance.Cede) or suspends the
+// whole instance through ctx.Suspend.
+func NewTransition[S, Args any](name, description string, fn func(ctx *TransitionContext[S], args Args) (instance.Effect, error)) Transition[S] {
+	return Transition[S]{t: newTransitionTool(name, description, fn)}
+}
+
+// Ceder returns the transition "cede": the model hands its result (the
+// "content" argument) to the parent and the instance is removed.
+func Ceder[S any](description string) Transition[S] {
+	type input struct {
+		Content string `json:"content" jsonschema:"the result to hand to the parent"`
+	}
+	return NewTransition(CedeTool, description, func(_ *TransitionContext[S], in input) (instance.Effect, error) {
+		return instance.Cede(in.Content), nil
+	})
+}
+
+func newTransitionTool[S, Args any](name, description string, fn func(*TransitionContext[S], Args) (instance.Effect, error)) *frame.Tool {
+	t := newTool(name, description, newTransitionContext[S], fn, nil)
+	t.Transition = true
+	return t
+}
