@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/internal/frame"
@@ -12,6 +13,7 @@ import (
 // instance, and its own tools and commands. Nodes opt in through
 // Config.Packs; only non-worker leaves may write pack state.
 type Pack struct {
+	stateType   reflect.Type
 	name        string
 	description string
 	initial     any
@@ -62,7 +64,7 @@ func PackCommand[P any](c command.Command[P]) PackTool[P] {
 // NewPackTool, commands from PackCommand). Errors in the members are
 // reported when a charter is built with the pack.
 func NewPack[P any](name, description string, initial P, tools ...PackTool[P]) *Pack {
-	p := &Pack{name: name, description: description, initial: initial, ops: frame.OpsFor[P](nil)}
+	p := &Pack{name: name, description: description, initial: initial, ops: frame.OpsFor[P](nil), stateType: reflect.TypeFor[P]()}
 	seen := map[string]bool{}
 	if !ValidName(name) {
 		p.err = fmt.Errorf("%w: pack name %q", ErrInvalidNode, name)
@@ -98,6 +100,9 @@ func (p *Pack) Initial() any { return p.ops.Clone(p.initial) }
 
 // StateOps returns the pack state's typed operations.
 func (p *Pack) StateOps() frame.StateOps { return p.ops }
+
+// StateType returns the pack's state type P.
+func (p *Pack) StateType() reflect.Type { return p.stateType }
 
 // Tools returns the pack's tools.
 func (p *Pack) Tools() []*frame.Tool { return p.tools }

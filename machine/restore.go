@@ -1,0 +1,93 @@
+package machine
+
+import (
+	"fmt"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/message"
+)
+
+// Restore rebuilds a machine from a persisted tree and history (what the
+// serialize package decodes). It checks the tree against the charter:
+// every node is registered, every state validates, instance and suspend
+// IDs are unique, pack states belong to known packs and held replies fit
+// their tool uses. Failures wrap ErrInvalidTree. The machine takes
+// ownership of root and history.
+func Restore(c *Charter, root *instance.Instance, history []message.Message) (*Machine, error) {
+	if root == nil {
+		return nil, fmt.Errorf("%w: no root", ErrInvalidTree)
+	}
+	ids := map[string]bool{}
+	suspends := map[string]bool{}
+	for in := range root.Walk() {
+		if err := c.checkInstance(in, ids, suspends); err != nil {
+			return nil, err
+		}
+		if in != root && in.Packs != nil {
+			return nil, fmt.Errorf("%w: instance %s holds pack states but is not the root", ErrInvalidTree, in.ID)
+		}
+	}
+	for name, s := range root.Packs {
+		p := c.Pack(name)
+		if p == nil {
+			return nil, fmt.Errorf("%w: unknown pack %q", ErrInvalidTree, name)
+		}
+		if err := p.StateOps().Validate(s); err != nil {
+			return nil, fmt.Errorf("%w: pack %s: %w", ErrInvalidTree, name, err)
+		}
+	}
+	for name, p := range c.packs {
+		if _, ok := root.Packs[name]; !ok {
+			if root.Packs == nil {
+				root.Packs = map[string]any{}
+			}
+			root.Packs[name] = p.Initial()
+		}
+	}
+	return newMachine(c, root, history), nil
+}
+
+func (c *Charter) checkInstance(in *instance.Instance, ids, suspends map[string]bool) error {
+	if in.ID == "" || ids[in.ID] {
+		return fmt.Errorf("%w: empty or duplicate instance ID %q", ErrInvalidTree, in.ID)
+	}
+	ids[in.ID] = true
+	n := c.Node(in.Node)
+	if n == nil {
+		return fmt.Errorf("%w: instance %s: %w: %q", ErrInvalidTree, in.ID, instance.ErrUnknownNode, in.Node)
+	}
+	if err := n.ValidateState(in.State); err != nil {
+		return fmt.Errorf("%w: instance %s: %w", ErrInvalidTree, in.ID, err)
+	}
+	for _, ch := range in.Children {
+		if ch == nil {
+			return fmt.Errorf("%w: instance %s has a nil child", ErrInvalidTree, in.ID)
+		}
+	}
+	s := in.Suspension
+	if s == nil {
+		return nil
+	}
+	for _, call := range s.Calls {
+		if call.SuspendID == "" || suspends[call.SuspendID] {
+			return fmt.Errorf("%w: empty or duplicate suspend ID %q", ErrInvalidTree, call.SuspendID)
+		}
+		suspends[call.SuspendID] = true
+		switch call.Status {
+		case instance.StatusPending, instance.StatusResolved, instance.StatusExpired, instance.StatusCancelled:
+		default:
+			return fmt.Errorf("%w: suspension %s has status %q", ErrInvalidTree, call.SuspendID, call.Status)
+		}
+	}
+	if r := s.Reply; r != nil && len(r.Results) != len(r.Message.ToolUses()) {
+		return fmt.Errorf("%w: instance %s: held reply has %d results for %d tool uses",
+			ErrInvalidTree, in.ID, len(r.Results), len(r.Message.ToolUses()))
+	}
+	return nil
+}
+
+// View calls fn with the machine's live tree and history, without copying
+// them (for encoders). fn must not modify or retain them.
+func (m *Machine) View(fn func(root *instance.Instance, history []message.Message)) {
+	fn(m.root, m.history)
+}
