@@ -223,7 +223,7 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 			f := e.newFrame(ctx, leaf, ent, leaf.Instance.State, nil)
 			f.ReadOnly = true
 			out, err := frame.Call(ent.tool.Run, f, u.Data)
-			o.Results[i], calls[i] = e.settle(leaf, ent, u, out, err)
+			o.Results[i], calls[i], _ = e.settle(leaf, ent, u, out, err)
 		})
 	}
 	transitions := 0
@@ -245,14 +245,14 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 		}
 		f := e.newFrame(ctx, leaf, ent, o.State, o.Packs)
 		out, err := frame.Call(ent.tool.Run, f, u.Data)
-		o.Results[i], calls[i] = e.settle(leaf, ent, u, out, err)
+		var eff *instance.Effect
+		o.Results[i], calls[i], eff = e.settle(leaf, ent, u, out, err)
 		if err != nil || o.Results[i].IsError {
 			continue
 		}
 		switch {
-		case ent.tool.Transition:
-			eff := out.(instance.Effect)
-			o.Transition = &eff
+		case eff != nil:
+			o.Transition = eff
 		case f.Dirty && ent.scope == scopeOwn:
 			o.State, o.StateChanged = f.State, true
 		case f.Dirty && ent.scope == scopePack:
@@ -294,38 +294,38 @@ func (e *Executor) newFrame(ctx context.Context, leaf *Leaf, ent entry, state an
 	return f
 }
 
-// settle turns a handler's return into a tool result or a suspended call.
-// A transition's effect is validated here.
-func (e *Executor) settle(leaf *Leaf, ent entry, u message.Part, out any, err error) (message.Part, *instance.SuspendedCall) {
+// settle turns a handler's return into a tool result, a suspended call, or
+// for a transition the validated effect.
+func (e *Executor) settle(leaf *Leaf, ent entry, u message.Part, out any, err error) (message.Part, *instance.SuspendedCall, *instance.Effect) {
 	var sr *instance.SuspendRequest
 	if errors.As(err, &sr) {
 		if ent.tool.Transition {
 			c := e.NewCall(sr, leaf.Instance.ID, instance.KindInstance, instance.ByTransition, u.Name, u.Data)
-			return message.ToolResult(u.ID, "suspended: "+sr.Reason, false), &c
+			return message.ToolResult(u.ID, "suspended: "+sr.Reason, false), &c, nil
 		}
 		c := e.NewCall(sr, leaf.Instance.ID, instance.KindTool, instance.ByTool, u.Name, u.Data)
 		c.ToolUseID = u.ID
-		return message.Part{}, &c
+		return message.Part{}, &c, nil
 	}
 	if err != nil {
-		return message.ToolResult(u.ID, err.Error(), true), nil
+		return message.ToolResult(u.ID, err.Error(), true), nil, nil
 	}
 	if ent.tool.Transition {
 		eff, ok := out.(instance.Effect)
 		if !ok {
-			return message.ToolResult(u.ID, "transition returned no effect", true), nil
+			return message.ToolResult(u.ID, "transition returned no effect", true), nil, nil
 		}
 		text, err := e.validateEffect(&eff, leaf)
 		if err != nil {
-			return message.ToolResult(u.ID, err.Error(), true), nil
+			return message.ToolResult(u.ID, err.Error(), true), nil, nil
 		}
-		return message.ToolResult(u.ID, text, false), nil
+		return message.ToolResult(u.ID, text, false), nil, &eff
 	}
 	text, err := instance.ResultText(out)
 	if err != nil {
-		return message.ToolResult(u.ID, "result does not encode: "+err.Error(), true), nil
+		return message.ToolResult(u.ID, "result does not encode: "+err.Error(), true), nil, nil
 	}
-	return message.ToolResult(u.ID, text, false), nil
+	return message.ToolResult(u.ID, text, false), nil, nil
 }
 
 // NewCall builds the record of a suspension requested by sr.

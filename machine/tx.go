@@ -163,11 +163,16 @@ func errDuplicateID(id string) error {
 	return fmt.Errorf("suspend ID %q is already in use: %w", id, instance.ErrAlreadyResolved)
 }
 
-// userMessage adds user input to history and wakes the primary leaf.
+// userMessage adds user input to history and wakes the primary leaf. The
+// caller's own input is not reported back in steps.
 func (t *tx) userMessage(msg message.Message) {
 	msg.Role = message.User
 	msg.Source = message.Source{}
+	caughtUp := t.reported == len(t.added)
 	t.add(msg.Clone())
+	if caughtUp {
+		t.reported++
+	}
 	if msg.Silent {
 		return
 	}

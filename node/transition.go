@@ -53,10 +53,17 @@ func (c *TransitionContext[S]) Suspend(reason string, opts ...instance.SuspendOp
 // target starts from its initial state. A To to the node itself resets it.
 func To[S any](target, description string) Transition[S] {
 	type input struct {
-		State json.RawMessage `json:"state,omitempty" jsonschema:"the new node's state; omit to start from its initial state"`
+		State any `json:"state,omitempty" jsonschema:"the new node's state; omit to start from its initial state"`
 	}
 	fn := func(_ *TransitionContext[S], in input) (instance.Effect, error) {
-		return instance.Goto(target, in.State), nil
+		if in.State == nil {
+			return instance.Goto(target, nil), nil
+		}
+		raw, err := json.Marshal(in.State)
+		if err != nil {
+			return instance.Effect{}, err
+		}
+		return instance.Goto(target, json.RawMessage(raw)), nil
 	}
 	t := newTransitionTool(TransitionPrefix+target, description, fn)
 	return Transition[S]{t: t, target: target}

@@ -1,0 +1,136 @@
+package machine_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// collect drains a run, returning its steps and its error.
+func collect(seq iter.Seq2[machine.Step, error]) ([]machine.Step, error) {
+	var steps []machine.Step
+	for s, err := range seq {
+		if err != nil {
+			return steps, err
+		}
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+// run drains a run that must succeed.
+func run(t *testing.T, m *machine.Machine, inputs ...machine.Input) []machine.Step {
+	t.Helper()
+	steps, err := collect(m.Run(context.Background(), inputs...))
+	require.NoError(t, err)
+	return steps
+}
+
+func reasons(steps []machine.Step) []machine.YieldReason {
+	out := make([]machine.YieldReason, len(steps))
+	for i, s := range steps {
+		out[i] = s.Reason
+	}
+	return out
+}
+
+// ids returns a deterministic ID generator.
+func ids() func() string {
+	var n atomic.Int64
+	return func() string { return fmt.Sprintf("id%d", n.Add(1)) }
+}
+
+// clock is a settable test clock.
+type clock struct{ now atomic.Pointer[time.Time] }
+
+func newClock() *clock {
+	c := &clock{}
+	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c.now.Store(&t)
+	return c
+}
+
+func (c *clock) Now() time.Time { return *c.now.Load() }
+
+func (c *clock) Advance(d time.Duration) {
+	t := c.Now().Add(d)
+	c.now.Store(&t)
+}
+
+// charter builds a charter with deterministic IDs around model and nodes.
+func charter(t *testing.T, model llm.Model, nodes ...*node.Node) *machine.Charter {
+	t.Helper()
+	return charterCfg(t, machine.CharterConfig{Model: model, Nodes: nodes})
+}
+
+func charterCfg(t *testing.T, cfg machine.CharterConfig) *machine.Charter {
+	t.Helper()
+	if cfg.NewID == nil {
+		cfg.NewID = ids()
+	}
+	c, err := machine.NewCharter(cfg)
+	require.NoError(t, err)
+	return c
+}
+
+func newMachine(t *testing.T, c *machine.Charter, root string) *machine.Machine {
+	t.Helper()
+	m, err := c.NewMachine(root, nil)
+	require.NoError(t, err)
+	return m
+}
+
+func mustNode[S any](t *testing.T, name string, cfg node.Config[S]) *node.Node {
+	t.Helper()
+	n, err := node.New(name, cfg)
+	require.NoError(t, err)
+	return n
+}
+
+// snapshot captures everything a failed call must leave untouched.
+type snapshot struct {
+	Root    *instance.Instance
+	History []message.Message
+	Pending []instance.SuspendedCall
+}
+
+func snap(m *machine.Machine) snapshot {
+	return snapshot{Root: m.Root(), History: m.History(), Pending: m.Pending()}
+}
+
+func requireUnchanged(t *testing.T, before snapshot, m *machine.Machine) {
+	t.Helper()
+	if d := cmp.Diff(before, snap(m)); d != "" {
+		t.Fatalf("machine changed (-before +after):\n%s", d)
+	}
+}
+
+// lastToolResults returns the parts of the last tool message in msgs.
+func lastToolResults(msgs []message.Message) []message.Part {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == message.Tool {
+			return msgs[i].Parts
+		}
+	}
+	return nil
+}
+
+func texts(parts []message.Part) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = p.Text
+	}
+	return out
+}
