@@ -1,0 +1,684 @@
+package anthropic_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/anthropic"
+	"github.com/markov-agents/markov/message"
+)
+
+// reply is one canned HTTP response: a status and a testdata file (or a
+// literal body).
+type reply struct {
+	status int
+	file   string
+	body   string
+	header map[string]string
+}
+
+// recorded is one request the fake server received.
+type recorded struct {
+	method, path string
+	header       http.Header
+	body         []byte
+}
+
+// fakeServer serves its replies in order and records every request.
+type fakeServer struct {
+	*httptest.Server
+	t        *testing.T
+	mu       sync.Mutex
+	replies  []reply
+	requests []recorded
+}
+
+func newServer(t *testing.T, replies ...reply) *fakeServer {
+	t.Helper()
+	s := &fakeServer{t: t, replies: replies}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.t.Errorf("reading request body: %v", err)
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, recorded{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body})
+	if len(s.replies) == 0 {
+		s.mu.Unlock()
+		s.t.Errorf("unexpected request %d to %s", len(s.requests), r.URL.Path)
+		http.Error(w, "no reply left", http.StatusTeapot)
+		return
+	}
+	rep := s.replies[0]
+	s.replies = s.replies[1:]
+	s.mu.Unlock()
+
+	data := []byte(rep.body)
+	if rep.file != "" {
+		data = readFile(s.t, rep.file)
+	}
+	if strings.HasSuffix(rep.file, ".sse") {
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.Header().Set("Request-Id", "req_test")
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	status := rep.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+// Requests returns what the server received so far.
+func (s *fakeServer) Requests() []recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]recorded(nil), s.requests...)
+}
+
+// lastBody returns the JSON body of the last request, decoded.
+func (s *fakeServer) lastBody(t *testing.T) map[string]any {
+	t.Helper()
+	reqs := s.Requests()
+	require.NotEmpty(t, reqs, "no request received")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(reqs[len(reqs)-1].body, &m))
+	return m
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatalf("reading fixture: %v", err)
+	}
+	return data
+}
+
+var update = flag.Bool("update", false, "rewrite the golden request files in testdata")
+
+// requireJSONEqual compares a request body with a golden file semantically.
+// With -update it rewrites the golden file instead (review the diff).
+func requireJSONEqual(t *testing.T, goldenFile string, got []byte) {
+	t.Helper()
+	if *update {
+		var buf bytes.Buffer
+		require.NoError(t, json.Indent(&buf, got, "", "  "))
+		buf.WriteByte('\n')
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", goldenFile), buf.Bytes(), 0o644))
+	}
+	var want, have any
+	require.NoError(t, json.Unmarshal(readFile(t, goldenFile), &want), "golden %s", goldenFile)
+	require.NoError(t, json.Unmarshal(got, &have))
+	if d := cmp.Diff(want, have); d != "" {
+		t.Fatalf("request body differs from %s (-want +got):\n%s\ngot: %s", goldenFile, d, got)
+	}
+}
+
+func intPtr(n int) *int { return &n }
+
+// newModel returns a hermetic model pointed at srv with retries off.
+func newModel(t *testing.T, srv *fakeServer, edit ...func(*anthropic.Config)) *anthropic.Model {
+	t.Helper()
+	cfg := anthropic.Config{
+		APIKey:            "test-key",
+		BaseURL:           srv.URL,
+		MaxRetries:        intPtr(0),
+		IgnoreEnvironment: true,
+		DefaultSettings:   llm.Settings{Model: "claude-sonnet-4-5"},
+	}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	m, err := anthropic.New(cfg)
+	require.NoError(t, err)
+	return m
+}
+
+var (
+	lookupOrder = llm.ToolSpec{
+		Name:        "lookup_order",
+		Description: "Look up an order by ID.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"integer"}},"required":["order_id"],"additionalProperties":false}`),
+	}
+	refund = llm.ToolSpec{
+		Name:        "refund",
+		Description: "Refund an order.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"integer"},"reason":{"type":"string"}},"required":["order_id"]}`),
+	}
+)
+
+func TestGenerateText(t *testing.T) {
+	srv := newServer(t, reply{file: "text.json"})
+	m := newModel(t, srv)
+
+	resp, err := m.Generate(context.Background(), &llm.Request{
+		System:   "You are terse.",
+		Messages: []message.Message{message.UserText("Hi")},
+	})
+	require.NoError(t, err)
+
+	want := &llm.Response{
+		Message:    message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("Hello! How can I help you today?")}},
+		StopReason: llm.EndTurn,
+		Usage:      llm.Usage{InputTokens: 12, OutputTokens: 10, CacheReadTokens: 1024, CacheWriteTokens: 30},
+	}
+	if d := cmp.Diff(want, resp); d != "" {
+		t.Fatalf("response (-want +got):\n%s", d)
+	}
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 1)
+	require.Equal(t, http.MethodPost, reqs[0].method)
+	require.Equal(t, "/v1/messages", reqs[0].path)
+	require.Equal(t, "test-key", reqs[0].header.Get("X-Api-Key"))
+	require.NotEmpty(t, reqs[0].header.Get("Anthropic-Version"))
+	requireJSONEqual(t, "text.request.json", reqs[0].body)
+}
+
+func TestToolRoundTrip(t *testing.T) {
+	srv := newServer(t, reply{file: "tool_use.json"}, reply{file: "final.json"})
+	m := newModel(t, srv)
+	ctx := context.Background()
+
+	req := &llm.Request{
+		System:   "You handle refunds.",
+		Messages: []message.Message{message.UserText("Refund order 42, it arrived broken.")},
+		Tools:    []llm.ToolSpec{lookupOrder, refund},
+	}
+	first, err := m.Generate(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, llm.ToolUse, first.StopReason)
+	wantParts := []message.Part{
+		message.Text("I'll look up the order first."),
+		message.ToolUse("toolu_01A09q90qw90lq917835lq9", "lookup_order", json.RawMessage(`{"order_id": 42}`)),
+	}
+	if d := cmp.Diff(wantParts, first.Message.Parts); d != "" {
+		t.Fatalf("parts (-want +got):\n%s", d)
+	}
+
+	req.Messages = append(req.Messages,
+		first.Message,
+		message.Message{Role: message.Tool, Parts: []message.Part{
+			message.ToolResult("toolu_01A09q90qw90lq917835lq9", `{"id":42,"status":"delivered","total":42.5}`, false),
+		}},
+		// A user message right after the results: merged into the same
+		// user turn, after the tool_result blocks.
+		message.UserText("Please hurry."),
+	)
+	second, err := m.Generate(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, llm.EndTurn, second.StopReason)
+	require.Equal(t, "Order 42 has been refunded.", second.Message.Text())
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	requireJSONEqual(t, "tool_round_trip.request.json", reqs[1].body)
+}
+
+func TestParallelToolCallsAndErrorResult(t *testing.T) {
+	srv := newServer(t, reply{file: "parallel_tool_use.json"}, reply{file: "final.json"})
+	m := newModel(t, srv)
+	ctx := context.Background()
+
+	req := &llm.Request{
+		Messages: []message.Message{message.UserText("Weather in Paris and Tokyo, and the time?")},
+		Tools: []llm.ToolSpec{
+			{Name: "get_weather", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"units":{"type":"string"}}}`)},
+			{Name: "get_time"}, // no schema: an empty object schema is sent
+		},
+	}
+	first, err := m.Generate(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, llm.ToolUse, first.StopReason)
+	uses := first.Message.ToolUses()
+	require.Len(t, uses, 3)
+	require.Equal(t, []string{"toolu_01", "toolu_02", "toolu_03"}, []string{uses[0].ID, uses[1].ID, uses[2].ID})
+	require.JSONEq(t, `{"city":"Tokyo","units":"metric"}`, string(uses[1].Data))
+	require.JSONEq(t, `{}`, string(uses[2].Data))
+
+	// Results arrive out of order; the second one failed.
+	req.Messages = append(req.Messages,
+		first.Message,
+		message.Message{Role: message.Tool, Parts: []message.Part{
+			message.ToolResult("toolu_03", "12:00 UTC", false),
+			message.ToolResult("toolu_02", "weather service unavailable", true),
+			message.ToolResult("toolu_01", "18°C, cloudy", false),
+		}},
+	)
+	_, err = m.Generate(ctx, req)
+	require.NoError(t, err)
+	requireJSONEqual(t, "parallel_tool_results.request.json", srv.Requests()[1].body)
+}
+
+func TestMaxTokens(t *testing.T) {
+	srv := newServer(t, reply{file: "max_tokens.json"})
+	m := newModel(t, srv)
+	resp, err := m.Generate(context.Background(), &llm.Request{
+		Messages: []message.Message{message.UserText("Tell me a long story.")},
+		Settings: llm.Settings{MaxTokens: 10},
+	})
+	require.NoError(t, err)
+	require.Equal(t, llm.MaxTokens, resp.StopReason)
+	require.Equal(t, "Once upon a time, in a land far", resp.Message.Text())
+	require.EqualValues(t, 10, srv.lastBody(t)["max_tokens"])
+}
+
+func TestThinkingReplayedUnchanged(t *testing.T) {
+	srv := newServer(t, reply{file: "thinking_tool_use.json"}, reply{file: "final.json"})
+	m := newModel(t, srv)
+	ctx := context.Background()
+
+	req := &llm.Request{
+		Messages: []message.Message{message.UserText("Weather in Paris?")},
+		Tools:    []llm.ToolSpec{{Name: "get_weather", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}},
+	}
+	first, err := m.Generate(ctx, req)
+	require.NoError(t, err)
+
+	// Decode the fixture itself to compare against the exact wire values.
+	var fixture struct {
+		Content []struct {
+			Type, Thinking, Signature, Data string
+		}
+	}
+	require.NoError(t, json.Unmarshal(readFile(t, "thinking_tool_use.json"), &fixture))
+	thinking, redacted := fixture.Content[0], fixture.Content[1]
+
+	wantParts := []message.Part{
+		message.Thinking(thinking.Thinking, thinking.Signature),
+		message.Thinking("", redacted.Data),
+		message.ToolUse("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather", json.RawMessage(`{"city": "Paris"}`)),
+	}
+	if d := cmp.Diff(wantParts, first.Message.Parts); d != "" {
+		t.Fatalf("parts (-want +got):\n%s", d)
+	}
+
+	req.Messages = append(req.Messages, first.Message, message.Message{
+		Role:  message.Tool,
+		Parts: []message.Part{message.ToolResult("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "18°C", false)},
+	})
+	_, err = m.Generate(ctx, req)
+	require.NoError(t, err)
+
+	body := srv.lastBody(t)
+	msgs := body["messages"].([]any)
+	require.Len(t, msgs, 3)
+	asst := msgs[1].(map[string]any)
+	require.Equal(t, "assistant", asst["role"])
+	want := []any{
+		map[string]any{"type": "thinking", "thinking": thinking.Thinking, "signature": thinking.Signature},
+		map[string]any{"type": "redacted_thinking", "data": redacted.Data},
+		map[string]any{"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": "get_weather", "input": map[string]any{"city": "Paris"}},
+	}
+	if d := cmp.Diff(want, asst["content"]); d != "" {
+		t.Fatalf("replayed assistant content (-want +got):\n%s", d)
+	}
+}
+
+func TestStructuredOutput(t *testing.T) {
+	srv := newServer(t, reply{file: "structured.json"})
+	m := newModel(t, srv)
+	// Property order differs from alphabetical on purpose: the schema must
+	// reach the API byte for byte.
+	schema := `{"type":"object","properties":{"verdict":{"type":"string","enum":["approve","deny"]},"amount":{"type":"number"},"reasons":{"type":"array","items":{"type":"string"}}},"required":["verdict","amount","reasons"],"additionalProperties":false}`
+	resp, err := m.Generate(context.Background(), &llm.Request{
+		Messages: []message.Message{message.UserText("Should we refund order 42?")},
+		Output:   &llm.OutputSpec{Name: "decision", Schema: json.RawMessage(schema)},
+	})
+	require.NoError(t, err)
+	require.Len(t, resp.Message.Parts, 1)
+	p := resp.Message.Parts[0]
+	require.Equal(t, message.KindStructured, p.Kind)
+	require.JSONEq(t, `{"verdict":"approve","amount":42.5,"reasons":["damaged on arrival"]}`, string(p.Data))
+	require.Equal(t, `{"verdict":"approve","amount":42.5,"reasons":["damaged on arrival"]}`, p.Text)
+
+	body := srv.Requests()[0].body
+	require.Contains(t, string(body), `"output_config":{"format":{"schema":`+schema+`,"type":"json_schema"}}`)
+	require.NotContains(t, string(body), `"tools"`, "structured output is native, not a forced tool")
+}
+
+func TestSettingsMergedOverDefaults(t *testing.T) {
+	tests := []struct {
+		name     string
+		defaults llm.Settings
+		request  llm.Settings
+		want     map[string]any // expected model, max_tokens, temperature (nil = absent)
+	}{
+		{
+			name:     "defaults only",
+			defaults: llm.Settings{Model: "claude-sonnet-4-5", MaxTokens: 1000, Temperature: llm.Temperature(0.2)},
+			want:     map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1000.0, "temperature": 0.2},
+		},
+		{
+			name:     "node overrides max tokens",
+			defaults: llm.Settings{Model: "claude-sonnet-4-5", MaxTokens: 1000, Temperature: llm.Temperature(0.2)},
+			request:  llm.Settings{MaxTokens: 2000},
+			want:     map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 2000.0, "temperature": 0.2},
+		},
+		{
+			name:     "node overrides model and temperature",
+			defaults: llm.Settings{Model: "claude-sonnet-4-5", MaxTokens: 1000},
+			request:  llm.Settings{Model: "claude-haiku-4-5", Temperature: llm.Temperature(0)},
+			want:     map[string]any{"model": "claude-haiku-4-5", "max_tokens": 1000.0, "temperature": 0.0},
+		},
+		{
+			name:     "provider default max tokens",
+			defaults: llm.Settings{Model: "claude-sonnet-4-5"},
+			want:     map[string]any{"model": "claude-sonnet-4-5", "max_tokens": float64(anthropic.DefaultMaxTokens), "temperature": nil},
+		},
+		{
+			name:    "model only from the request",
+			request: llm.Settings{Model: "claude-opus-4-5", MaxTokens: 300},
+			want:    map[string]any{"model": "claude-opus-4-5", "max_tokens": 300.0, "temperature": nil},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, reply{file: "text.json"})
+			m := newModel(t, srv, func(c *anthropic.Config) { c.DefaultSettings = tt.defaults })
+			_, err := m.Generate(context.Background(), &llm.Request{
+				Messages: []message.Message{message.UserText("Hi")},
+				Settings: tt.request,
+			})
+			require.NoError(t, err)
+			body := srv.lastBody(t)
+			got := map[string]any{"model": body["model"], "max_tokens": body["max_tokens"], "temperature": body["temperature"]}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Fatalf("settings (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestStopReasons(t *testing.T) {
+	tests := []struct {
+		wire string
+		want llm.StopReason
+	}{
+		{"end_turn", llm.EndTurn},
+		{"stop_sequence", llm.EndTurn},
+		{"tool_use", llm.ToolUse},
+		{"max_tokens", llm.MaxTokens},
+		{"model_context_window_exceeded", llm.MaxTokens},
+		{"pause_turn", llm.PauseTurn},
+		{"refusal", llm.Refusal},
+		{"something_new", llm.EndTurn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.wire, func(t *testing.T) {
+			body := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"x"}],"stop_reason":"` + tt.wire + `","usage":{"input_tokens":1,"output_tokens":1}}`
+			srv := newServer(t, reply{body: body})
+			resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
+			require.NoError(t, err)
+			require.Equal(t, tt.want, resp.StopReason)
+		})
+	}
+}
+
+func TestAPIErrors(t *testing.T) {
+	fast := map[string]string{"Retry-After-Ms": "1"}
+	tests := []struct {
+		name       string
+		replies    []reply
+		retries    int
+		wantStatus int
+		wantType   string
+		wantCalls  int
+	}{
+		{
+			name:       "429 without retries",
+			replies:    []reply{{status: 429, file: "error_429.json", header: fast}},
+			wantStatus: 429, wantType: "rate_limit_error", wantCalls: 1,
+		},
+		{
+			name:       "529 overloaded, retried once",
+			replies:    []reply{{status: 529, file: "error_529.json", header: fast}, {status: 529, file: "error_529.json", header: fast}},
+			retries:    1,
+			wantStatus: 529, wantType: "overloaded_error", wantCalls: 2,
+		},
+		{
+			name:       "500 retried twice",
+			replies:    []reply{{status: 500, file: "error_500.json", header: fast}, {status: 500, file: "error_500.json", header: fast}, {status: 500, file: "error_500.json", header: fast}},
+			retries:    2,
+			wantStatus: 500, wantType: "api_error", wantCalls: 3,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, tt.replies...)
+			m := newModel(t, srv, func(c *anthropic.Config) { c.MaxRetries = intPtr(tt.retries) })
+			_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
+			require.Error(t, err)
+			require.True(t, strings.HasPrefix(err.Error(), "anthropic: "), "error %q does not name the provider", err)
+			var apiErr *sdk.Error
+			require.ErrorAs(t, err, &apiErr)
+			require.Equal(t, tt.wantStatus, apiErr.StatusCode)
+			require.EqualValues(t, tt.wantType, apiErr.Type())
+			require.Len(t, srv.Requests(), tt.wantCalls)
+		})
+	}
+}
+
+func TestRetryThenSuccess(t *testing.T) {
+	srv := newServer(t,
+		reply{status: 529, file: "error_529.json", header: map[string]string{"Retry-After-Ms": "1"}},
+		reply{file: "text.json"},
+	)
+	m := newModel(t, srv, func(c *anthropic.Config) { c.MaxRetries = intPtr(2) })
+	resp, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
+	require.NoError(t, err)
+	require.Equal(t, "Hello! How can I help you today?", resp.Message.Text())
+	require.Len(t, srv.Requests(), 2)
+}
+
+func TestMalformedResponse(t *testing.T) {
+	srv := newServer(t, reply{file: "malformed.json"})
+	_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "anthropic: "), "error %q does not name the provider", err)
+}
+
+func TestMalformedHistoryNeverSent(t *testing.T) {
+	srv := newServer(t)
+	m := newModel(t, srv)
+	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{
+		message.UserText("Refund order 42"),
+		{Role: message.Assistant, Parts: []message.Part{message.ToolUse("toolu_1", "refund", json.RawMessage(`{}`))}},
+		message.UserText("hello?"),
+	}})
+	require.ErrorIs(t, err, llm.ErrMalformedHistory)
+	require.Contains(t, err.Error(), "toolu_1")
+	require.Empty(t, srv.Requests())
+}
+
+func TestRequestErrorsBeforeSending(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  func(*anthropic.Config)
+		req  *llm.Request
+		want string
+	}{
+		{
+			name: "no model",
+			cfg:  func(c *anthropic.Config) { c.DefaultSettings = llm.Settings{} },
+			req:  &llm.Request{Messages: []message.Message{message.UserText("Hi")}},
+			want: "no model",
+		},
+		{
+			name: "tool schema not an object",
+			req:  &llm.Request{Messages: []message.Message{message.UserText("Hi")}, Tools: []llm.ToolSpec{{Name: "t", InputSchema: json.RawMessage(`[1]`)}}},
+			want: `tool "t"`,
+		},
+		{
+			name: "output schema invalid",
+			req:  &llm.Request{Messages: []message.Message{message.UserText("Hi")}, Output: &llm.OutputSpec{Name: "o", Schema: json.RawMessage(`{`)}},
+			want: `output "o"`,
+		},
+		{
+			name: "nil request",
+			want: "nil request",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t)
+			var edits []func(*anthropic.Config)
+			if tt.cfg != nil {
+				edits = append(edits, tt.cfg)
+			}
+			_, err := newModel(t, srv, edits...).Generate(context.Background(), tt.req)
+			require.ErrorContains(t, err, tt.want)
+			require.Empty(t, srv.Requests())
+		})
+	}
+}
+
+func TestStreaming(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  func(*anthropic.Config)
+		set  llm.Settings
+	}{
+		{name: "configured", cfg: func(c *anthropic.Config) { c.Stream = true }},
+		// The SDK refuses a non-streaming request whose max_tokens could take
+		// longer than ten minutes; the model streams it instead.
+		{name: "automatic for large max tokens", cfg: func(*anthropic.Config) {}, set: llm.Settings{MaxTokens: 64000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, reply{file: "stream.sse"})
+			m := newModel(t, srv, tt.cfg)
+			resp, err := m.Generate(context.Background(), &llm.Request{
+				Messages: []message.Message{message.UserText("Weather in Paris?")},
+				Tools:    []llm.ToolSpec{{Name: "get_weather"}},
+				Settings: tt.set,
+			})
+			require.NoError(t, err)
+			require.Equal(t, true, srv.lastBody(t)["stream"])
+			want := &llm.Response{
+				Message: message.Message{Role: message.Assistant, Parts: []message.Part{
+					message.Text("Let me check the weather."),
+					message.ToolUse("toolu_01T1x1fJ34qAmk2tNTrN7Up7", "get_weather", json.RawMessage(`{"city": "Paris"}`)),
+				}},
+				StopReason: llm.ToolUse,
+				Usage:      llm.Usage{InputTokens: 472, OutputTokens: 89, CacheReadTokens: 128},
+			}
+			if d := cmp.Diff(want, resp); d != "" {
+				t.Fatalf("response (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestStreamingError(t *testing.T) {
+	srv := newServer(t, reply{status: 529, file: "error_529.json"})
+	m := newModel(t, srv, func(c *anthropic.Config) { c.Stream = true })
+	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
+	var apiErr *sdk.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, 529, apiErr.StatusCode)
+	require.True(t, strings.HasPrefix(err.Error(), "anthropic: "))
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	_, err := anthropic.New(anthropic.Config{MaxRetries: intPtr(-1)})
+	require.Error(t, err)
+	_, err = anthropic.New(anthropic.Config{DefaultSettings: llm.Settings{MaxTokens: -1}})
+	require.Error(t, err)
+}
+
+func TestConcurrentGenerate(t *testing.T) {
+	const n = 8
+	replies := make([]reply, n)
+	for i := range replies {
+		replies[i] = reply{file: "text.json"}
+	}
+	srv := newServer(t, replies...)
+	m := newModel(t, srv)
+	req := &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			_, err := m.Generate(context.Background(), req)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, srv.Requests(), n)
+}
+
+func TestContextCanceled(t *testing.T) {
+	srv := newServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := newModel(t, srv).Generate(ctx, &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
+	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
+}
+
+func TestTranscriptMapping(t *testing.T) {
+	srv := newServer(t, reply{file: "text.json"})
+	_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{
+		message.UserText("first"),
+		// Consecutive user messages merge into one turn; empty text and
+		// thinking parts in a user message are not sent.
+		{Role: message.User, Parts: []message.Part{message.Text("second"), message.Text(""), message.Thinking("x", "y")}},
+		{Role: message.Assistant, Parts: []message.Part{
+			message.Structured(json.RawMessage(`{"ok":true}`), `{"ok": true}`),
+			message.Structured(json.RawMessage(`{"ok":false}`), ""),
+		}},
+		// Consecutive assistant messages merge too.
+		{Role: message.Assistant, Parts: []message.Part{message.Text("and more")}},
+		// A message with nothing to send is skipped.
+		{Role: message.User, Parts: []message.Part{message.Text("")}},
+		message.UserText("third"),
+	}})
+	require.NoError(t, err)
+	requireJSONEqual(t, "transcript.request.json", srv.Requests()[0].body)
+}
+
+func TestIgnoreEnvironment(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "from-env")
+	srv := newServer(t, reply{file: "text.json"}, reply{file: "text.json"})
+	req := &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
+
+	_, err := newModel(t, srv, func(c *anthropic.Config) { c.APIKey = "" }).Generate(context.Background(), req)
+	require.NoError(t, err)
+	_, err = newModel(t, srv, func(c *anthropic.Config) { c.APIKey = ""; c.IgnoreEnvironment = false }).Generate(context.Background(), req)
+	require.NoError(t, err)
+
+	reqs := srv.Requests()
+	require.Empty(t, reqs[0].header.Get("X-Api-Key"))
+	require.Equal(t, "from-env", reqs[1].header.Get("X-Api-Key"))
+}
