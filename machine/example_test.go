@@ -1,0 +1,193 @@
+package machine_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/looplab/fsm"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// exampleIDs returns an ID generator for reproducible output: "id1", "id2", …
+// Leave CharterConfig.NewID nil in production for random, unguessable IDs.
+func exampleIDs() func() string {
+	n := 0
+	return func() string { n++; return "id" + strconv.Itoa(n) }
+}
+
+// examplePart renders one message part on a line.
+func examplePart(p message.Part) string {
+	switch p.Kind {
+	case message.KindText:
+		return "text: " + p.Text
+	case message.KindToolUse:
+		return fmt.Sprintf("tool_use %s %s %s", p.ID, p.Name, p.Data)
+	case message.KindToolResult:
+		return fmt.Sprintf("tool_result %s: %s", p.ID, p.Text)
+	}
+	return p.Kind.String()
+}
+
+func ExampleMachine_Run() {
+	type weatherIn struct {
+		City string `json:"city" jsonschema:"the city to look up"`
+	}
+	weather := node.NewTool("weather", "Current weather in a city.",
+		func(ctx *node.ToolContext[struct{}], in weatherIn) (string, error) {
+			return "sunny, 21°C in " + in.City, nil
+		})
+	assistant, err := node.New("assistant", node.Config[struct{}]{
+		Instructions: "Answer questions about the weather.",
+		Tools:        []node.Tool[struct{}]{weather},
+	})
+	if err != nil {
+		panic(err)
+	}
+	model := scripted.New(
+		scripted.Tool("weather", weatherIn{City: "Paris"}),
+		scripted.Text("It is sunny in Paris, 21°C."),
+	)
+	charter, err := machine.NewCharter(machine.CharterConfig{
+		Model: model,
+		Nodes: []*node.Node{assistant},
+		NewID: exampleIDs(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	m, err := charter.NewMachine("assistant", nil)
+	if err != nil {
+		panic(err)
+	}
+	for step, err := range m.Run(context.Background(), machine.UserText("Weather in Paris?")) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("step %s (done: %v)\n", step.Reason, step.Done)
+		for _, msg := range step.Messages {
+			for _, p := range msg.Parts {
+				fmt.Printf("  %s: %s\n", msg.Role, examplePart(p))
+			}
+		}
+	}
+	// Output:
+	// step tool_use (done: false)
+	//   assistant: tool_use toolu_1 weather {"city":"Paris"}
+	//   tool: tool_result toolu_1: sunny, 21°C in Paris
+	// step end_turn (done: true)
+	//   assistant: text: It is sunny in Paris, 21°C.
+}
+
+func ExampleMachine_Run_suspend() {
+	type refundIn struct {
+		OrderID string `json:"order_id"`
+	}
+	refund := node.NewTool("request_refund", "Ask a manager to approve a refund.",
+		func(ctx *node.ToolContext[struct{}], in refundIn) (string, error) {
+			return "", ctx.Suspend("refund needs manager approval",
+				instance.WithMetadata(in), instance.WithTimeout(24*time.Hour))
+		})
+	support, err := node.New("support", node.Config[struct{}]{
+		Tools: []node.Tool[struct{}]{refund},
+	})
+	if err != nil {
+		panic(err)
+	}
+	charter, err := machine.NewCharter(machine.CharterConfig{
+		Model: scripted.New(
+			scripted.Tool("request_refund", refundIn{OrderID: "A-42"}),
+			scripted.Text("Your refund for A-42 was approved."),
+		),
+		Nodes: []*node.Node{support},
+		NewID: exampleIDs(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	m, err := charter.NewMachine("support", nil)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+
+	// The run stops at the suspension. A real program would now persist the
+	// machine (serialize.Marshal) and hand the suspend ID to whoever
+	// decides.
+	var pending []instance.SuspendedCall
+	for step, err := range m.Run(ctx, machine.UserText("Refund order A-42, please.")) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("step %s (done: %v)\n", step.Reason, step.Done)
+		pending = step.Suspensions
+	}
+	for _, c := range pending {
+		fmt.Printf("pending %s: %s %s (%s)\n", c.SuspendID, c.Name, c.Input, c.Reason)
+	}
+
+	// Later, maybe in another process: resume with the decision. A string
+	// payload is the tool result as is.
+	for step, err := range m.Run(ctx, machine.ResumeInput{SuspendID: pending[0].SuspendID, Payload: "approved by Dana"}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("step %s (done: %v)\n", step.Reason, step.Done)
+		for _, msg := range step.Messages {
+			for _, p := range msg.Parts {
+				fmt.Printf("  %s: %s\n", msg.Role, examplePart(p))
+			}
+		}
+	}
+	fmt.Println("pending after resume:", len(m.Pending()))
+	// Output:
+	// step suspend (done: true)
+	// pending id2: request_refund {"order_id":"A-42"} (refund needs manager approval)
+	// step end_turn (done: true)
+	//   assistant: tool_use toolu_1 request_refund {"order_id":"A-42"}
+	//   tool: tool_result toolu_1: approved by Dana
+	//   assistant: text: Your refund for A-42 was approved.
+	// pending after resume: 0
+}
+
+func ExampleCharter_Graph() {
+	triage, err := node.New("triage", node.Config[struct{}]{
+		Transitions: []node.Transition[struct{}]{
+			node.To[struct{}]("billing", "The question is about an invoice or a payment."),
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	billing, err := node.New("billing", node.Config[struct{}]{
+		Transitions: []node.Transition[struct{}]{
+			node.To[struct{}]("triage", "The billing question is settled."),
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	charter, err := machine.NewCharter(machine.CharterConfig{
+		Model: scripted.New(),
+		Nodes: []*node.Node{triage, billing},
+	})
+	if err != nil {
+		panic(err)
+	}
+	graph, err := charter.Graph(fsm.MERMAID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Print(graph)
+	// Output:
+	// stateDiagram-v2
+	//     [*] --> triage
+	//     billing --> triage: transition_to_triage
+	//     triage --> billing: transition_to_billing
+}

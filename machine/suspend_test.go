@@ -1,0 +1,558 @@
+package machine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+type approval struct {
+	OK bool   `json:"ok"`
+	By string `json:"by"`
+}
+
+type askIn struct {
+	What string `json:"what"`
+}
+
+// askTool suspends every call, naming what it asks for.
+func askTool[S any](name string, opts ...node.ToolOption) node.Tool[S] {
+	return node.NewTool(name, "ask a human", func(ctx *node.ToolContext[S], in askIn) (string, error) {
+		return "", ctx.Suspend("asking about "+in.What, instance.WithMetadata(map[string]string{"what": in.What}))
+	}, opts...)
+}
+
+func addTool(name string, n int) node.Tool[counter] {
+	return node.NewTool(name, "add to the count", func(ctx *node.ToolContext[counter], _ empty) (int, error) {
+		err := ctx.Update(func(c *counter) { c.Count += n })
+		return ctx.State().Count, err
+	})
+}
+
+// suspendNode is a node with counting tools, asking tools and transitions.
+func suspendNode(t *testing.T, extra ...node.Tool[counter]) *node.Node {
+	tools := append([]node.Tool[counter]{addTool("add1", 1), addTool("add10", 10), askTool[counter]("ask"), askTool[counter]("ask2")}, extra...)
+	return mustNode(t, "desk", node.Config[counter]{
+		Tools:       tools,
+		Transitions: []node.Transition[counter]{node.To[counter]("done", "")},
+	})
+}
+
+func doneNode(t *testing.T) *node.Node { return mustNode(t, "done", node.Config[empty]{}) }
+
+func pendingIDs(steps []machine.Step) []string {
+	last := steps[len(steps)-1]
+	var out []string
+	for _, c := range last.Suspensions {
+		out = append(out, c.SuspendID)
+	}
+	return out
+}
+
+func TestSingleSuspendResume(t *testing.T) {
+	model := scripted.New(scripted.Tool("ask", askIn{"refund"}), scripted.Text("refund approved"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	steps := run(t, m, machine.UserText("refund order 42"))
+	require.Equal(t, []machine.YieldReason{machine.Suspend}, reasons(steps))
+	s := steps[0]
+	require.True(t, s.Done)
+	require.Len(t, s.Suspensions, 1)
+	call := s.Suspensions[0]
+	require.Equal(t, instance.KindTool, call.Kind)
+	require.Equal(t, "ask", call.Name)
+	require.Equal(t, "asking about refund", call.Reason)
+	require.Equal(t, instance.StatusPending, call.Status)
+	require.NotEmpty(t, call.ToolUseID)
+	in, err := instance.Decode[askIn](call.Input)
+	require.NoError(t, err)
+	require.Equal(t, askIn{"refund"}, in)
+	require.Len(t, s.Events, 1)
+	require.Equal(t, instance.EventSuspended, s.Events[0].Type)
+	require.Equal(t, instance.ByTool, s.Events[0].Initiator)
+	require.True(t, s.Root.Suspended())
+	// History holds no unanswered tool use while suspended.
+	require.Equal(t, 1, m.HistoryLen())
+
+	steps = run(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: approval{OK: true, By: "ann"}})
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	require.True(t, steps[0].Done)
+	require.Empty(t, m.Pending())
+	require.False(t, m.Root().Suspended())
+	require.Nil(t, m.Root().Suspension)
+	req := model.Requests()[1]
+	require.Len(t, req.Messages, 3)
+	res := req.Messages[2].Parts[0]
+	require.Equal(t, call.ToolUseID, res.ID)
+	require.JSONEq(t, `{"ok":true,"by":"ann"}`, res.Text)
+	require.False(t, res.IsError)
+	require.Equal(t, call.SuspendID, res.SuspendID)
+	ev := steps[0].Events[0]
+	require.Equal(t, instance.EventResumed, ev.Type)
+	require.Equal(t, instance.CauseExplicit, ev.Cause)
+	require.True(t, ev.HadPayload)
+}
+
+func TestOneOfThreeSuspends(t *testing.T) {
+	model := scripted.New(scripted.Tools(
+		scripted.Call{Name: "add1"}, scripted.Call{Name: "ask", Input: askIn{"x"}}, scripted.Call{Name: "add10"},
+	), scripted.Text("ok"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	steps := run(t, m, machine.UserText("go"))
+	require.Equal(t, machine.Suspend, steps[0].Reason)
+	// Siblings ran in order and their updates applied at once.
+	require.Equal(t, counter{Count: 11}, m.Root().State)
+	held := m.Root().Suspension.Reply
+	require.Equal(t, []string{"1", "", "11"}, texts(held.Results))
+	run(t, m, machine.ResumeInput{SuspendID: pendingIDs(steps)[0], Payload: "yes"})
+	res := lastToolResults(model.Requests()[1].Messages)
+	require.Equal(t, []string{"1", "yes", "11"}, texts(res))
+}
+
+func TestPartialResumeAndOrder(t *testing.T) {
+	script := func() *scripted.Model {
+		return scripted.New(scripted.Tools(
+			scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "add1"}, scripted.Call{Name: "ask2", Input: askIn{"b"}},
+		), scripted.Text("ok"))
+	}
+	finalInput := func(order []int) []message.Message {
+		model := script()
+		m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+		ids := pendingIDs(run(t, m, machine.UserText("go")))
+		require.Len(t, ids, 2)
+		payloads := []string{"first", "second"}
+		steps := run(t, m, machine.ResumeInput{SuspendID: ids[order[0]], Payload: payloads[order[0]]})
+		// Partial resume: no model call, the rest still pending.
+		require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
+		require.Len(t, steps[0].Suspensions, 1)
+		require.Equal(t, ids[order[1]], steps[0].Suspensions[0].SuspendID)
+		require.Equal(t, 1, model.Calls())
+		require.True(t, m.Root().Suspended())
+		steps = run(t, m, machine.ResumeInput{SuspendID: ids[order[1]], Payload: payloads[order[1]]})
+		require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+		require.Equal(t, 2, model.Calls())
+		return model.Requests()[1].Messages
+	}
+	inOrder := finalInput([]int{0, 1})
+	require.Equal(t, []string{"first", "1", "second"}, texts(lastToolResults(inOrder)))
+	if d := cmp.Diff(inOrder, finalInput([]int{1, 0})); d != "" {
+		t.Fatalf("resume order changed the model input:\n%s", d)
+	}
+}
+
+func TestResumeErrorsChangeNothing(t *testing.T) {
+	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "ask2", Input: askIn{"b"}}), scripted.Text("ok"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+
+	// Nothing is suspended yet.
+	_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: "nope"}))
+	require.ErrorIs(t, err, instance.ErrNotSuspended)
+	require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	require.NoError(t, func() error { _, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: ids[0], Payload: "a"})); return err }())
+	before := snap(m)
+	tests := []struct {
+		name   string
+		inputs []machine.Input
+		want   error
+	}{
+		{"unknown ID", []machine.Input{machine.ResumeInput{SuspendID: "nope"}}, instance.ErrUnknownSuspendID},
+		{"double resume", []machine.Input{machine.ResumeInput{SuspendID: ids[0], Payload: "again"}}, instance.ErrAlreadyResolved},
+		{"same ID twice in a batch", []machine.Input{machine.ResumeInput{SuspendID: ids[1]}, machine.ResumeInput{SuspendID: ids[1]}}, instance.ErrAlreadyResolved},
+		{"batch with one bad ID", []machine.Input{machine.UserText("hi"), machine.ResumeInput{SuspendID: ids[1], Payload: "b"}, machine.ResumeInput{SuspendID: "bad"}}, instance.ErrUnknownSuspendID},
+		{"payload that does not encode", []machine.Input{machine.ResumeInput{SuspendID: ids[1], Payload: func() {}}}, instance.ErrPayloadDecode},
+		{"bad input type", []machine.Input{machine.ResumeInput{SuspendID: ids[1]}, 3.5}, machine.ErrBadInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := collect(m.Run(context.Background(), tt.inputs...))
+			require.ErrorIs(t, err, tt.want)
+			requireUnchanged(t, before, m)
+			require.Equal(t, 1, model.Calls())
+		})
+	}
+	// A correct resume still works.
+	steps := run(t, m, machine.ResumeInput{SuspendID: ids[1], Payload: "b"})
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	// And after the whole reply resolved, resuming again is "already resolved".
+	_, err = collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: ids[1]}))
+	require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+}
+
+func TestErrorPayload(t *testing.T) {
+	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("sorry"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "manager declined", IsError: true})
+	res := lastToolResults(model.Requests()[1].Messages)[0]
+	require.True(t, res.IsError)
+	require.Equal(t, "manager declined", res.Text)
+}
+
+func TestResumeHandler(t *testing.T) {
+	type refundIn struct {
+		Amount int `json:"amount"`
+	}
+	// Two-stage approval: amounts over 100 need a second approver.
+	refund := node.NewTool("refund", "refund", func(ctx *node.ToolContext[counter], in refundIn) (string, error) {
+		return "", ctx.Suspend("first approval")
+	}, node.OnResume(func(ctx *node.ToolContext[counter], in refundIn, r instance.Resolution) (string, error) {
+		a, err := instance.Decode[approval](r.Payload)
+		if err != nil {
+			return "", err
+		}
+		if !a.OK {
+			return "refund of " + itoa(in.Amount) + " rejected by " + a.By, nil
+		}
+		if in.Amount > 100 && r.Stage == 0 {
+			return "", ctx.Suspend("second approval", instance.WithMetadata(a.By))
+		}
+		if err := ctx.Update(func(c *counter) { c.Count += in.Amount }); err != nil {
+			return "", err
+		}
+		return "refunded " + itoa(in.Amount), nil
+	}))
+	n := mustNode(t, "desk", node.Config[counter]{Tools: []node.Tool[counter]{refund}})
+	model := scripted.New(scripted.Tool("refund", refundIn{250}), scripted.Text("done"))
+	m := newMachine(t, charter(t, model, n), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("refund 250")))
+	steps := run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: approval{OK: true, By: "ann"}})
+	// The handler suspended again: a new pending call, same tool use.
+	require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
+	again := steps[0].Suspensions
+	require.Len(t, again, 1)
+	require.NotEqual(t, ids[0], again[0].SuspendID)
+	require.Equal(t, 1, again[0].Stage)
+	require.Equal(t, "second approval", again[0].Reason)
+	by, err := instance.Decode[string](again[0].Metadata)
+	require.NoError(t, err)
+	require.Equal(t, "ann", by)
+	require.Equal(t, 1, model.Calls())
+	run(t, m, machine.ResumeInput{SuspendID: again[0].SuspendID, Payload: approval{OK: true, By: "bob"}})
+	require.Equal(t, "refunded 250", lastToolResults(model.Requests()[1].Messages)[0].Text)
+	require.Equal(t, counter{Count: 250}, m.Root().State)
+}
+
+func itoa(n int) string { return string(mustJSON(n)) }
+
+func mustJSON(v any) []byte {
+	b, err := instance.EncodePayload(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestCommandSuspendResume(t *testing.T) {
+	type signIn struct {
+		Doc string `json:"doc"`
+	}
+	sign := command.New("sign", "get a signature", func(ctx *command.Context[counter], in signIn) (string, error) {
+		return "", ctx.Suspend("awaiting signature on " + in.Doc)
+	})
+	n := mustNode(t, "desk", node.Config[counter]{Commands: []command.Command[counter]{sign}})
+	model := scripted.New()
+	m := newMachine(t, charter(t, model, n), "desk")
+	steps := run(t, m, command.Invoke("sign", signIn{"contract"}))
+	require.Len(t, steps, 1)
+	s := steps[0]
+	require.Equal(t, machine.Command, s.Reason)
+	require.True(t, s.Done)
+	require.NotNil(t, s.Command.Suspension)
+	require.Equal(t, instance.KindCommand, s.Command.Suspension.Kind)
+	require.Len(t, s.Suspensions, 1)
+	id := s.Command.Suspension.SuspendID
+
+	steps = run(t, m, machine.ResumeInput{SuspendID: id, Payload: "signed by ann"})
+	require.Len(t, steps, 1)
+	require.Equal(t, machine.Command, steps[0].Reason)
+	require.Equal(t, "signed by ann", steps[0].Command.Value)
+	require.Equal(t, "sign", steps[0].Command.Name)
+	require.Equal(t, 0, model.Calls())
+	require.Empty(t, m.Pending())
+	// Both halves are recorded in history, never sent to a model.
+	h := m.History()
+	require.Len(t, h, 2)
+	for _, msg := range h {
+		require.Equal(t, message.Record, msg.Role)
+	}
+	require.Equal(t, id, h[1].Parts[0].SuspendID)
+}
+
+func TestCommandResolvesSuspension(t *testing.T) {
+	type approveIn struct {
+		ID string `json:"id"`
+	}
+	approve := command.New("approve", "approve a pending request", func(ctx *command.Context[counter], in approveIn) (string, error) {
+		return "approved", ctx.Resume(in.ID, "approved by command")
+	})
+	tools := []node.Tool[counter]{askTool[counter]("ask")}
+	n := mustNode(t, "desk", node.Config[counter]{Tools: tools, Commands: []command.Command[counter]{approve}})
+	model := scripted.New(scripted.Tool("ask", askIn{"x"}), scripted.Text("thanks"))
+	m := newMachine(t, charter(t, model, n), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	before := snap(m)
+	_, err := collect(m.Run(context.Background(), command.Invoke("approve", approveIn{"missing"})))
+	require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+	requireUnchanged(t, before, m)
+
+	steps := run(t, m, command.Invoke("approve", approveIn{ids[0]}))
+	require.Equal(t, []machine.YieldReason{machine.Command, machine.EndTurn}, reasons(steps))
+	require.Equal(t, "approved", steps[0].Command.Value)
+	require.Equal(t, instance.CauseCommand, steps[0].Events[0].Cause)
+	require.Equal(t, "approved by command", lastToolResults(model.Requests()[1].Messages)[0].Text)
+}
+
+func TestWholeInstanceSuspension(t *testing.T) {
+	type waitIn struct {
+		For string `json:"for"`
+	}
+	wait := node.NewTransition("wait_for", "park until an event arrives", func(ctx *node.TransitionContext[counter], in waitIn) (instance.Effect, error) {
+		return instance.Effect{}, ctx.Suspend("waiting for " + in.For)
+	})
+	n := mustNode(t, "desk", node.Config[counter]{Transitions: []node.Transition[counter]{wait}})
+
+	t.Run("from a transition", func(t *testing.T) {
+		model := scripted.New(scripted.Tool("wait_for", waitIn{"payment"}), scripted.Text("payment received"))
+		m := newMachine(t, charter(t, model, n), "desk")
+		steps := run(t, m, machine.UserText("ship when paid"))
+		require.Equal(t, []machine.YieldReason{machine.Suspend}, reasons(steps))
+		call := steps[0].Suspensions[0]
+		require.Equal(t, instance.KindInstance, call.Kind)
+		require.Equal(t, instance.ByTransition, call.Initiator)
+		require.Empty(t, call.ToolUseID)
+		// The transition's call was answered at once; the instance is parked.
+		require.Equal(t, "suspended: waiting for payment", lastToolResults(m.History())[0].Text)
+		steps = run(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: "paid 30 EUR"})
+		require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+		msgs := model.Requests()[1].Messages
+		require.Equal(t, "paid 30 EUR", msgs[len(msgs)-1].Text())
+	})
+
+	t.Run("from the caller", func(t *testing.T) {
+		model := scripted.New(scripted.Text("hello"), scripted.Text("welcome back"))
+		m := newMachine(t, charter(t, model, n), "desk")
+		run(t, m, machine.UserText("hi"))
+		id, err := m.Suspend("operator takes over", instance.WithID("op-1"))
+		require.NoError(t, err)
+		require.Equal(t, "op-1", id)
+		_, err = m.Suspend("again", instance.WithID("op-1"))
+		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+		// Input while parked is kept, and the model is not called.
+		steps := run(t, m, machine.UserText("are you there?"))
+		require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
+		require.Equal(t, 1, model.Calls())
+		steps = run(t, m, machine.ResumeInput{SuspendID: id})
+		require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+		msgs := model.Requests()[1].Messages
+		require.Equal(t, "are you there?", msgs[len(msgs)-1].Text())
+	})
+}
+
+func TestSuspendedWorkerBesidePrimary(t *testing.T) {
+	root := mustNode(t, "root", node.Config[empty]{Transitions: []node.Transition[empty]{spawner[empty]()}})
+	chat := mustNode(t, "chat", node.Config[empty]{})
+	worker := mustNode(t, "worker", node.Config[empty]{
+		Worker: true, Tools: []node.Tool[empty]{askTool[empty]("ask")},
+		Transitions: []node.Transition[empty]{node.Ceder[empty]("")},
+	})
+	model := scripted.ByNode(map[string][]scripted.Reply{
+		"root":   {scripted.Tool("spawn", spawnArgs{[]string{"chat", "worker"}})},
+		"chat":   {scripted.Text("working on it"), scripted.Text("still here")},
+		"worker": {scripted.Tool("ask", askIn{"data"}), scripted.Tool("cede", map[string]string{"content": "data ready"})},
+	})
+	m := newMachine(t, charter(t, model, root, chat, worker), "root")
+	steps := run(t, m, machine.UserText("go"))
+	require.Equal(t, []machine.YieldReason{machine.ToolUse, machine.Suspend}, reasons(steps))
+	require.True(t, steps[1].Done)
+	require.Len(t, steps[1].Suspensions, 1)
+	// The primary finished its turn; the worker waits.
+	tree := m.Root()
+	require.True(t, tree.Children[0].Idle)
+	require.True(t, tree.Children[1].Suspended())
+	// The primary keeps talking while the worker is parked.
+	steps = run(t, m, machine.UserText("status?"))
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	require.Len(t, steps[0].Suspensions, 1, "the last step lists what is still pending")
+	steps = run(t, m, machine.ResumeInput{SuspendID: steps[0].Suspensions[0].SuspendID, Payload: "rows"})
+	require.Equal(t, []machine.YieldReason{machine.Cede}, reasons(steps))
+	require.Len(t, m.Root().Children, 1)
+}
+
+func TestAllSuspendedKeepsInput(t *testing.T) {
+	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("done"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	steps := run(t, m, machine.UserText("hurry up"))
+	require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
+	require.Equal(t, ids, pendingIDs(steps))
+	require.Equal(t, 1, model.Calls())
+	run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+	msgs := model.Requests()[1].Messages
+	require.Equal(t, []string{"go", "hurry up"}, []string{msgs[0].Text(), msgs[1].Text()})
+	require.Equal(t, message.Tool, msgs[3].Role)
+}
+
+func TestHeldTransition(t *testing.T) {
+	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "transition_to_done"}), scripted.Text("finished"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	require.Equal(t, "desk", m.Root().Node, "the transition waits for the suspension")
+	steps := run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	require.Equal(t, "done", m.Root().Node)
+	require.Equal(t, "done", model.Requests()[1].Node)
+}
+
+func TestSuspensionWithTerminalTool(t *testing.T) {
+	finish := node.NewTool("finish", "end the conversation", func(*node.ToolContext[counter], empty) (string, error) {
+		return "goodbye", nil
+	}, node.Terminal())
+	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "finish"}))
+	m := newMachine(t, charter(t, model, suspendNode(t, finish), doneNode(t)), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	steps := run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	require.True(t, steps[0].Done)
+	require.Equal(t, 1, model.Calls(), "no model call after a terminal tool")
+	require.Len(t, steps[0].Messages, 2)
+	require.Equal(t, []string{"ok", "goodbye"}, texts(lastToolResults(m.History())))
+}
+
+func TestDeadlineExpiry(t *testing.T) {
+	type in struct {
+		Resume bool `json:"resume"`
+	}
+	timed := node.NewTool("timed", "", func(ctx *node.ToolContext[counter], i in) (string, error) {
+		if i.Resume {
+			return "", ctx.Suspend("timed", instance.WithTimeout(time.Hour), instance.OnTimeoutResume("auto-approved", false))
+		}
+		return "", ctx.Suspend("timed", instance.WithTimeout(time.Hour))
+	})
+	tests := []struct {
+		name    string
+		resume  bool
+		want    string
+		wantErr bool
+	}{
+		{"fail", false, "expired at", true},
+		{"resume with payload", true, "auto-approved", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newClock()
+			model := scripted.New(scripted.Tool("timed", in{tt.resume}), scripted.Text("after"))
+			n := mustNode(t, "desk", node.Config[counter]{Tools: []node.Tool[counter]{timed}})
+			c := charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: clk.Now})
+			m := newMachine(t, c, "desk")
+			steps := run(t, m, machine.UserText("go"))
+			call := steps[0].Suspensions[0]
+			require.Equal(t, clk.Now().Add(time.Hour), call.Deadline)
+			// Before the deadline nothing happens.
+			require.Empty(t, run(t, m)[0].Events)
+			clk.Advance(time.Hour)
+			// A resume after the deadline fails and changes nothing.
+			before := snap(m)
+			_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: "late"}))
+			require.ErrorIs(t, err, instance.ErrDeadlinePassed)
+			requireUnchanged(t, before, m)
+			// The next run applies the on-timeout action.
+			steps = run(t, m)
+			require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+			require.Equal(t, instance.EventExpired, steps[0].Events[0].Type)
+			require.Equal(t, instance.CauseTimeout, steps[0].Events[0].Cause)
+			res := lastToolResults(model.Requests()[1].Messages)[0]
+			require.Contains(t, res.Text, tt.want)
+			require.Equal(t, tt.wantErr, res.IsError)
+			_, err = collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID}))
+			require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+		})
+	}
+}
+
+func TestExpireSweep(t *testing.T) {
+	clk := newClock()
+	n := mustNode(t, "desk", node.Config[counter]{Tools: []node.Tool[counter]{node.NewTool("wait", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		return "", ctx.Suspend("w", instance.WithDeadline(clk.Now().Add(time.Minute)))
+	})}})
+	model := scripted.New(scripted.Tool("wait", nil), scripted.Text("moved on"))
+	m := newMachine(t, charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: clk.Now}), "desk")
+	run(t, m, machine.UserText("go"))
+	events, err := m.Expire(clk.Now())
+	require.NoError(t, err)
+	require.Empty(t, events)
+	events, err = m.Expire(clk.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	require.Empty(t, m.Pending())
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(run(t, m)))
+}
+
+func TestSuspendWithResultIsAnError(t *testing.T) {
+	bad := node.NewTool("bad", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		return "partial", ctx.Suspend("both")
+	})
+	model := scripted.New(scripted.Tool("bad", nil), scripted.Text("ok"))
+	m := newMachine(t, charter(t, model, suspendNode(t, bad), doneNode(t)), "desk")
+	steps := run(t, m, machine.UserText("go"))
+	require.Equal(t, []machine.YieldReason{machine.ToolUse, machine.EndTurn}, reasons(steps))
+	res := lastToolResults(m.History())[0]
+	require.True(t, res.IsError)
+	require.Contains(t, res.Text, instance.ErrSuspendWithResult.Error())
+}
+
+func TestTypedMetadataAndPendingCopies(t *testing.T) {
+	type meta struct {
+		OrderID int     `json:"order_id"`
+		Amount  float64 `json:"amount"`
+	}
+	tool := node.NewTool("ask_meta", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		return "", ctx.Suspend("m", instance.WithMetadata(meta{OrderID: 42, Amount: 9.5}), instance.WithID("custom-1"))
+	})
+	model := scripted.New(scripted.Tool("ask_meta", nil))
+	m := newMachine(t, charter(t, model, suspendNode(t, tool), doneNode(t)), "desk")
+	run(t, m, machine.UserText("go"))
+	p := m.Pending()
+	require.Len(t, p, 1)
+	require.Equal(t, "custom-1", p[0].SuspendID)
+	got, err := instance.Decode[meta](p[0].Metadata)
+	require.NoError(t, err)
+	require.Equal(t, meta{OrderID: 42, Amount: 9.5}, got)
+	asMap, err := instance.Decode[map[string]any](p[0].Metadata)
+	require.NoError(t, err)
+	require.IsType(t, float64(0), asMap["order_id"])
+	id, err := instance.Decode[int](mustJSON(42))
+	require.NoError(t, err)
+	require.Equal(t, 42, id)
+	_, err = instance.Decode[int](p[0].Metadata)
+	require.ErrorIs(t, err, instance.ErrPayloadDecode)
+	// Pending returns copies.
+	p[0].Metadata[0] = 'X'
+	p[0].Reason = "changed"
+	require.Equal(t, "m", m.Pending()[0].Reason)
+	require.Equal(t, byte('{'), m.Pending()[0].Metadata[0])
+}
+
+func TestSuspendOptionErrors(t *testing.T) {
+	tool := node.NewTool("bad_meta", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		return "", ctx.Suspend("m", instance.WithMetadata(func() {}))
+	})
+	model := scripted.New(scripted.Tool("bad_meta", nil), scripted.Text("ok"))
+	m := newMachine(t, charter(t, model, suspendNode(t, tool), doneNode(t)), "desk")
+	run(t, m, machine.UserText("go"))
+	res := lastToolResults(m.History())[0]
+	require.True(t, res.IsError)
+	require.True(t, errors.Is(instance.ErrPayloadDecode, instance.ErrPayloadDecode))
+	require.Contains(t, res.Text, instance.ErrPayloadDecode.Error())
+}

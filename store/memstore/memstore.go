@@ -1,0 +1,257 @@
+// Package memstore is an in-memory [store.Store], for tests and for
+// single-process programs that need no durability.
+//
+// It behaves like the SQL stores in every observable way (revisions,
+// conflicts, the suspension index, claims, time precision) and copies every
+// byte slice on the way in and out, so callers can neither corrupt it nor be
+// surprised by it. It passes the store/storetest conformance suite.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/markov-agents/markov/store"
+)
+
+// Store is an in-memory [store.Store]. The zero value is not usable; call
+// [New].
+type Store struct {
+	// Now is the clock used for Snapshot.UpdatedAt; nil means time.Now. Set
+	// it before first use.
+	Now func() time.Time
+
+	mu       sync.Mutex
+	closed   bool
+	machines map[string]*machine
+	// suspensions indexes every machine's suspensions by suspend ID.
+	suspensions map[string]*store.Suspension
+}
+
+type machine struct {
+	revision  int64
+	tree      []byte
+	history   [][]byte
+	updatedAt time.Time
+	// suspensions are the IDs of the machine's entries in Store.suspensions.
+	suspensions []string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		machines:    make(map[string]*machine),
+		suspensions: make(map[string]*store.Suspension),
+	}
+}
+
+func norm(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(store.TimePrecision)
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return norm(s.Now())
+	}
+	return norm(time.Now())
+}
+
+// lock takes the mutex after checking the context and that the store is open.
+func (s *Store) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("memstore: store is closed")
+	}
+	return nil
+}
+
+// Load implements [store.Store].
+func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	m, ok := s.machines[machineID]
+	if !ok {
+		return nil, fmt.Errorf("memstore: load machine %q: %w", machineID, store.ErrNotFound)
+	}
+	h := make([][]byte, len(m.history))
+	for i, e := range m.history {
+		h[i] = bytes.Clone(e)
+	}
+	return &store.Snapshot{
+		MachineID: machineID,
+		Revision:  m.revision,
+		Tree:      clone(m.tree),
+		History:   h,
+		UpdatedAt: m.updatedAt,
+	}, nil
+}
+
+// clone copies b, never returning nil.
+func clone(b []byte) []byte {
+	return append([]byte{}, b...)
+}
+
+// Save implements [store.Store].
+func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
+	if err := sv.Validate(); err != nil {
+		return 0, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+
+	m, exists := s.machines[sv.MachineID]
+	switch {
+	case sv.Revision == 0 && exists:
+		return 0, fmt.Errorf("memstore: create machine %q: already exists at revision %d: %w", sv.MachineID, m.revision, store.ErrConflict)
+	case sv.Revision != 0 && !exists:
+		return 0, fmt.Errorf("memstore: save machine %q at revision %d: machine does not exist: %w", sv.MachineID, sv.Revision, store.ErrConflict)
+	case exists && m.revision != sv.Revision:
+		return 0, fmt.Errorf("memstore: save machine %q at revision %d: stored revision is %d: %w", sv.MachineID, sv.Revision, m.revision, store.ErrConflict)
+	}
+	for _, sp := range sv.Suspensions {
+		if cur, ok := s.suspensions[sp.ID]; ok && cur.MachineID != sv.MachineID {
+			return 0, fmt.Errorf("memstore: save machine %q: suspend ID %q belongs to machine %q: %w", sv.MachineID, sp.ID, cur.MachineID, store.ErrInvalid)
+		}
+	}
+
+	// Validated: from here on nothing fails.
+	if !exists {
+		m = &machine{}
+		s.machines[sv.MachineID] = m
+	}
+	m.revision++
+	m.tree = clone(sv.Tree)
+	for _, e := range sv.Append {
+		m.history = append(m.history, clone(e))
+	}
+	m.updatedAt = s.now()
+
+	claims := make(map[string]time.Time, len(m.suspensions))
+	for _, id := range m.suspensions {
+		claims[id] = s.suspensions[id].ClaimedUntil
+		delete(s.suspensions, id)
+	}
+	m.suspensions = m.suspensions[:0]
+	for _, sp := range sv.Suspensions {
+		sp.MachineID = sv.MachineID
+		sp.Deadline = norm(sp.Deadline)
+		sp.CreatedAt = norm(sp.CreatedAt)
+		sp.ClaimedUntil = claims[sp.ID]
+		s.suspensions[sp.ID] = &sp
+		m.suspensions = append(m.suspensions, sp.ID)
+	}
+	return m.revision, nil
+}
+
+// Delete implements [store.Store].
+func (s *Store) Delete(ctx context.Context, machineID string) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	m, ok := s.machines[machineID]
+	if !ok {
+		return fmt.Errorf("memstore: delete machine %q: %w", machineID, store.ErrNotFound)
+	}
+	for _, id := range m.suspensions {
+		delete(s.suspensions, id)
+	}
+	delete(s.machines, machineID)
+	return nil
+}
+
+// ListMachines implements [store.Store].
+func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.machines))
+	for id := range s.machines {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// FindSuspension implements [store.Store].
+func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Suspension, error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Suspension{}, err
+	}
+	defer s.mu.Unlock()
+	sp, ok := s.suspensions[suspendID]
+	if !ok {
+		return store.Suspension{}, fmt.Errorf("memstore: find suspension %q: %w", suspendID, store.ErrNotFound)
+	}
+	return *sp, nil
+}
+
+// ListSuspensions implements [store.Store].
+func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	f.DeadlineBefore = norm(f.DeadlineBefore)
+	return s.selectLocked(f.Limit, f.Match), nil
+}
+
+// selectLocked returns up to limit suspensions that match, in store order.
+func (s *Store) selectLocked(limit int, match func(store.Suspension) bool) []store.Suspension {
+	var out []store.Suspension
+	for _, sp := range s.suspensions {
+		if match(*sp) {
+			out = append(out, *sp)
+		}
+	}
+	slices.SortFunc(out, store.CompareSuspensions)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// ClaimExpired implements [store.Store].
+func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]store.Suspension, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("memstore: claim expired: %w: lease %v is not positive", store.ErrInvalid, lease)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	until := norm(now.Add(lease))
+	now = norm(now)
+	out := s.selectLocked(limit, func(sp store.Suspension) bool { return store.Claimable(sp, now) })
+	for i := range out {
+		s.suspensions[out[i].ID].ClaimedUntil = until
+		out[i].ClaimedUntil = until
+	}
+	return out, nil
+}
+
+// Close implements [store.Store]. Later calls fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}

@@ -1,0 +1,474 @@
+// Package postgres is a [store.Store] in PostgreSQL, through
+// github.com/jackc/pgx/v5 (pgxpool).
+//
+// Saves are compare-and-swap updates (UPDATE … WHERE revision = $n, or
+// INSERT … ON CONFLICT DO NOTHING to create), in one transaction with the
+// history append and the suspension index rewrite, so any number of processes
+// may share the database. [Store.ClaimExpired] is one UPDATE over a
+// SELECT … FOR UPDATE SKIP LOCKED: concurrent sweepers on several hosts skip
+// each other's rows and never receive the same suspension within a lease.
+//
+// The tables live in their own schema (Config.Schema, default "markov"),
+// created and upgraded by [Open] with ordered migrations recorded in
+// schema_migrations, under an advisory lock so that processes starting
+// together migrate once:
+//
+//	CREATE TABLE machines (
+//	    id          text PRIMARY KEY,
+//	    revision    bigint NOT NULL,
+//	    tree        bytea NOT NULL,
+//	    history_len bigint NOT NULL,
+//	    updated_at  timestamptz NOT NULL
+//	);
+//	CREATE TABLE history (
+//	    machine_id text NOT NULL REFERENCES machines (id) ON DELETE CASCADE,
+//	    seq        bigint NOT NULL,                 -- 0, 1, 2, ... per machine
+//	    data       bytea NOT NULL,
+//	    PRIMARY KEY (machine_id, seq)
+//	);
+//	CREATE TABLE suspensions (
+//	    id            text PRIMARY KEY,
+//	    machine_id    text NOT NULL REFERENCES machines (id) ON DELETE CASCADE,
+//	    status        text NOT NULL,
+//	    kind          text NOT NULL,
+//	    name          text NOT NULL,
+//	    reason        text NOT NULL,
+//	    deadline      timestamptz,                  -- NULL: none
+//	    created_at    timestamptz,                  -- NULL: zero time
+//	    claimed_until timestamptz                   -- NULL: never claimed
+//	);
+//	CREATE INDEX suspensions_machine_idx ON suspensions (machine_id);
+//	CREATE INDEX suspensions_status_deadline_idx ON suspensions (status, deadline);
+//
+// A save costs a constant number of round trips (the history append is one
+// INSERT over unnest) and does not grow with the history. IDs are ordered
+// bytewise (COLLATE "C"), like the other stores.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/markov-agents/markov/store"
+)
+
+// Config configures [Open].
+type Config struct {
+	// ConnString is a PostgreSQL URL or keyword/value string, as pgxpool
+	// accepts it. Required unless Pool is set.
+	ConnString string
+	// Pool, if set, is used instead of opening a pool from ConnString. The
+	// store does not close it.
+	Pool *pgxpool.Pool
+	// Schema is the schema holding the store's tables, created if missing.
+	// Empty means "markov".
+	Schema string
+	// Now is the clock used for Snapshot.UpdatedAt; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is a [store.Store] in PostgreSQL. Its methods are safe for
+// concurrent use, and any number of processes may share the database.
+type Store struct {
+	pool     *pgxpool.Pool
+	ownsPool bool
+	now      func() time.Time
+	q        queries
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects (unless cfg.Pool is set) and brings the schema up to date.
+// A schema migrated by a newer version of this package is refused.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	schema := cfg.Schema
+	if schema == "" {
+		schema = "markov"
+	}
+	s := &Store{pool: cfg.Pool, now: cfg.Now, q: newQueries(schema)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.pool == nil {
+		if cfg.ConnString == "" {
+			return nil, errors.New("postgres: open: neither ConnString nor Pool is set")
+		}
+		pool, err := pgxpool.New(ctx, cfg.ConnString)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: open: %w", err)
+		}
+		s.pool, s.ownsPool = pool, true
+	}
+	if err := s.migrate(ctx, schema); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("postgres: open schema %q: %w", schema, err)
+	}
+	return s, nil
+}
+
+// migrations are applied in order; migration i is recorded as version i+1.
+// {s} stands for the quoted schema name. Never edit one that has shipped:
+// append a new one.
+var migrations = [...]string{
+	`CREATE TABLE {s}.machines (
+		id          text PRIMARY KEY,
+		revision    bigint NOT NULL,
+		tree        bytea NOT NULL,
+		history_len bigint NOT NULL,
+		updated_at  timestamptz NOT NULL
+	);
+	CREATE TABLE {s}.history (
+		machine_id text NOT NULL REFERENCES {s}.machines (id) ON DELETE CASCADE,
+		seq        bigint NOT NULL,
+		data       bytea NOT NULL,
+		PRIMARY KEY (machine_id, seq)
+	);
+	CREATE TABLE {s}.suspensions (
+		id            text PRIMARY KEY,
+		machine_id    text NOT NULL REFERENCES {s}.machines (id) ON DELETE CASCADE,
+		status        text NOT NULL,
+		kind          text NOT NULL,
+		name          text NOT NULL,
+		reason        text NOT NULL,
+		deadline      timestamptz,
+		created_at    timestamptz,
+		claimed_until timestamptz
+	);
+	CREATE INDEX suspensions_machine_idx ON {s}.suspensions (machine_id);
+	CREATE INDEX suspensions_status_deadline_idx ON {s}.suspensions (status, deadline);`,
+}
+
+// SchemaVersion is the schema version this package writes: the number of
+// migrations, the highest version in schema_migrations.
+const SchemaVersion = len(migrations)
+
+func (s *Store) migrate(ctx context.Context, schema string) error {
+	h := fnv.New64a()
+	h.Write([]byte("markov/store/postgres:" + schema))
+	lockKey := int64(h.Sum64())
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q.expand(`CREATE SCHEMA IF NOT EXISTS {s};
+			CREATE TABLE IF NOT EXISTS {s}.schema_migrations (
+				version    integer PRIMARY KEY,
+				applied_at timestamptz NOT NULL DEFAULT now()
+			)`)); err != nil {
+			return err
+		}
+		var v int
+		if err := tx.QueryRow(ctx, s.q.expand(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&v); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("schema version %d is newer than this package's %d", v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.Exec(ctx, s.q.expand(migrations[i])); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if _, err := tx.Exec(ctx, s.q.expand(`INSERT INTO {s}.schema_migrations (version) VALUES ($1)`), i+1); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+		}
+		return nil
+	})
+}
+
+// queries holds the SQL with the schema filled in.
+type queries struct {
+	schema                                      *strings.Replacer
+	load, create, update, appendHistory         string
+	deleteSuspensions, insertSuspensions        string
+	deleteMachine, listMachines, findSuspension string
+	listSuspensions, claimExpired               string
+}
+
+const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until`
+
+// suspensionOrder is store.CompareSuspensions in SQL.
+const suspensionOrder = ` ORDER BY deadline ASC NULLS LAST, created_at ASC NULLS FIRST, id COLLATE "C"`
+
+func newQueries(schema string) queries {
+	q := queries{schema: strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())}
+	q.load = q.expand(`SELECT m.revision, m.tree, m.updated_at,
+		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h WHERE h.machine_id = m.id)
+		FROM {s}.machines m WHERE m.id = $1`)
+	q.create = q.expand(`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at)
+		VALUES ($1, 1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`)
+	q.update = q.expand(`UPDATE {s}.machines
+		SET revision = revision + 1, tree = $3, history_len = history_len + $4, updated_at = $5
+		WHERE id = $1 AND revision = $2
+		RETURNING history_len - $4`)
+	q.appendHistory = q.expand(`INSERT INTO {s}.history (machine_id, seq, data)
+		SELECT $1, $2 + t.ord - 1, t.data FROM unnest($3::bytea[]) WITH ORDINALITY AS t (data, ord)`)
+	q.deleteSuspensions = q.expand(`DELETE FROM {s}.suspensions WHERE machine_id = $1 RETURNING id, claimed_until`)
+	q.insertSuspensions = q.expand(`INSERT INTO {s}.suspensions (` + suspensionColumns + `)
+		SELECT t.id, $1, t.status, t.kind, t.name, t.reason, t.deadline, t.created_at, t.claimed_until
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+			$7::timestamptz[], $8::timestamptz[], $9::timestamptz[])
+			AS t (id, status, kind, name, reason, deadline, created_at, claimed_until)
+		ON CONFLICT (id) DO NOTHING
+		RETURNING id`)
+	q.deleteMachine = q.expand(`DELETE FROM {s}.machines WHERE id = $1`)
+	q.listMachines = q.expand(`SELECT id FROM {s}.machines ORDER BY id COLLATE "C"`)
+	q.findSuspension = q.expand(`SELECT ` + suspensionColumns + ` FROM {s}.suspensions WHERE id = $1`)
+	q.listSuspensions = q.expand(`SELECT ` + suspensionColumns + ` FROM {s}.suspensions
+		WHERE ($1::text IS NULL OR machine_id = $1)
+		  AND ($2::text IS NULL OR status = $2)
+		  AND ($3::timestamptz IS NULL OR deadline < $3)` +
+		suspensionOrder + ` LIMIT $4`)
+	q.claimExpired = q.expand(`WITH c AS (
+			SELECT id FROM {s}.suspensions
+			WHERE status = $1 AND deadline <= $2 AND (claimed_until IS NULL OR claimed_until <= $2)` +
+		suspensionOrder + `
+			LIMIT $4
+			FOR UPDATE SKIP LOCKED
+		)
+		UPDATE {s}.suspensions AS s SET claimed_until = $3 FROM c WHERE s.id = c.id
+		RETURNING s.id, s.machine_id, s.status, s.kind, s.name, s.reason, s.deadline, s.created_at, s.claimed_until`)
+	return q
+}
+
+func (q queries) expand(sql string) string { return q.schema.Replace(sql) }
+
+// ts encodes a time, NULL for the zero time.
+func ts(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}
+
+func fromTS(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
+}
+
+// nonNil turns nil into an empty slice: pgx sends nil as NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Load implements [store.Store].
+func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
+	snap := &store.Snapshot{MachineID: machineID}
+	var updated time.Time
+	err := s.pool.QueryRow(ctx, s.q.load, machineID).Scan(&snap.Revision, &snap.Tree, &updated, &snap.History)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: load machine %q: %w", machineID, err)
+	}
+	snap.Tree = nonNil(snap.Tree)
+	snap.UpdatedAt = updated.UTC()
+	for i, e := range snap.History {
+		snap.History[i] = nonNil(e)
+	}
+	return snap, nil
+}
+
+// Save implements [store.Store].
+func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
+	if err := sv.Validate(); err != nil {
+		return 0, err
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.now()
+		var base int64 // history length before this save
+		if sv.Revision == 0 {
+			tag, err := tx.Exec(ctx, s.q.create, sv.MachineID, nonNil(sv.Tree), len(sv.Append), now)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return fmt.Errorf("machine exists: %w", store.ErrConflict)
+			}
+		} else {
+			err := tx.QueryRow(ctx, s.q.update, sv.MachineID, sv.Revision, nonNil(sv.Tree), len(sv.Append), now).Scan(&base)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("based on revision %d, which is not the stored one or the machine does not exist: %w", sv.Revision, store.ErrConflict)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if len(sv.Append) > 0 {
+			entries := make([][]byte, len(sv.Append))
+			for i, e := range sv.Append {
+				entries[i] = nonNil(e)
+			}
+			if _, err := tx.Exec(ctx, s.q.appendHistory, sv.MachineID, base, entries); err != nil {
+				return err
+			}
+		}
+		return s.replaceSuspensions(ctx, tx, sv)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: save machine %q: %w", sv.MachineID, err)
+	}
+	return sv.Revision + 1, nil
+}
+
+// replaceSuspensions replaces the machine's index entries, keeping the claim
+// lease of suspend IDs that stay.
+func (s *Store) replaceSuspensions(ctx context.Context, tx pgx.Tx, sv store.Save) error {
+	rows, err := tx.Query(ctx, s.q.deleteSuspensions, sv.MachineID)
+	if err != nil {
+		return err
+	}
+	claims := map[string]pgtype.Timestamptz{}
+	var id string
+	var until pgtype.Timestamptz
+	if _, err := pgx.ForEachRow(rows, []any{&id, &until}, func() error {
+		claims[id] = until
+		return nil
+	}); err != nil {
+		return err
+	}
+	n := len(sv.Suspensions)
+	if n == 0 {
+		return nil
+	}
+	var (
+		ids, statuses, kinds, names, reasons = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		deadlines, created, claimed          = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+	)
+	for i, sp := range sv.Suspensions {
+		ids[i], statuses[i], kinds[i], names[i], reasons[i] = sp.ID, sp.Status, sp.Kind, sp.Name, sp.Reason
+		deadlines[i], created[i], claimed[i] = ts(sp.Deadline), ts(sp.CreatedAt), claims[sp.ID]
+	}
+	rows, err = tx.Query(ctx, s.q.insertSuspensions, sv.MachineID, ids, statuses, kinds, names, reasons, deadlines, created, claimed)
+	if err != nil {
+		return err
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if len(inserted) < n {
+		for _, id := range ids {
+			if !slices.Contains(inserted, id) {
+				return fmt.Errorf("%w: suspend ID %q belongs to another machine", store.ErrInvalid, id)
+			}
+		}
+	}
+	return nil
+}
+
+// Delete implements [store.Store].
+func (s *Store) Delete(ctx context.Context, machineID string) error {
+	tag, err := s.pool.Exec(ctx, s.q.deleteMachine, machineID)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: delete machine %q: %w", machineID, err)
+	}
+	return nil
+}
+
+// ListMachines implements [store.Store].
+func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.q.listMachines)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list machines: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list machines: %w", err)
+	}
+	return ids, nil
+}
+
+func collectSuspensions(rows pgx.Rows, err error) ([]store.Suspension, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Suspension
+	var sp store.Suspension
+	var deadline, created, claimed pgtype.Timestamptz
+	_, err = pgx.ForEachRow(rows, []any{&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed}, func() error {
+		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil = fromTS(deadline), fromTS(created), fromTS(claimed)
+		out = append(out, sp)
+		return nil
+	})
+	return out, err
+}
+
+// FindSuspension implements [store.Store].
+func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Suspension, error) {
+	got, err := collectSuspensions(s.pool.Query(ctx, s.q.findSuspension, suspendID))
+	if err == nil && len(got) == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Suspension{}, fmt.Errorf("postgres: find suspension %q: %w", suspendID, err)
+	}
+	return got[0], nil
+}
+
+// optional returns nil for the zero value, which the queries read as "any".
+func optional[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+// ListSuspensions implements [store.Store].
+func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	var before *time.Time
+	if !f.DeadlineBefore.IsZero() {
+		before = &f.DeadlineBefore
+	}
+	var limit *int
+	if f.Limit > 0 {
+		limit = &f.Limit
+	}
+	got, err := collectSuspensions(s.pool.Query(ctx, s.q.listSuspensions,
+		optional(f.MachineID), optional(f.Status), before, limit))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list suspensions: %w", err)
+	}
+	return got, nil
+}
+
+// ClaimExpired implements [store.Store].
+func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]store.Suspension, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("postgres: claim expired: %w: lease %v is not positive", store.ErrInvalid, lease)
+	}
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	got, err := collectSuspensions(s.pool.Query(ctx, s.q.claimExpired, store.StatusPending, now, now.Add(lease), lim))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim expired: %w", err)
+	}
+	slices.SortFunc(got, store.CompareSuspensions)
+	return got, nil
+}
+
+// Close closes the pool if [Open] opened it.
+func (s *Store) Close() error {
+	if s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}

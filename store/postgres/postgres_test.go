@@ -1,0 +1,140 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/storetest"
+)
+
+// envVar names the database the tests use, for example
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+const envVar = "MARKOV_TEST_POSTGRES"
+
+func connString(tb testing.TB) string {
+	tb.Helper()
+	url := os.Getenv(envVar)
+	if url == "" {
+		tb.Skipf("%s is not set: skipping PostgreSQL tests (source .ci/pg.sh to set it)", envVar)
+	}
+	return url
+}
+
+// tempSchema returns a schema name no other test uses and drops the schema
+// when the test ends.
+func tempSchema(tb testing.TB, url string) string {
+	tb.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "markov_test_" + hex.EncodeToString(b)
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+func open(tb testing.TB) store.Store {
+	tb.Helper()
+	url := connString(tb)
+	s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: tempSchema(tb, url)})
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	connString(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+func BenchmarkSave(b *testing.B) {
+	storetest.BenchmarkSave(b, func(b *testing.B) store.Store { return open(b) })
+}
+
+func TestMigrations(t *testing.T) {
+	ctx := context.Background()
+	url := connString(t)
+	schema := tempSchema(t, url)
+
+	// Processes starting together migrate once.
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Open %d: %v", i, err)
+		}
+	}
+
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var versions []int
+	rows, _ := pool.Query(ctx, "SELECT version FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()+" ORDER BY version")
+	versions, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil || len(versions) != postgres.SchemaVersion || versions[len(versions)-1] != postgres.SchemaVersion {
+		t.Fatalf("schema_migrations = %v, %v; want 1..%d", versions, err, postgres.SchemaVersion)
+	}
+
+	// A caller's pool is used and left open.
+	s, err := postgres.Open(ctx, postgres.Config{Pool: pool, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Save(ctx, store.Save{MachineID: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("Close closed the caller's pool: %v", err)
+	}
+
+	// A newer schema is refused.
+	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()+" (version) VALUES ($1)", postgres.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := postgres.Open(ctx, postgres.Config{Pool: pool, Schema: schema}); err == nil {
+		s.Close()
+		t.Fatal("Open of a newer schema succeeded")
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	if _, err := postgres.Open(ctx, postgres.Config{}); err == nil {
+		t.Fatal("Open with no connection string succeeded")
+	}
+	if _, err := postgres.Open(ctx, postgres.Config{ConnString: "not a :// url"}); err == nil {
+		t.Fatal("Open with a bad connection string succeeded")
+	}
+}

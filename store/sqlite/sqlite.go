@@ -1,0 +1,554 @@
+// Package sqlite is a [store.Store] in one SQLite file, through the pure Go
+// driver modernc.org/sqlite (no cgo).
+//
+// The database runs in WAL mode with a busy timeout. Every write (save,
+// delete, claim) is a BEGIN IMMEDIATE transaction, so several goroutines and
+// several OS processes can share one file: writers queue on the database lock
+// instead of failing, compare-and-swap revisions hold across processes, and
+// a suspension claimed by one process's sweeper is not handed to another's
+// within the lease. Reads run in deferred transactions and see a consistent
+// snapshot without blocking writers. Within one process writers also queue
+// on a semaphore, to avoid SQLite's busy polling.
+//
+// The schema is created and upgraded by [Open], with ordered migrations
+// tracked in PRAGMA user_version:
+//
+//	CREATE TABLE machines (
+//	    id          TEXT PRIMARY KEY,
+//	    revision    INTEGER NOT NULL,
+//	    tree        BLOB NOT NULL,
+//	    history_len INTEGER NOT NULL,
+//	    updated_at  INTEGER NOT NULL              -- unix microseconds, UTC
+//	);
+//	CREATE TABLE history (
+//	    machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+//	    seq        INTEGER NOT NULL,              -- 0, 1, 2, ... per machine
+//	    data       BLOB NOT NULL,
+//	    PRIMARY KEY (machine_id, seq)
+//	) WITHOUT ROWID;
+//	CREATE TABLE suspensions (
+//	    id            TEXT PRIMARY KEY,
+//	    machine_id    TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+//	    status        TEXT NOT NULL,
+//	    kind          TEXT NOT NULL,
+//	    name          TEXT NOT NULL,
+//	    reason        TEXT NOT NULL,
+//	    deadline      INTEGER,                    -- unix microseconds; NULL: none
+//	    created_at    INTEGER,                    -- unix microseconds; NULL: zero time
+//	    claimed_until INTEGER                     -- unix microseconds; NULL: never claimed
+//	);
+//	CREATE INDEX suspensions_machine ON suspensions (machine_id);
+//	CREATE INDEX suspensions_status_deadline ON suspensions (status, deadline);
+//
+// A save costs one machine row update, one insert per appended history
+// entry and a rewrite of the machine's few suspension rows: it does not grow
+// with the history.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/markov-agents/markov/store"
+)
+
+// Config configures [Open].
+type Config struct {
+	// Path is the database file, created if missing. Required. It must not
+	// contain '?'; the "-wal" and "-shm" files SQLite keeps beside it belong
+	// to the database too.
+	Path string
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// connection or process before failing. Zero means 5 seconds.
+	BusyTimeout time.Duration
+	// Synchronous is SQLite's synchronous setting: "FULL" (the default)
+	// syncs the WAL on every commit, so a save that returned survives a
+	// power loss; "NORMAL" syncs only at checkpoints, which is faster and
+	// still survives a crash of the process, but not of the machine.
+	Synchronous string
+	// Now is the clock used for Snapshot.UpdatedAt; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is a [store.Store] backed by one SQLite file. Its methods are safe
+// for concurrent use; see the package documentation for several processes.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+	// writeSem serializes this process's write transactions.
+	writeSem chan struct{}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at cfg.Path and brings its
+// schema up to date. A database written by a newer version of this package
+// (a schema version it does not know) is refused.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite: open: empty path")
+	}
+	if strings.Contains(cfg.Path, "?") {
+		return nil, fmt.Errorf("sqlite: open %q: path must not contain '?'", cfg.Path)
+	}
+	busy := cfg.BusyTimeout
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	syncMode := strings.ToUpper(cfg.Synchronous)
+	switch syncMode {
+	case "":
+		syncMode = "FULL"
+	case "FULL", "NORMAL", "EXTRA", "OFF":
+	default:
+		return nil, fmt.Errorf("sqlite: open %q: unknown synchronous setting %q", cfg.Path, cfg.Synchronous)
+	}
+	// _txlock=immediate makes every read-write BeginTx a BEGIN IMMEDIATE;
+	// read-only ones stay deferred. The pragmas run on every new connection.
+	dsn := cfg.Path + "?_txlock=immediate" +
+		fmt.Sprintf("&_pragma=busy_timeout(%d)", busy.Milliseconds()) +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(" + syncMode + ")" +
+		"&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
+	}
+	s := &Store{db: db, now: cfg.Now, writeSem: make(chan struct{}, 1)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
+	}
+	return s, nil
+}
+
+// migrations are applied in order; migration i moves user_version from i to
+// i+1. Never edit one that has shipped: append a new one.
+var migrations = [...]string{
+	`CREATE TABLE machines (
+		id          TEXT PRIMARY KEY,
+		revision    INTEGER NOT NULL,
+		tree        BLOB NOT NULL,
+		history_len INTEGER NOT NULL,
+		updated_at  INTEGER NOT NULL
+	);
+	CREATE TABLE history (
+		machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+		seq        INTEGER NOT NULL,
+		data       BLOB NOT NULL,
+		PRIMARY KEY (machine_id, seq)
+	) WITHOUT ROWID;
+	CREATE TABLE suspensions (
+		id            TEXT PRIMARY KEY,
+		machine_id    TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+		status        TEXT NOT NULL,
+		kind          TEXT NOT NULL,
+		name          TEXT NOT NULL,
+		reason        TEXT NOT NULL,
+		deadline      INTEGER,
+		created_at    INTEGER,
+		claimed_until INTEGER
+	);
+	CREATE INDEX suspensions_machine ON suspensions (machine_id);
+	CREATE INDEX suspensions_status_deadline ON suspensions (status, deadline);`,
+}
+
+// SchemaVersion is the schema version this package writes: the number of
+// migrations, kept in the database's PRAGMA user_version.
+const SchemaVersion = len(migrations)
+
+func (s *Store) migrate(ctx context.Context) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("schema version %d is newer than this package's %d", v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+		}
+		if v < len(migrations) {
+			// PRAGMA takes no parameters; the value is our own integer.
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+				return fmt.Errorf("write schema version: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// write runs fn in a BEGIN IMMEDIATE transaction, committing if it returns
+// nil and rolling back otherwise.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	select {
+	case s.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.writeSem }()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// read runs fn in a deferred (snapshot) transaction.
+func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
+	return fn(tx)
+}
+
+// micros encodes a time as unix microseconds, NULL for the zero time.
+func micros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+}
+
+func fromMicros(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(n.Int64).UTC()
+}
+
+// nonNil turns nil into an empty slice: NOT NULL columns get empty blobs.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Load implements [store.Store].
+func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
+	snap := &store.Snapshot{MachineID: machineID}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var n int64
+		var updated int64
+		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, updated_at FROM machines WHERE id = ?`, machineID).
+			Scan(&snap.Revision, &snap.Tree, &n, &updated)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		snap.Tree = nonNil(snap.Tree)
+		snap.UpdatedAt = time.UnixMicro(updated).UTC()
+		rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? ORDER BY seq`, machineID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		snap.History = make([][]byte, 0, n)
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				return err
+			}
+			snap.History = append(snap.History, nonNil(b))
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: load machine %q: %w", machineID, err)
+	}
+	return snap, nil
+}
+
+// maxHistoryRows is how many history rows one INSERT statement carries
+// (3 parameters each, well under SQLite's parameter limit).
+const maxHistoryRows = 256
+
+// Save implements [store.Store].
+func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
+	if err := sv.Validate(); err != nil {
+		return 0, err
+	}
+	var rev int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var stored, histLen int64
+		err := tx.QueryRowContext(ctx, `SELECT revision, history_len FROM machines WHERE id = ?`, sv.MachineID).Scan(&stored, &histLen)
+		exists := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		switch {
+		case sv.Revision == 0 && exists:
+			return fmt.Errorf("machine exists at revision %d: %w", stored, store.ErrConflict)
+		case sv.Revision != 0 && !exists:
+			return fmt.Errorf("based on revision %d, but the machine does not exist: %w", sv.Revision, store.ErrConflict)
+		case exists && stored != sv.Revision:
+			return fmt.Errorf("based on revision %d, stored revision is %d: %w", sv.Revision, stored, store.ErrConflict)
+		}
+
+		rev = sv.Revision + 1
+		now := s.now().UnixMicro()
+		newLen := histLen + int64(len(sv.Append))
+		if exists {
+			_, err = tx.ExecContext(ctx, `UPDATE machines SET revision = ?, tree = ?, history_len = ?, updated_at = ? WHERE id = ?`,
+				rev, nonNil(sv.Tree), newLen, now, sv.MachineID)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES (?, ?, ?, ?, ?)`,
+				sv.MachineID, rev, nonNil(sv.Tree), newLen, now)
+		}
+		if err != nil {
+			return err
+		}
+
+		for start := 0; start < len(sv.Append); start += maxHistoryRows {
+			chunk := sv.Append[start:min(start+maxHistoryRows, len(sv.Append))]
+			var q strings.Builder
+			q.WriteString(`INSERT INTO history (machine_id, seq, data) VALUES `)
+			args := make([]any, 0, 3*len(chunk))
+			for i, e := range chunk {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString("(?, ?, ?)")
+				args = append(args, sv.MachineID, histLen+int64(start+i), nonNil(e))
+			}
+			if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+				return err
+			}
+		}
+		return replaceSuspensions(ctx, tx, sv)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: save machine %q: %w", sv.MachineID, err)
+	}
+	return rev, nil
+}
+
+// replaceSuspensions replaces the machine's index entries, keeping the claim
+// lease of suspend IDs that stay.
+func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save) error {
+	claims := map[string]sql.NullInt64{}
+	rows, err := tx.QueryContext(ctx, `SELECT id, claimed_until FROM suspensions WHERE machine_id = ? AND claimed_until IS NOT NULL`, sv.MachineID)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var until sql.NullInt64
+		if err := rows.Scan(&id, &until); err != nil {
+			rows.Close()
+			return err
+		}
+		claims[id] = until
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM suspensions WHERE machine_id = ?`, sv.MachineID); err != nil {
+		return err
+	}
+	for _, sp := range sv.Suspensions {
+		res, err := tx.ExecContext(ctx, `INSERT INTO suspensions
+			(id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			sp.ID, sv.MachineID, sp.Status, sp.Kind, sp.Name, sp.Reason,
+			micros(sp.Deadline), micros(sp.CreatedAt), claims[sp.ID])
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("%w: suspend ID %q belongs to another machine", store.ErrInvalid, sp.ID)
+		}
+	}
+	return nil
+}
+
+// Delete implements [store.Store].
+func (s *Store) Delete(ctx context.Context, machineID string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM machines WHERE id = ?`, machineID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return store.ErrNotFound
+		}
+		// ON DELETE CASCADE covers these; delete explicitly all the same, in
+		// case foreign keys are off on this connection.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM history WHERE machine_id = ?`, machineID); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM suspensions WHERE machine_id = ?`, machineID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete machine %q: %w", machineID, err)
+	}
+	return nil
+}
+
+// ListMachines implements [store.Store].
+func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM machines ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list machines: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: list machines: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list machines: %w", err)
+	}
+	return ids, nil
+}
+
+const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until`
+
+// suspensionOrder is store.CompareSuspensions in SQL (NULL created_at, the
+// zero time, sorts first in SQLite).
+const suspensionOrder = ` ORDER BY deadline IS NULL, deadline, created_at, id`
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func querySuspensions(ctx context.Context, q querier, query string, args ...any) ([]store.Suspension, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Suspension
+	for rows.Next() {
+		var sp store.Suspension
+		var deadline, created, claimed sql.NullInt64
+		if err := rows.Scan(&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed); err != nil {
+			return nil, err
+		}
+		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil = fromMicros(deadline), fromMicros(created), fromMicros(claimed)
+		out = append(out, sp)
+	}
+	return out, rows.Err()
+}
+
+// FindSuspension implements [store.Store].
+func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Suspension, error) {
+	got, err := querySuspensions(ctx, s.db, `SELECT `+suspensionColumns+` FROM suspensions WHERE id = ?`, suspendID)
+	if err == nil && len(got) == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Suspension{}, fmt.Errorf("sqlite: find suspension %q: %w", suspendID, err)
+	}
+	return got[0], nil
+}
+
+// ListSuspensions implements [store.Store].
+func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	var where []string
+	var args []any
+	if f.MachineID != "" {
+		where, args = append(where, "machine_id = ?"), append(args, f.MachineID)
+	}
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, f.Status)
+	}
+	if !f.DeadlineBefore.IsZero() {
+		where, args = append(where, "deadline < ?"), append(args, f.DeadlineBefore.UnixMicro())
+	}
+	q := `SELECT ` + suspensionColumns + ` FROM suspensions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += suspensionOrder
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	got, err := querySuspensions(ctx, s.db, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list suspensions: %w", err)
+	}
+	return got, nil
+}
+
+// maxClaimRows is how many suspend IDs one claim UPDATE carries.
+const maxClaimRows = 500
+
+// ClaimExpired implements [store.Store].
+func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]store.Suspension, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("sqlite: claim expired: %w: lease %v is not positive", store.ErrInvalid, lease)
+	}
+	if limit <= 0 {
+		limit = -1 // no limit
+	}
+	nowUS := now.UnixMicro()
+	until := now.Add(lease).UnixMicro()
+	var out []store.Suspension
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = querySuspensions(ctx, tx, `SELECT `+suspensionColumns+` FROM suspensions
+			WHERE status = ? AND deadline <= ? AND (claimed_until IS NULL OR claimed_until <= ?)`+
+			suspensionOrder+` LIMIT ?`, store.StatusPending, nowUS, nowUS, limit)
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		for i := range out {
+			out[i].ClaimedUntil = time.UnixMicro(until).UTC()
+		}
+		for start := 0; start < len(out); start += maxClaimRows {
+			chunk := out[start:min(start+maxClaimRows, len(out))]
+			args := make([]any, 0, len(chunk)+1)
+			args = append(args, until)
+			for _, sp := range chunk {
+				args = append(args, sp.ID)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE suspensions SET claimed_until = ? WHERE id IN (?`+
+				strings.Repeat(", ?", len(chunk)-1)+`)`, args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim expired: %w", err)
+	}
+	return out, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return s.db.Close()
+}

@@ -1,0 +1,276 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/storetest"
+)
+
+func open(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatalf("Open(%q): %v", path, err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return open(t, filepath.Join(t.TempDir(), "markov.db"))
+	})
+}
+
+func BenchmarkSave(b *testing.B) {
+	storetest.BenchmarkSave(b, func(b *testing.B) store.Store {
+		return open(b, filepath.Join(b.TempDir(), "markov.db"))
+	})
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "markov.db")
+	s := open(t, path)
+	if _, err := s.Save(ctx, store.Save{MachineID: "m", Tree: []byte("t"), Append: [][]byte{[]byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	snap, err := s.Load(ctx, "m")
+	if err != nil || snap.Revision != 1 || string(snap.Tree) != "t" || len(snap.History) != 1 {
+		t.Fatalf("after reopen: %+v, %v", snap, err)
+	}
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version int
+	var mode string
+	if err := db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if version != sqlite.SchemaVersion || mode != "wal" {
+		t.Fatalf("user_version %d journal_mode %q, want %d wal", version, mode, sqlite.SchemaVersion)
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "markov.db")
+	open(t, path).Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path}); err == nil {
+		s.Close()
+		t.Fatal("Open of a database with a newer schema succeeded")
+	}
+}
+
+func TestOpenConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, cfg := range []sqlite.Config{
+		{},
+		{Path: filepath.Join(dir, "a?b.db")},
+		{Path: filepath.Join(dir, "c.db"), Synchronous: "sometimes"},
+	} {
+		if s, err := sqlite.Open(ctx, cfg); err == nil {
+			s.Close()
+			t.Errorf("Open(%+v) succeeded", cfg)
+		}
+	}
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "d.db"), Synchronous: "normal", BusyTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
+// Two OS processes (this test binary, run again as a helper) share one file:
+// each saves a counter machine with compare-and-swap retries and claims
+// expired suspensions. Every save must land exactly once and every
+// suspension must be claimed by exactly one process.
+const (
+	helperEnv      = "MARKOV_SQLITE_HELPER_DB"
+	helperSaves    = 30
+	helperSuspends = 60
+	helperProcs    = 3
+)
+
+var claimNow = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestHelperProcess(t *testing.T) {
+	path := os.Getenv(helperEnv)
+	if path == "" {
+		t.Skip("helper for TestTwoProcesses")
+	}
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	name := os.Getenv("MARKOV_SQLITE_HELPER_NAME")
+	// Start together: wait for the parent's go file.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path + ".go"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no go signal")
+		}
+	}
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	for i := 0; i < helperSaves; {
+		snap, err := s.Load(ctx, "counter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Save(ctx, store.Save{MachineID: "counter", Revision: snap.Revision,
+			Tree: []byte(name), Append: [][]byte{fmt.Appendf(nil, "%s-%d", name, i)}})
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			continue
+		case err != nil:
+			t.Fatal(err)
+		}
+		i++
+		// Interleave claims with saves.
+		got, err := s.ClaimExpired(ctx, claimNow, 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range got {
+			fmt.Fprintf(out, "claimed %s\n", sp.ID)
+		}
+	}
+	for {
+		got, err := s.ClaimExpired(ctx, claimNow, 2, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return
+		}
+		for _, sp := range got {
+			fmt.Fprintf(out, "claimed %s\n", sp.ID)
+		}
+	}
+}
+
+func TestTwoProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	s := open(t, path)
+	defer s.Close()
+	if _, err := s.Save(ctx, store.Save{MachineID: "counter"}); err != nil {
+		t.Fatal(err)
+	}
+	var sus []store.Suspension
+	for i := range helperSuspends {
+		sus = append(sus, store.Suspension{ID: fmt.Sprintf("s%03d", i), Status: store.StatusPending,
+			Deadline: claimNow.Add(-time.Duration(i) * time.Minute)})
+	}
+	if _, err := s.Save(ctx, store.Save{MachineID: "waiting", Suspensions: sus}); err != nil {
+		t.Fatal(err)
+	}
+
+	cmds := make([]*exec.Cmd, helperProcs)
+	outs := make([]*bytes.Buffer, helperProcs)
+	for p := range helperProcs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v")
+		cmd.Env = append(os.Environ(), helperEnv+"="+path, "MARKOV_SQLITE_HELPER_NAME=p"+strconv.Itoa(p))
+		outs[p] = new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = outs[p], outs[p]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[p] = cmd
+	}
+	time.Sleep(200 * time.Millisecond) // let the helpers open the store
+	if err := os.WriteFile(path+".go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for p, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("helper %d: %v\n%s", p, err, outs[p])
+		}
+	}
+
+	snap, err := s.Load(ctx, "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(1 + helperProcs*helperSaves); snap.Revision != want || len(snap.History) != helperProcs*helperSaves {
+		t.Fatalf("counter at revision %d with %d entries, want %d and %d", snap.Revision, len(snap.History), want, helperProcs*helperSaves)
+	}
+	next := make([]int, helperProcs) // each process's entries appear in its own order
+	for _, e := range snap.History {
+		var p, i int
+		if _, err := fmt.Sscanf(string(e), "p%d-%d", &p, &i); err != nil || i != next[p] {
+			t.Fatalf("history entry %q out of order (want p%d-%d)", e, p, next[p])
+		}
+		next[p]++
+	}
+
+	claimed := map[string]string{}
+	for p, out := range outs {
+		for line := range strings.Lines(out.String()) {
+			id, ok := strings.CutPrefix(strings.TrimSpace(line), "claimed ")
+			if !ok {
+				continue
+			}
+			if prev, dup := claimed[id]; dup {
+				t.Fatalf("%s claimed by p%s and p%d", id, prev, p)
+			}
+			claimed[id] = strconv.Itoa(p)
+		}
+	}
+	perProc := map[string]int{}
+	for _, p := range claimed {
+		perProc["p"+p]++
+	}
+	t.Logf("claims per process: %v", perProc)
+	if len(claimed) != helperSuspends {
+		ids := make([]string, 0, len(claimed))
+		for id := range claimed {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		t.Fatalf("claimed %d suspensions, want %d: %v", len(claimed), helperSuspends, ids)
+	}
+}

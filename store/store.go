@@ -1,0 +1,255 @@
+// Package store is the durable storage contract of markov: the small
+// interface that persists machines between steps and processes, and the
+// index of pending suspensions that resumes and timeout sweepers query.
+//
+// A store keeps opaque bytes. The layer above (package durable) serializes a
+// machine into two parts and this package never looks inside either:
+//
+//   - a tree snapshot: the instance tree and everything but the history,
+//     small, rewritten on every step;
+//   - an append-only history: one encoded message per entry. A save appends
+//     only the entries that are new since the revision it was based on, so the
+//     cost of a save does not grow with the length of the history.
+//
+// Every save is a compare-and-swap on the machine's revision: it names the
+// revision it was based on (0 to create the machine) and fails with
+// [ErrConflict], writing nothing, when the stored revision differs. Two
+// processes resuming the same suspension therefore race to one winner.
+//
+// Each save also carries the machine's complete current list of suspensions,
+// which atomically replaces the machine's previous entries in the suspension
+// index. The index answers "which machine owns suspend ID X"
+// ([Store.FindSuspension]), "what is pending, and which deadlines have
+// passed" ([Store.ListSuspensions]), and hands expired pending suspensions to
+// one sweeper at a time across processes ([Store.ClaimExpired]).
+//
+// Implementations: store/memstore (in memory, for tests), store/sqlite (one
+// file, pure Go) and store/postgres. store/storetest is the conformance suite
+// every implementation passes. This package imports only the standard
+// library.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors reported by every [Store]. Implementations wrap them with context
+// (the machine or suspend ID); test with [errors.Is].
+var (
+	// ErrNotFound reports a machine or suspension that does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict reports a save whose base revision is not the stored one:
+	// another writer saved (or deleted, or created) the machine first. Nothing
+	// was written; reload and retry, or give up.
+	ErrConflict = errors.New("store: revision conflict")
+	// ErrInvalid reports a malformed request (an empty machine ID, suspend ID
+	// or status, a negative revision, duplicate suspend IDs in one save, a
+	// non-positive lease) or a suspend ID already owned by another machine.
+	// Nothing was written; retrying the same request fails again.
+	ErrInvalid = errors.New("store: invalid request")
+)
+
+// StatusPending is the suspension status [Store.ClaimExpired] considers. Other
+// statuses are free-form strings chosen by the caller (for example
+// "resolved" or "timed_out") and are only matched by [Filter.Status].
+const StatusPending = "pending"
+
+// TimePrecision is the precision every store keeps times with. Times are
+// truncated to it and returned in UTC, so a value read back compares equal
+// (==, not only [time.Time.Equal]) to the value written after
+// t.UTC().Truncate(TimePrecision).
+const TimePrecision = time.Microsecond
+
+// Snapshot is a persisted machine as [Store.Load] returns it.
+type Snapshot struct {
+	// MachineID identifies the machine.
+	MachineID string
+	// Revision is the stored revision: 1 after the create, one more after
+	// every save. Pass it as [Save.Revision] to save the next step.
+	Revision int64
+	// Tree is the tree snapshot of the last save.
+	Tree []byte
+	// History is every history entry appended so far, oldest first.
+	History [][]byte
+	// UpdatedAt is when the last save was written (store clock, UTC).
+	UpdatedAt time.Time
+}
+
+// Save is one write of a machine: a new tree snapshot, the history entries
+// appended since Revision, and the complete current list of suspensions.
+type Save struct {
+	// MachineID identifies the machine. Required.
+	MachineID string
+	// Revision is the revision this save is based on: 0 creates the machine
+	// (ErrConflict if it exists), otherwise it must equal the stored revision
+	// (ErrConflict if not, or if the machine does not exist).
+	Revision int64
+	// Tree replaces the stored tree snapshot.
+	Tree []byte
+	// Append holds the history entries new since Revision, oldest first; they
+	// are appended after the stored ones. Nil appends nothing.
+	Append [][]byte
+	// Suspensions is the machine's complete list of suspensions after this
+	// save; it replaces the previous list in the index (nil clears it).
+	// Suspend IDs must be non-empty, unique, and not owned by another
+	// machine. MachineID and ClaimedUntil of each entry are ignored: the
+	// store sets MachineID to Save.MachineID and keeps the claim lease of a
+	// suspend ID that was already in the index, so a save does not release a
+	// suspension a sweeper is working on.
+	Suspensions []Suspension
+}
+
+// Validate reports a malformed save, wrapping [ErrInvalid]. Stores call it
+// before writing anything.
+func (s *Save) Validate() error {
+	if s.MachineID == "" {
+		return fmt.Errorf("%w: empty machine ID", ErrInvalid)
+	}
+	if s.Revision < 0 {
+		return fmt.Errorf("%w: machine %q: negative revision %d", ErrInvalid, s.MachineID, s.Revision)
+	}
+	seen := make(map[string]struct{}, len(s.Suspensions))
+	for i, sp := range s.Suspensions {
+		if sp.ID == "" {
+			return fmt.Errorf("%w: machine %q: suspension %d has an empty ID", ErrInvalid, s.MachineID, i)
+		}
+		if sp.Status == "" {
+			return fmt.Errorf("%w: machine %q: suspension %q has an empty status", ErrInvalid, s.MachineID, sp.ID)
+		}
+		if _, dup := seen[sp.ID]; dup {
+			return fmt.Errorf("%w: machine %q: duplicate suspend ID %q", ErrInvalid, s.MachineID, sp.ID)
+		}
+		seen[sp.ID] = struct{}{}
+	}
+	return nil
+}
+
+// Suspension is one entry of the suspension index.
+type Suspension struct {
+	// ID is the suspend ID, unique across all machines of a store.
+	ID string
+	// MachineID is the machine that owns the suspension (set by the store).
+	MachineID string
+	// Status is the lifecycle status, [StatusPending] or a caller-defined
+	// string. Required.
+	Status string
+	// Kind, Name and Reason are small descriptive metadata (for example
+	// "tool", the tool's name, and the reason given to Suspend).
+	Kind, Name, Reason string
+	// Deadline is when the suspension times out; zero means never.
+	Deadline time.Time
+	// CreatedAt is when the suspension was made.
+	CreatedAt time.Time
+	// ClaimedUntil is the end of the lease of the last [Store.ClaimExpired]
+	// that handed out this suspension, zero if it was never claimed. It is
+	// maintained by the store and ignored in a [Save].
+	ClaimedUntil time.Time
+}
+
+// CompareSuspensions is the order every listing uses: by deadline, earliest
+// first, suspensions without a deadline last; then by CreatedAt; then by ID.
+// It returns -1, 0 or +1, for [slices.SortFunc].
+func CompareSuspensions(a, b Suspension) int {
+	switch az, bz := a.Deadline.IsZero(), b.Deadline.IsZero(); {
+	case az && !bz:
+		return 1
+	case !az && bz:
+		return -1
+	}
+	if c := a.Deadline.Compare(b.Deadline); c != 0 {
+		return c
+	}
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// Filter selects suspensions for [Store.ListSuspensions]. The zero Filter
+// selects every suspension.
+type Filter struct {
+	// MachineID, if set, selects the suspensions of one machine.
+	MachineID string
+	// Status, if set, selects suspensions with exactly this status.
+	Status string
+	// DeadlineBefore, if non-zero, selects suspensions that have a deadline
+	// strictly before it (after truncation to TimePrecision).
+	DeadlineBefore time.Time
+	// Limit, if positive, caps the number of suspensions returned.
+	Limit int
+}
+
+// Match reports whether s passes the filter, ignoring Limit. Stores that
+// filter in Go use it; it is the reference semantics for the others.
+func (f Filter) Match(s Suspension) bool {
+	if f.MachineID != "" && s.MachineID != f.MachineID {
+		return false
+	}
+	if f.Status != "" && s.Status != f.Status {
+		return false
+	}
+	if !f.DeadlineBefore.IsZero() && (s.Deadline.IsZero() || !s.Deadline.Before(f.DeadlineBefore)) {
+		return false
+	}
+	return true
+}
+
+// Claimable reports whether [Store.ClaimExpired] at now may hand out s: it is
+// pending, has a deadline not after now, and is not under a lease that ends
+// after now. It is the reference semantics for every store.
+func Claimable(s Suspension, now time.Time) bool {
+	return s.Status == StatusPending &&
+		!s.Deadline.IsZero() && !s.Deadline.After(now) &&
+		!s.ClaimedUntil.After(now)
+}
+
+// Store persists machines and their suspension index. Implementations are
+// safe for concurrent use; the SQL ones are also safe for several processes
+// sharing one database. Every method that fails writes nothing.
+//
+// Byte slices passed in may be reused by the caller once a method returns,
+// and slices returned belong to the caller.
+type Store interface {
+	// Load returns the stored machine with its whole history, or an error
+	// wrapping ErrNotFound.
+	Load(ctx context.Context, machineID string) (*Snapshot, error)
+
+	// Save writes the tree, appends s.Append to the history and replaces the
+	// machine's suspensions, all or nothing, if the stored revision equals
+	// s.Revision (0: the machine must not exist). It returns the new
+	// revision. A mismatch returns an error wrapping ErrConflict; a malformed
+	// save or a suspend ID owned by another machine, ErrInvalid.
+	Save(ctx context.Context, s Save) (revision int64, err error)
+
+	// Delete removes the machine, its history and its suspensions, or
+	// returns an error wrapping ErrNotFound.
+	Delete(ctx context.Context, machineID string) error
+
+	// ListMachines returns the IDs of every stored machine in ascending order.
+	ListMachines(ctx context.Context) ([]string, error)
+
+	// FindSuspension returns the index entry for a suspend ID, whatever its
+	// status, or an error wrapping ErrNotFound.
+	FindSuspension(ctx context.Context, suspendID string) (Suspension, error)
+
+	// ListSuspensions returns the suspensions the filter selects, in
+	// CompareSuspensions order.
+	ListSuspensions(ctx context.Context, f Filter) ([]Suspension, error)
+
+	// ClaimExpired hands out up to limit (no cap if limit <= 0) suspensions
+	// that are Claimable at now, earliest deadline first, and leases them
+	// until now+lease: until then no other call, in any process, receives
+	// them again. The returned entries carry the new ClaimedUntil. A
+	// sweeper that handled a suspension saves its machine with the
+	// suspension removed or no longer pending; one that crashed lets the
+	// lease run out, and the suspension is handed out again. A lease <= 0 is
+	// ErrInvalid.
+	ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Suspension, error)
+
+	// Close releases the store's resources. The store must not be used after.
+	Close() error
+}
