@@ -160,7 +160,10 @@ func TestResumeErrorsChangeNothing(t *testing.T) {
 	require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
 
 	ids := pendingIDs(run(t, m, machine.UserText("go")))
-	require.NoError(t, func() error { _, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: ids[0], Payload: "a"})); return err }())
+	require.NoError(t, func() error {
+		_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: ids[0], Payload: "a"}))
+		return err
+	}())
 	before := snap(m)
 	tests := []struct {
 		name   string
