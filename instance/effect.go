@@ -198,6 +198,7 @@ const (
 	CauseExplicit Cause = "explicit"
 	CauseTimeout  Cause = "timeout"
 	CauseCommand  Cause = "command"
+	CauseCancel   Cause = "cancel"
 )
 
 // Event is a suspension lifecycle event.

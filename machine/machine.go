@@ -55,7 +55,8 @@ const (
 )
 
 // Input is what Run accepts: a message.Message (user input), a
-// command.Invocation or a ResumeInput. Any other value is an error.
+// command.Invocation, a ResumeInput or a CancelInput. Any other value is
+// an error.
 type Input any
 
 // UserText returns a user message with one text part.
@@ -68,6 +69,14 @@ type ResumeInput struct {
 	SuspendID string
 	Payload   any
 	IsError   bool
+}
+
+// CancelInput cancels a pending suspension: a tool call gets the error
+// result "cancelled: Reason", a command completes with that text, and a
+// parked instance wakes. Its status becomes cancelled.
+type CancelInput struct {
+	SuspendID string
+	Reason    string
 }
 
 // Step is what one round (or one command) produced.

@@ -559,3 +559,21 @@ func TestSuspendOptionErrors(t *testing.T) {
 	require.True(t, errors.Is(instance.ErrPayloadDecode, instance.ErrPayloadDecode))
 	require.Contains(t, res.Text, instance.ErrPayloadDecode.Error())
 }
+
+func TestCancel(t *testing.T) {
+	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "ask2", Input: askIn{"b"}}), scripted.Text("ok"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	before := snap(m)
+	_, err := collect(m.Run(context.Background(), machine.CancelInput{SuspendID: ids[0]}, machine.CancelInput{SuspendID: "nope"}))
+	require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+	requireUnchanged(t, before, m)
+	steps := run(t, m, machine.CancelInput{SuspendID: ids[0], Reason: "customer left"}, machine.ResumeInput{SuspendID: ids[1], Payload: "fine"})
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	require.Equal(t, instance.EventCancelled, steps[0].Events[0].Type)
+	res := lastToolResults(model.Requests()[1].Messages)
+	require.Equal(t, []string{"cancelled: customer left", "fine"}, texts(res))
+	require.True(t, res[0].IsError)
+	_, err = collect(m.Run(context.Background(), machine.CancelInput{SuspendID: ids[0]}))
+	require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+}

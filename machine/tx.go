@@ -94,6 +94,12 @@ func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *tx,
 				return nil, nil, err
 			}
 			steps = append(steps, s...)
+		case CancelInput:
+			s, err := t.cancel(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, s...)
 		}
 	}
 	steps = append(steps, t.expire(now)...)
@@ -118,6 +124,14 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 			}
 			if _, err := instance.EncodePayload(v.Payload); err != nil {
 				return fmt.Errorf("resume %s: %w", v.SuspendID, err)
+			}
+		case CancelInput:
+			if seen[v.SuspendID] {
+				return fmt.Errorf("cancel %s twice in one run: %w", v.SuspendID, instance.ErrAlreadyResolved)
+			}
+			seen[v.SuspendID] = true
+			if err := m.checkResumable(v.SuspendID, time.Time{}); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("%w: %T", ErrBadInput, in)
@@ -317,7 +331,7 @@ func (m *Machine) leafOf(root, in *instance.Instance) *executor.Leaf {
 	return lf
 }
 
-// resume resolves one suspension.
+// resume resolves one suspension with the caller's payload.
 func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
 	in, call := t.root.FindCall(ri.SuspendID)
 	if call == nil {
@@ -327,36 +341,62 @@ func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.resolve(in, call, payload, ri.Payload, ri.IsError, cause, (*instance.SuspendedCall).Resolve)
+	return t.resolve(in, call, resolution{
+		payload: payload, value: ri.Payload, isError: ri.IsError, cause: cause,
+		event: instance.EventResumed, mark: (*instance.SuspendedCall).Resolve,
+	})
 }
 
-// resolve moves call out of pending with mark and delivers its result.
-func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, payload json.RawMessage, value any, isError bool, cause instance.Cause, mark func(*instance.SuspendedCall) error) ([]Step, error) {
-	if err := mark(call); err != nil {
+// cancel resolves one suspension as cancelled.
+func (t *tx) cancel(ci CancelInput) ([]Step, error) {
+	in, call := t.root.FindCall(ci.SuspendID)
+	if call == nil {
+		return nil, fmt.Errorf("suspension %s: %w", ci.SuspendID, instance.ErrUnknownSuspendID)
+	}
+	text := "cancelled"
+	if ci.Reason != "" {
+		text += ": " + ci.Reason
+	}
+	return t.resolve(in, call, resolution{
+		failure: text, cause: instance.CauseCancel,
+		event: instance.EventCancelled, mark: (*instance.SuspendedCall).Cancel,
+	})
+}
+
+// resolution is how a suspension leaves pending.
+type resolution struct {
+	payload json.RawMessage
+	value   any
+	isError bool
+	// failure, when set, resolves the call as this error, bypassing resume
+	// handlers (cancellation, a deadline without a resume action).
+	failure string
+	cause   instance.Cause
+	event   instance.EventType
+	mark    func(*instance.SuspendedCall) error
+}
+
+// resolve moves call out of pending and delivers its result.
+func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r resolution) ([]Step, error) {
+	if err := r.mark(call); err != nil {
 		return nil, err
 	}
 	c := *call // the slice may grow below
-	ev := instance.Event{
-		Type: instance.EventResumed, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
-		Name: c.Name, Cause: cause, HadPayload: payload != nil, At: t.m.charter.now().UTC(),
-	}
-	switch cause {
-	case instance.CauseTimeout:
-		ev.Type = instance.EventExpired
-	}
-	t.events = append(t.events, ev)
+	t.events = append(t.events, instance.Event{
+		Type: r.event, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
+		Name: c.Name, Cause: r.cause, HadPayload: r.payload != nil, At: t.m.charter.now().UTC(),
+	})
 	var steps []Step
 	switch c.Kind {
 	case instance.KindTool:
-		lf := t.m.leafOf(t.root, in)
-		r := instance.Resolution{SuspendID: c.SuspendID, Payload: payload, IsError: isError, Metadata: c.Metadata, Stage: c.Stage}
 		var part message.Part
 		var again *instance.SuspendedCall
-		if cause == instance.CauseTimeout && !c.OnTimeout.Resume {
-			part = message.ToolResult(c.ToolUseID, expiredText(&c), true)
+		if r.failure != "" {
+			part = message.ToolResult(c.ToolUseID, r.failure, true)
 		} else {
 			var state any
-			part, state, again = t.m.charter.exec.Resolve(t.ctx, lf, &c, r)
+			res := instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage}
+			part, state, again = t.m.charter.exec.Resolve(t.ctx, t.m.leafOf(t.root, in), &c, res)
 			in.State = state
 		}
 		if again != nil {
@@ -366,23 +406,24 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, payloa
 		part.SuspendID = c.SuspendID
 		t.fillSlot(in, part)
 	case instance.KindCommand:
-		if cause == instance.CauseTimeout && !c.OnTimeout.Resume {
-			value = expiredText(&c)
+		value := r.value
+		if r.failure != "" {
+			value = r.failure
 		}
-		t.record(in, "command_resumed", map[string]any{"command": c.Name, "payload": payload, "is_error": isError}, c.SuspendID)
+		t.record(in, "command_resumed", map[string]any{"command": c.Name, "payload": r.payload, "is_error": r.isError || r.failure != ""}, c.SuspendID)
 		s := t.step(Command)
 		s.Command = &command.Result{Name: c.Name, InstanceID: in.ID, Value: value}
 		steps = append(steps, s)
 	case instance.KindInstance:
-		if payload != nil {
+		if r.payload != nil {
 			t.add(message.Message{
 				Role:   message.User,
-				Parts:  []message.Part{{Kind: message.KindText, Text: executor.PayloadText(payload), SuspendID: c.SuspendID}},
+				Parts:  []message.Part{{Kind: message.KindText, Text: executor.PayloadText(r.payload), SuspendID: c.SuspendID}},
 				Source: message.Source{To: in.ID},
 			})
 			in.Idle = false
 		} else {
-			t.record(in, "resumed", map[string]any{"reason": c.Reason}, c.SuspendID)
+			t.record(in, string(r.event), map[string]any{"reason": c.Reason, "failure": r.failure}, c.SuspendID)
 		}
 	}
 	t.finish(in)
@@ -450,12 +491,14 @@ func (t *tx) expire(now time.Time) []Step {
 		if c == nil || c.Status != instance.StatusPending {
 			continue
 		}
-		payload, isErr := c.OnTimeout.Payload, c.OnTimeout.IsError
-		var value any
-		if payload != nil {
-			value = payload
+		r := resolution{cause: instance.CauseTimeout, event: instance.EventExpired, mark: (*instance.SuspendedCall).Expire}
+		if c.OnTimeout.Resume {
+			r.payload, r.isError = c.OnTimeout.Payload, c.OnTimeout.IsError
+			r.value = json.RawMessage(r.payload)
+		} else {
+			r.failure = expiredText(c)
 		}
-		s, err := t.resolve(in, c, payload, value, isErr, instance.CauseTimeout, (*instance.SuspendedCall).Expire)
+		s, err := t.resolve(in, c, r)
 		if err != nil {
 			continue
 		}
