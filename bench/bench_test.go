@@ -1,0 +1,182 @@
+// Package bench holds the runtime benchmarks the README's table reports:
+// the library's own cost per round (scripted model, zero latency), a round
+// of 100 workers, and an in-memory suspend → resume cycle.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+type state struct {
+	Count int    `json:"count"`
+	Topic string `json:"topic"`
+}
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+// fixedModel answers every call with the same response: the benchmark
+// measures the library, not the model.
+type fixedModel struct{ resp llm.Response }
+
+func (f *fixedModel) Generate(context.Context, *llm.Request) (*llm.Response, error) {
+	r := f.resp
+	return &r, nil
+}
+
+func toolReply(name string) *fixedModel {
+	return &fixedModel{resp: llm.Response{
+		Message:    message.Message{Role: message.Assistant, Parts: []message.Part{message.ToolUse("toolu_1", name, []byte(`{"text":"hi"}`))}},
+		StopReason: llm.ToolUse,
+	}}
+}
+
+func echo() node.Tool[state] {
+	return node.NewTool("echo", "echo text", func(ctx *node.ToolContext[state], in echoIn) (string, error) {
+		return in.Text, nil
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// history returns n alternating user and assistant messages.
+func history(n int) []message.Message {
+	h := make([]message.Message, n)
+	for i := range h {
+		if i%2 == 0 {
+			h[i] = message.UserText("question " + strconv.Itoa(i))
+		} else {
+			h[i] = message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("answer " + strconv.Itoa(i))}}
+		}
+	}
+	return h
+}
+
+// oneRound runs exactly one round: the leaf keeps calling tools, and the
+// loop breaks after the first step.
+func oneRound(b *testing.B, m *machine.Machine) {
+	for _, err := range m.Run(context.Background()) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		break
+	}
+}
+
+func BenchmarkRunRound(b *testing.B) {
+	n := must(node.New("chat", node.Config[state]{Instructions: "Answer briefly.", Initial: state{Topic: "bench"}, Tools: []node.Tool[state]{echo()}}))
+	c := must(machine.NewCharter(machine.CharterConfig{Model: toolReply("echo"), Nodes: []*node.Node{n}, MaxSteps: 1 << 30}))
+	for _, size := range []int{100, 10_000} {
+		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
+			fresh := func() *machine.Machine {
+				m := must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, history(size)))
+				oneRound(b, m) // builds the transcript once, outside the timer
+				return m
+			}
+			m := fresh()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%1000 == 999 {
+					b.StopTimer()
+					m = fresh()
+					b.StartTimer()
+				}
+				oneRound(b, m)
+			}
+		})
+	}
+}
+
+func BenchmarkWorkers(b *testing.B) {
+	chat := must(node.New("chat", node.Config[state]{Tools: []node.Tool[state]{echo()}}))
+	worker := must(node.New("worker", node.Config[state]{Worker: true, Tools: []node.Tool[state]{echo()}}))
+	root := must(node.New("root", node.Config[state]{}))
+	c := must(machine.NewCharter(machine.CharterConfig{Model: toolReply("echo"), Nodes: []*node.Node{root, chat, worker}, MaxSteps: 1 << 30}))
+	fresh := func() *machine.Machine {
+		tree := &instance.Instance{ID: "root", Node: "root", State: state{}}
+		tree.Children = append(tree.Children, &instance.Instance{ID: "chat", Node: "chat", State: state{}})
+		for i := range 100 {
+			tree.Children = append(tree.Children, &instance.Instance{ID: "w" + strconv.Itoa(i), Node: "worker", State: state{}})
+		}
+		m := must(machine.Restore(c, tree, history(100)))
+		oneRound(b, m)
+		return m
+	}
+	m := fresh()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%20 == 19 {
+			b.StopTimer()
+			m = fresh()
+			b.StartTimer()
+		}
+		oneRound(b, m)
+	}
+}
+
+// scriptedPair answers a user message with a suspending tool call and a
+// resumed call with text.
+type scriptedPair struct{ call, text llm.Response }
+
+func (s *scriptedPair) Generate(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	r := s.call
+	if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
+		r = s.text
+	}
+	return &r, nil
+}
+
+func BenchmarkSuspendResume(b *testing.B) {
+	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[state], in echoIn) (string, error) {
+		return "", ctx.Suspend("approval")
+	})
+	n := must(node.New("desk", node.Config[state]{Tools: []node.Tool[state]{ask}}))
+	model := &scriptedPair{
+		call: toolReply("ask").resp,
+		text: llm.Response{Message: message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("done")}}, StopReason: llm.EndTurn},
+	}
+	c := must(machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}}))
+	fresh := func() *machine.Machine {
+		return must(machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: state{}, Idle: true}, history(100)))
+	}
+	m := fresh()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%1000 == 999 {
+			b.StopTimer()
+			m = fresh()
+			b.StartTimer()
+		}
+		var id string
+		for s, err := range m.Run(ctx, machine.UserText("approve")) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			id = s.Suspensions[0].SuspendID
+		}
+		for _, err := range m.Run(ctx, machine.ResumeInput{SuspendID: id, Payload: "yes"}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
