@@ -110,6 +110,8 @@ type Machine struct {
 	history []message.Message
 	running atomic.Bool
 	leaves  map[string]*leafCache
+	// unreported is what Apply added that the next Run reports.
+	unreported *report
 }
 
 // leafCache keeps what a leaf reuses round after round: its transcript

@@ -45,13 +45,12 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 		yield(Step{}, err)
 		return
 	}
+	carry = m.unreported.merge(carry)
+	m.unreported = nil
 	yielded := false
 	emit := func(s Step) bool {
 		yielded = true
-		if s.Done || s.Reason == Suspend || s.Reason == AwaitingResume {
-			s.Suspensions = m.Pending()
-		}
-		s.Root = m.Root()
+		m.finishStep(&s)
 		return yield(s, nil)
 	}
 	for i, s := range pre {
@@ -82,7 +81,7 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 	}
 	switch {
 	case !carry.empty():
-		s := carry.step(EndTurn)
+		s := m.newTx(ctx, m.root, carry).step(EndTurn)
 		if m.root.Suspended() || len(m.Pending()) > 0 {
 			s.Reason = AwaitingResume
 		}
@@ -105,9 +104,39 @@ func (m *Machine) hasWork() bool {
 
 func active(l *instance.Instance) bool { return !l.Idle && !l.Suspended() }
 
+// Apply applies inputs as Run does — validated together, all or nothing —
+// but runs no round: it returns the command steps, and the next Run
+// continues from there (reporting what the inputs added in its first
+// step). Durable runners apply, persist, then run, so that two processes
+// racing to resume the same suspension conflict before any model call.
+func (m *Machine) Apply(ctx context.Context, inputs ...Input) ([]Step, error) {
+	if !m.running.CompareAndSwap(false, true) {
+		return nil, ErrRunning
+	}
+	defer m.running.Store(false)
+	pre, carry, err := m.applyInputs(ctx, inputs)
+	if err != nil {
+		return nil, err
+	}
+	m.unreported = m.unreported.merge(carry)
+	for i := range pre {
+		pre[i].Done = i == len(pre)-1 && !m.hasWork() && m.unreported.empty()
+		m.finishStep(&pre[i])
+	}
+	return pre, nil
+}
+
+// finishStep adds the snapshots every yielded step carries.
+func (m *Machine) finishStep(s *Step) {
+	if s.Done || s.Reason == Suspend || s.Reason == AwaitingResume {
+		s.Suspensions = m.Pending()
+	}
+	s.Root = m.Root()
+}
+
 // round runs every active leaf once, concurrently, and applies their
 // outcomes in leaf order.
-func (m *Machine) round(ctx context.Context, carry *tx) (Step, error) {
+func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	var leaves []*executor.Leaf
 	primaries := 0
 	for l := range m.root.Leaves() {
@@ -144,10 +173,7 @@ func (m *Machine) round(ctx context.Context, carry *tx) (Step, error) {
 			return Step{}, err
 		}
 	}
-	t := carry
-	if t == nil {
-		t = m.newTx(ctx, m.root)
-	}
+	t := m.newTx(ctx, m.root, carry)
 	flags := reasonFlags{}
 	for i, o := range outcomes {
 		flags = flags.merge(t.applyOutcome(o, leaves[i]))

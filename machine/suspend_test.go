@@ -577,3 +577,23 @@ func TestCancel(t *testing.T) {
 	_, err = collect(m.Run(context.Background(), machine.CancelInput{SuspendID: ids[0]}))
 	require.ErrorIs(t, err, instance.ErrAlreadyResolved)
 }
+
+func TestApplyThenRun(t *testing.T) {
+	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("done"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	before := snap(m)
+	_, err := m.Apply(context.Background(), machine.ResumeInput{SuspendID: "bad"})
+	require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+	requireUnchanged(t, before, m)
+	steps, err := m.Apply(context.Background(), machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+	require.NoError(t, err)
+	require.Empty(t, steps)
+	require.Equal(t, 1, model.Calls(), "Apply calls no model")
+	require.Equal(t, 3, m.HistoryLen())
+	steps = run(t, m)
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	// The first step reports what the applied resume added.
+	require.Len(t, steps[0].Messages, 3)
+	require.Equal(t, instance.EventResumed, steps[0].Events[0].Type)
+}

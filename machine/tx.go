@@ -32,8 +32,43 @@ type tx struct {
 	cedeContent                         any
 }
 
-func (m *Machine) newTx(ctx context.Context, root *instance.Instance) *tx {
-	return &tx{m: m, ctx: ctx, root: root}
+// newTx starts a transaction on root. Messages and events of carry, already
+// in history, are reported by its first step.
+func (m *Machine) newTx(ctx context.Context, root *instance.Instance, carry *report) *tx {
+	t := &tx{m: m, ctx: ctx, root: root}
+	if carry != nil {
+		t.added = append(t.added, carry.msgs...)
+		t.committed = len(t.added)
+		t.events = append(t.events, carry.events...)
+	}
+	return t
+}
+
+// report is what inputs added that no step has reported yet.
+type report struct {
+	msgs   []message.Message
+	events []instance.Event
+}
+
+func (r *report) empty() bool { return r == nil || (len(r.msgs) == 0 && len(r.events) == 0) }
+
+// merge returns r followed by s.
+func (r *report) merge(s *report) *report {
+	switch {
+	case r.empty():
+		return s
+	case s.empty():
+		return r
+	}
+	return &report{msgs: append(r.msgs, s.msgs...), events: append(r.events, s.events...)}
+}
+
+// leftover returns what t has not reported, or nil.
+func (t *tx) leftover() *report {
+	if t.empty() {
+		return nil
+	}
+	return &report{msgs: t.added[t.reported:], events: t.events[t.eventsReported:]}
 }
 
 func (t *tx) add(msg message.Message) { t.added = append(t.added, msg) }
@@ -66,7 +101,7 @@ func (t *tx) step(r YieldReason) Step {
 // applyInputs validates inputs, applies them to a copy of the tree, sweeps
 // expired suspensions and commits. It returns the command steps and the
 // transaction whose messages the first round step reports.
-func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *tx, error) {
+func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *report, error) {
 	now := m.charter.now()
 	if len(inputs) == 0 && !m.anyExpired(now) {
 		return nil, nil, nil
@@ -74,7 +109,7 @@ func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *tx,
 	if err := m.validateResumes(inputs, now); err != nil {
 		return nil, nil, err
 	}
-	t := m.newTx(ctx, m.root.Clone(nil))
+	t := m.newTx(ctx, m.root.Clone(nil), nil)
 	var steps []Step
 	for _, in := range inputs {
 		switch v := in.(type) {
@@ -104,7 +139,7 @@ func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *tx,
 	}
 	steps = append(steps, t.expire(now)...)
 	m.commit(t)
-	return steps, t, nil
+	return steps, t.leftover(), nil
 }
 
 // validateResumes checks every ResumeInput before anything is applied: one
@@ -515,7 +550,7 @@ func (m *Machine) Expire(now time.Time) ([]instance.Event, error) {
 		return nil, ErrRunning
 	}
 	defer m.running.Store(false)
-	t := m.newTx(context.Background(), m.root.Clone(nil))
+	t := m.newTx(context.Background(), m.root.Clone(nil), nil)
 	t.expire(now)
 	m.commit(t)
 	return t.events, nil
