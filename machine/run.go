@@ -313,7 +313,7 @@ func (t *tx) applyOutcome(o *executor.Outcome, lf *executor.Leaf) reasonFlags {
 	t.addExchange(in, reply, o.Results)
 	in.Idle = o.Terminal
 	if o.Transition != nil {
-		if t.applyEffect(in, *o.Transition) {
+		if t.applyEffect(in, *o.Transition, true) {
 			flags.cede = true
 		}
 	}
@@ -339,11 +339,16 @@ func (t *tx) addExchange(in *instance.Instance, reply message.Message, results [
 	})
 }
 
-// applyEffect applies a validated transition to in. It reports a cede.
-func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect) bool {
+// applyEffect applies a validated transition to in. A model's goto keeps
+// the turn going on the new node; a command's leaves the instance as idle
+// as it was. It reports a cede.
+func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, byModel bool) bool {
 	switch eff.Kind {
 	case instance.EffectGoto:
-		in.Node, in.State, in.Idle = eff.Target, eff.State, false
+		in.Node, in.State = eff.Target, eff.State
+		if byModel {
+			in.Idle = false
+		}
 	case instance.EffectSpawn:
 		for _, c := range eff.Children {
 			in.Children = append(in.Children, &instance.Instance{ID: c.ID, Node: c.Node, State: c.State})

@@ -280,7 +280,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	}
 	if co.Transition != nil {
 		record["effect"] = co.Transition.Kind.String()
-		t.applyEffect(target, *co.Transition)
+		t.applyEffect(target, *co.Transition, false)
 	}
 	t.record(target, "command", record, "")
 	s := t.step(Command)
@@ -498,7 +498,7 @@ func (t *tx) finish(in *instance.Instance) {
 	t.addExchange(in, s.Reply.Message, s.Reply.Results)
 	in.Idle = s.Reply.Terminal
 	if s.Reply.Transition != nil {
-		t.applyEffect(in, *s.Reply.Transition)
+		t.applyEffect(in, *s.Reply.Transition, true)
 	}
 }
 
