@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -60,7 +61,12 @@ type Leaf struct {
 	Tools *Toolset
 	// PrimaryElsewhere reports a non-worker leaf other than this one.
 	PrimaryElsewhere bool
+	// Taken reports an instance or suspend ID already in the tree (nil:
+	// none is).
+	Taken func(id string) bool
 }
+
+func (l *Leaf) taken(id string) bool { return l.Taken != nil && l.Taken(id) }
 
 // Outcome is the result of one step: the reply and every effect it asks
 // for, not yet applied.
@@ -266,10 +272,17 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 		}
 	}
 	wg.Wait()
-	for _, c := range calls {
-		if c != nil {
-			o.Suspended = append(o.Suspended, *c)
+	seen := map[string]bool{}
+	for i, c := range calls {
+		if c == nil {
+			continue
 		}
+		if seen[c.SuspendID] || leaf.taken(c.SuspendID) {
+			o.Results[i] = message.ToolResult(uses[i].ID, fmt.Sprintf("suspend ID %q is already in use", c.SuspendID), true)
+			continue
+		}
+		seen[c.SuspendID] = true
+		o.Suspended = append(o.Suspended, *c)
 	}
 }
 
@@ -405,6 +418,9 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 			}
 			if c.ID == "" {
 				c.ID = e.NewID()
+			}
+			if leaf.taken(c.ID) || slices.ContainsFunc(children[:i], func(o instance.Child) bool { return o.ID == c.ID }) {
+				return "", fmt.Errorf("%w: instance ID %q is already in use", instance.ErrInvalidState, c.ID)
 			}
 			c.State = s
 			children[i], ids[i] = c, c.Node+" "+c.ID

@@ -211,7 +211,19 @@ func (m *Machine) leaf(l *instance.Instance) *executor.Leaf {
 	}
 	lf.Tools = c.tools
 	lf.Transcript = m.transcript(l.ID, c)
+	lf.Taken = m.taken
 	return lf
+}
+
+// taken reports an instance or suspend ID in use in the tree.
+func (m *Machine) taken(id string) bool { return idTaken(m.root, id) }
+
+func idTaken(root *instance.Instance, id string) bool {
+	if root.Find(id) != nil {
+		return true
+	}
+	_, c := root.FindCall(id)
+	return c != nil
 }
 
 // cache returns the leaf cache of instance id.

@@ -597,3 +597,32 @@ func TestApplyThenRun(t *testing.T) {
 	require.Len(t, steps[0].Messages, 3)
 	require.Equal(t, instance.EventResumed, steps[0].Events[0].Type)
 }
+
+func TestDuplicateIDsAreRejected(t *testing.T) {
+	fixed := node.NewTool("fixed", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		return "", ctx.Suspend("f", instance.WithID("same"))
+	})
+	model := scripted.New(scripted.Tools(scripted.Call{Name: "fixed"}, scripted.Call{Name: "fixed"}))
+	m := newMachine(t, charter(t, model, suspendNode(t, fixed), doneNode(t)), "desk")
+	steps := run(t, m, machine.UserText("go"))
+	require.Equal(t, []string{"same"}, pendingIDs(steps))
+	held := m.Root().Suspension.Reply.Results
+	require.True(t, held[1].IsError)
+	require.Contains(t, held[1].Text, `"same" is already in use`)
+
+	type idArgs struct {
+		ID string `json:"id"`
+	}
+	spawn := node.NewTransition("spawn_two", "", func(_ *node.TransitionContext[empty], a idArgs) (instance.Effect, error) {
+		return instance.Spawn(instance.Child{ID: a.ID, Node: "w"}, instance.Child{ID: a.ID, Node: "w"}), nil
+	})
+	lead := mustNode(t, "lead", node.Config[empty]{Transitions: []node.Transition[empty]{spawn}})
+	w := mustNode(t, "w", node.Config[empty]{Worker: true})
+	model = scripted.New(scripted.Tool("spawn_two", idArgs{"dup"}), scripted.Text("ok"))
+	m = newMachine(t, charter(t, model, lead, w), "lead")
+	run(t, m, machine.UserText("go"))
+	require.Empty(t, m.Root().Children)
+	res := lastToolResults(m.History())[0]
+	require.True(t, res.IsError)
+	require.Contains(t, res.Text, `"dup" is already in use`)
+}

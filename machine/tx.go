@@ -358,6 +358,7 @@ func (m *Machine) leafOf(root, in *instance.Instance) *executor.Leaf {
 		anc = append(anc, n)
 	}
 	lf.Tools = executor.NewToolset(lf.Node, anc, m.charter.tools)
+	lf.Taken = func(id string) bool { return idTaken(root, id) }
 	for l := range root.Leaves() {
 		if l != in && !m.charter.Node(l.Node).Worker() {
 			lf.PrimaryElsewhere = true
