@@ -15,6 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
@@ -44,6 +49,15 @@ type Executor struct {
 	// NewID returns fresh IDs for suspensions and instances.
 	NewID  func() string
 	Logger *slog.Logger
+	// Tracer records spans for model calls and tools (none if nil).
+	Tracer trace.Tracer
+}
+
+func (e *Executor) tracer() trace.Tracer {
+	if e.Tracer == nil {
+		return noop.NewTracerProvider().Tracer("")
+	}
+	return e.Tracer
 }
 
 // Leaf is everything one step of one leaf needs. The executor reads it and
@@ -133,12 +147,9 @@ func (e *Executor) Step(ctx context.Context, leaf *Leaf) (*Outcome, error) {
 	if out := leaf.Node.Output(); out != nil {
 		req.Output = &llm.OutputSpec{Name: out.Name, Schema: out.Schema()}
 	}
-	resp, err := e.Model.Generate(ctx, req)
+	resp, err := e.generate(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("model call for %s: %w", in.ID, err)
-	}
-	if resp == nil {
-		return nil, fmt.Errorf("model call for %s: %w", in.ID, ErrNoResponse)
 	}
 	o := &Outcome{
 		InstanceID: in.ID,
@@ -166,6 +177,57 @@ func (e *Executor) Step(ctx context.Context, leaf *Leaf) (*Outcome, error) {
 	}
 	e.runTools(ctx, leaf, o, uses)
 	return o, nil
+}
+
+// generate calls the model inside a span.
+func (e *Executor) generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	ctx, span := e.tracer().Start(ctx, "markov.model")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.instance", req.InstanceID), attribute.String("markov.node", req.Node),
+			attribute.Int("markov.messages", len(req.Messages)))
+	}
+	defer span.End()
+	resp, err := e.Model.Generate(ctx, req)
+	if err == nil && resp == nil {
+		err = ErrNoResponse
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.stop", string(resp.StopReason)),
+			attribute.Int("markov.tokens.input", resp.Usage.InputTokens), attribute.Int("markov.tokens.output", resp.Usage.OutputTokens))
+	}
+	return resp, nil
+}
+
+// call runs one tool call inside a span.
+func (e *Executor) call(ctx context.Context, leaf *Leaf, ent entry, u message.Part, state any, packs map[string]any) (*frame.Frame, any, error) {
+	ctx, span := e.tracer().Start(ctx, "markov.tool")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.tool", u.Name), attribute.String("markov.instance", leaf.Instance.ID))
+	}
+	defer span.End()
+	f := e.newFrame(ctx, leaf, ent, state, packs)
+	if ent.tool.Concurrent {
+		f.ReadOnly = true
+	}
+	out, err := frame.Call(ent.tool.Run, f, u.Data)
+	if span.IsRecording() {
+		outcome := "ok"
+		var sr *instance.SuspendRequest
+		switch {
+		case errors.As(err, &sr):
+			outcome = "suspended"
+		case err != nil:
+			outcome = "error"
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.SetAttributes(attribute.String("markov.outcome", outcome))
+	}
+	return f, out, err
 }
 
 func packStates(leaf *Leaf) []PackState {
@@ -226,9 +288,7 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 			continue
 		}
 		wg.Go(func() {
-			f := e.newFrame(ctx, leaf, ent, leaf.Instance.State, nil)
-			f.ReadOnly = true
-			out, err := frame.Call(ent.tool.Run, f, u.Data)
+			_, out, err := e.call(ctx, leaf, ent, u, leaf.Instance.State, nil)
 			o.Results[i], calls[i], _ = e.settle(leaf, ent, u, out, err)
 		})
 	}
@@ -249,8 +309,7 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 				continue
 			}
 		}
-		f := e.newFrame(ctx, leaf, ent, o.State, o.Packs)
-		out, err := frame.Call(ent.tool.Run, f, u.Data)
+		f, out, err := e.call(ctx, leaf, ent, u, o.State, o.Packs)
 		var eff *instance.Effect
 		o.Results[i], calls[i], eff = e.settle(leaf, ent, u, out, err)
 		if err != nil || o.Results[i].IsError {

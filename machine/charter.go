@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/looplab/fsm"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
@@ -20,6 +22,9 @@ import (
 // nodes, duplicate names, a transition to an unknown node, or tools whose
 // names clash.
 var ErrInvalidCharter = errors.New("invalid charter")
+
+// TracerName is the instrumentation scope of markov's spans.
+const TracerName = "github.com/markov-agents/markov"
 
 // DefaultMaxSteps bounds the rounds of one Run when CharterConfig.MaxSteps
 // is zero.
@@ -62,6 +67,9 @@ type CharterConfig struct {
 	NewID func() string
 	// Logger receives debug logs of runs (silent if nil).
 	Logger *slog.Logger
+	// TracerProvider records OpenTelemetry spans for runs, steps, model
+	// calls, tools, suspensions and resumes (the global provider if nil).
+	TracerProvider trace.TracerProvider
 }
 
 // Charter is the static registry machines run against: nodes, packs,
@@ -77,6 +85,7 @@ type Charter struct {
 	now      func() time.Time
 	newID    func() string
 	logger   *slog.Logger
+	tracer   trace.Tracer
 	graph    *fsm.FSM
 }
 
@@ -111,6 +120,11 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	c.tracer = tp.Tracer(TracerName)
 	addPack := func(p *node.Pack) error {
 		if p == nil {
 			return fmt.Errorf("%w: nil pack", ErrInvalidCharter)
@@ -171,6 +185,7 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 		Now:          c.now,
 		NewID:        c.newID,
 		Logger:       c.logger,
+		Tracer:       c.tracer,
 	}
 	return c, nil
 }

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
@@ -38,6 +42,12 @@ func (m *Machine) Run(ctx context.Context, inputs ...Input) iter.Seq2[Step, erro
 }
 
 func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, error) bool) {
+	ctx, span := m.charter.tracer.Start(ctx, "markov.run")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.root", m.root.ID), attribute.Int("markov.inputs", len(inputs)))
+	}
+	defer span.End()
+	yield = traced(span, yield)
 	log := m.charter.logger
 	log.LogAttrs(ctx, slog.LevelDebug, "run", slog.String("root", m.root.ID), slog.Int("inputs", len(inputs)))
 	pre, carry, err := m.applyInputs(ctx, inputs)
@@ -92,6 +102,17 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 	}
 }
 
+// traced records the error a run yields on its span.
+func traced(span trace.Span, yield func(Step, error) bool) func(Step, error) bool {
+	return func(s Step, err error) bool {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		return yield(s, err)
+	}
+}
+
 // hasWork reports whether any leaf can run.
 func (m *Machine) hasWork() bool {
 	for l := range m.root.Leaves() {
@@ -137,6 +158,8 @@ func (m *Machine) finishStep(s *Step) {
 // round runs every active leaf once, concurrently, and applies their
 // outcomes in leaf order.
 func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
+	ctx, span := m.charter.tracer.Start(ctx, "markov.step")
+	defer span.End()
 	var leaves []*executor.Leaf
 	primaries := 0
 	for l := range m.root.Leaves() {
@@ -180,6 +203,9 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	}
 	m.commit(t)
 	s := t.step(flags.reason())
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("markov.leaves", len(leaves)), attribute.String("markov.reason", string(s.Reason)))
+	}
 	return s, nil
 }
 
@@ -399,6 +425,13 @@ func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, byModel boo
 func (t *tx) suspended(in *instance.Instance, calls ...instance.SuspendedCall) {
 	addCalls(in, calls...)
 	for _, c := range calls {
+		_, span := t.m.charter.tracer.Start(t.ctx, "markov.suspend")
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("markov.suspend_id", c.SuspendID), attribute.String("markov.instance", c.InstanceID),
+				attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.name", c.Name),
+				attribute.String("markov.reason", c.Reason))
+		}
+		span.End()
 		t.events = append(t.events, instance.Event{
 			Type: instance.EventSuspended, SuspendID: c.SuspendID, InstanceID: c.InstanceID,
 			Kind: c.Kind, Name: c.Name, Initiator: c.Initiator, Reason: c.Reason, At: c.SuspendedAt,

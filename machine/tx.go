@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
@@ -418,6 +420,12 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		return nil, err
 	}
 	c := *call // the slice may grow below
+	_, span := t.m.charter.tracer.Start(t.ctx, "markov.resume")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.suspend_id", c.SuspendID), attribute.String("markov.instance", in.ID),
+			attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.cause", string(r.cause)))
+	}
+	defer span.End()
 	t.events = append(t.events, instance.Event{
 		Type: r.event, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
 		Name: c.Name, Cause: r.cause, HadPayload: r.payload != nil, At: t.m.charter.now().UTC(),
