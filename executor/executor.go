@@ -337,7 +337,7 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 			continue
 		}
 		if seen[c.SuspendID] || leaf.taken(c.SuspendID) {
-			o.Results[i] = message.ToolResult(uses[i].ID, fmt.Sprintf("suspend ID %q is already in use", c.SuspendID), true)
+			o.Results[i] = message.ToolResult(uses[i].ID, fmt.Sprintf("%v: suspend ID %q", instance.ErrDuplicateID, c.SuspendID), true)
 			continue
 		}
 		seen[c.SuspendID] = true
@@ -479,7 +479,7 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 				c.ID = e.NewID()
 			}
 			if leaf.taken(c.ID) || slices.ContainsFunc(children[:i], func(o instance.Child) bool { return o.ID == c.ID }) {
-				return "", fmt.Errorf("%w: instance ID %q is already in use", instance.ErrInvalidState, c.ID)
+				return "", fmt.Errorf("%w: instance ID %q", instance.ErrDuplicateID, c.ID)
 			}
 			c.State = s
 			children[i], ids[i] = c, c.Node+" "+c.ID

@@ -133,7 +133,7 @@ func NewSuspendRequest(reason string, opts ...SuspendOption) error {
 func WithID(id string) SuspendOption {
 	return func(r *SuspendRequest) error {
 		if id == "" {
-			return fmt.Errorf("empty suspend ID: %w", ErrUnknownSuspendID)
+			return fmt.Errorf("empty suspend ID: %w", ErrInvalidInput)
 		}
 		r.ID = id
 		return nil
@@ -159,6 +159,8 @@ func WithDeadline(t time.Time) SuspendOption {
 }
 
 // WithTimeout sets the deadline d after the suspension (charter clock).
+// Without OnTimeoutResume the call then fails with an error result naming
+// the deadline.
 func WithTimeout(d time.Duration) SuspendOption {
 	return func(r *SuspendRequest) error {
 		r.Timeout = d

@@ -297,4 +297,7 @@ var (
 	ErrInvalidInput = errors.New("invalid input")
 	// ErrPanic: a handler panicked; the panic value follows in the message.
 	ErrPanic = errors.New("handler panicked")
+	// ErrDuplicateID: an instance or suspend ID chosen by the caller is
+	// already in use in the tree.
+	ErrDuplicateID = errors.New("ID already in use")
 )

@@ -16,7 +16,8 @@ import (
 
 // Model generates one assistant reply. Implementations must be safe for
 // concurrent use: worker leaves call the same model at once. A Model must
-// not modify the request or retain its slices after returning.
+// not modify the request; it may keep it, since the machine never changes
+// a request's slices after the call.
 type Model interface {
 	Generate(ctx context.Context, req *Request) (*Response, error)
 }

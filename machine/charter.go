@@ -265,8 +265,14 @@ func (c *Charter) Node(name string) *node.Node { return c.nodes[name] }
 // Pack returns the pack named name, or nil.
 func (c *Charter) Pack(name string) *node.Pack { return c.packs[name] }
 
+// Graph formats for Charter.Graph.
+const (
+	GraphMermaid  = fsm.MERMAID
+	GraphGraphviz = fsm.GRAPHVIZ
+)
+
 // Graph exports the node graph (nodes and declared transitions) in the
-// given format, e.g. fsm.MERMAID or fsm.GRAPHVIZ.
+// given format: GraphMermaid, GraphGraphviz, or any fsm.VisualizeType.
 func (c *Charter) Graph(format fsm.VisualizeType) (string, error) {
 	return fsm.VisualizeWithType(c.graph, format)
 }

@@ -84,8 +84,13 @@ type Step struct {
 	Reason YieldReason
 	// Done marks the last step of this Run.
 	Done bool
-	// Messages were added to history in this step.
+	// Messages were added to history in this step (the caller's own input
+	// messages excepted).
 	Messages []message.Message
+	// Held are model replies parked with a suspension in this step: they
+	// enter history, and Messages, with their results once every call is
+	// resolved. A chat UI can show their text meanwhile.
+	Held []message.Message
 	// Suspensions are the pending calls, for Suspend and AwaitingResume
 	// steps and for the last step when anything is still pending.
 	Suspensions []instance.SuspendedCall
@@ -100,6 +105,10 @@ type Step struct {
 	// Root is a deep copy of the tree after the step.
 	Root *instance.Instance
 }
+
+// NeedsResume reports whether the run ended waiting for suspensions to be
+// resolved: the step is the last one and calls are pending.
+func (s Step) NeedsResume() bool { return s.Done && len(s.Suspensions) > 0 }
 
 // Machine is a charter plus a root instance plus history: the unit of
 // persistence. A Machine is not safe for concurrent use: run it from one

@@ -340,6 +340,7 @@ func (t *tx) applyOutcome(o *executor.Outcome, lf *executor.Leaf) reasonFlags {
 		t.suspended(in, o.Suspended...)
 	}
 	if o.HoldsReply() {
+		t.held = append(t.held, reply)
 		in.Suspension.Reply = &instance.HeldReply{
 			Message:    reply,
 			Results:    o.Results,

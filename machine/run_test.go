@@ -631,3 +631,13 @@ func TestStepsAreDeepCopies(t *testing.T) {
 	}
 	require.False(t, strings.Contains(m.History()[1].Text(), "mutated"))
 }
+
+func TestZeroToolsAreRejected(t *testing.T) {
+	_, err := node.New("x", node.Config[empty]{Tools: []node.Tool[empty]{{}}})
+	require.ErrorIs(t, err, node.ErrInvalidNode)
+	_, err = node.New("x", node.Config[empty]{Transitions: []node.Transition[empty]{{}}})
+	require.ErrorIs(t, err, node.ErrInvalidNode)
+	p := node.NewPack[empty]("p", "", empty{}, node.PackTool[empty]{})
+	require.ErrorIs(t, p.Err(), node.ErrInvalidNode)
+	require.Empty(t, node.Tool[empty]{}.Name())
+}

@@ -81,6 +81,9 @@ func TestSingleSuspendResume(t *testing.T) {
 	require.Equal(t, instance.EventSuspended, s.Events[0].Type)
 	require.Equal(t, instance.ByTool, s.Events[0].Initiator)
 	require.True(t, s.Root.Suspended())
+	require.True(t, s.NeedsResume())
+	require.Len(t, s.Held, 1)
+	require.Equal(t, call.ToolUseID, s.Held[0].ToolUses()[0].ID)
 	// History holds no unanswered tool use while suspended.
 	require.Equal(t, 1, m.HistoryLen())
 
@@ -351,7 +354,7 @@ func TestWholeInstanceSuspension(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "op-1", id)
 		_, err = m.Suspend("again", instance.WithID("op-1"))
-		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+		require.ErrorIs(t, err, instance.ErrDuplicateID)
 		// Input while parked is kept, and the model is not called.
 		steps := run(t, m, machine.UserText("are you there?"))
 		require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
@@ -608,7 +611,7 @@ func TestDuplicateIDsAreRejected(t *testing.T) {
 	require.Equal(t, []string{"same"}, pendingIDs(steps))
 	held := m.Root().Suspension.Reply.Results
 	require.True(t, held[1].IsError)
-	require.Contains(t, held[1].Text, `"same" is already in use`)
+	require.Contains(t, held[1].Text, `ID already in use: suspend ID "same"`)
 
 	type idArgs struct {
 		ID string `json:"id"`
@@ -624,5 +627,5 @@ func TestDuplicateIDsAreRejected(t *testing.T) {
 	require.Empty(t, m.Root().Children)
 	res := lastToolResults(m.History())[0]
 	require.True(t, res.IsError)
-	require.Contains(t, res.Text, `"dup" is already in use`)
+	require.Contains(t, res.Text, `ID already in use: instance ID "dup"`)
 }

@@ -32,6 +32,7 @@ type tx struct {
 	usage                               llm.Usage
 	ceded                               bool
 	cedeContent                         any
+	held                                []message.Message
 }
 
 // newTx starts a transaction on root. Messages and events of carry, already
@@ -88,6 +89,9 @@ func (t *tx) step(r YieldReason) Step {
 	}
 	if t.eventsReported < len(t.events) {
 		s.Events = append([]instance.Event(nil), t.events[t.eventsReported:]...)
+	}
+	if len(t.held) > 0 {
+		s.Held, t.held = message.CloneAll(t.held), nil
 	}
 	if t.ceded {
 		s.CedeContent = t.cedeContent
@@ -211,7 +215,7 @@ func (m *Machine) resolvedBefore(id string) bool {
 }
 
 func errDuplicateID(id string) error {
-	return fmt.Errorf("suspend ID %q is already in use: %w", id, instance.ErrAlreadyResolved)
+	return fmt.Errorf("%w: suspend ID %q", instance.ErrDuplicateID, id)
 }
 
 // userMessage adds user input to history and wakes the primary leaf. The

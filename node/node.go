@@ -112,9 +112,15 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 		return nil, fmt.Errorf("%w: node %s: initial state: %w", ErrInvalidNode, name, err)
 	}
 	for _, t := range cfg.Tools {
+		if t.t == nil {
+			return nil, fmt.Errorf("%w: node %s: zero Tool (build tools with node.NewTool)", ErrInvalidNode, name)
+		}
 		n.tools = append(n.tools, t.t)
 	}
 	for _, t := range cfg.Transitions {
+		if t.t == nil {
+			return nil, fmt.Errorf("%w: node %s: zero Transition (build them with node.To or node.NewTransition)", ErrInvalidNode, name)
+		}
 		n.transitions = append(n.transitions, t.t)
 		if t.target != "" {
 			n.targets = append(n.targets, t.target)

@@ -70,7 +70,7 @@ func NewPack[P any](name, description string, initial P, tools ...PackTool[P]) *
 		p.err = fmt.Errorf("%w: pack name %q", ErrInvalidNode, name)
 	}
 	for _, m := range tools {
-		var err error
+		err := fmt.Errorf("%w: zero PackTool (build members with NewPackTool or PackCommand)", ErrInvalidNode)
 		switch {
 		case m.t != nil:
 			err = checkTool(m.t, seen)

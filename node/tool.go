@@ -16,8 +16,13 @@ import (
 // Build it with NewTool.
 type Tool[S any] struct{ t *frame.Tool }
 
-// Name returns the tool's name.
-func (t Tool[S]) Name() string { return t.t.Spec.Name }
+// Name returns the tool's name ("" for the zero Tool).
+func (t Tool[S]) Name() string {
+	if t.t == nil {
+		return ""
+	}
+	return t.t.Spec.Name
+}
 
 // ToolContext is what a tool handler sees. It embeds the run's
 // context.Context.

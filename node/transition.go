@@ -22,8 +22,13 @@ type Transition[S any] struct {
 	target string
 }
 
-// Name returns the transition's tool name.
-func (t Transition[S]) Name() string { return t.t.Spec.Name }
+// Name returns the transition's tool name ("" for the zero Transition).
+func (t Transition[S]) Name() string {
+	if t.t == nil {
+		return ""
+	}
+	return t.t.Spec.Name
+}
 
 // TransitionContext is what a code transition sees.
 type TransitionContext[S any] struct {
