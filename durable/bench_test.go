@@ -1,0 +1,190 @@
+package durable
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/memstore"
+	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+type benchState struct {
+	N int `json:"n"`
+}
+
+type benchIn struct {
+	Text string `json:"text"`
+}
+
+// benchModel calls the tool named by the last message: "ask" for user
+// input, "echo" otherwise, and ends the turn after a resumed ask.
+type benchModel struct{}
+
+func (benchModel) Generate(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	last := req.Messages[len(req.Messages)-1]
+	id := "t" + strconv.Itoa(len(req.Messages))
+	switch {
+	case last.Role == message.User:
+		return &llm.Response{Message: message.Message{Parts: []message.Part{message.ToolUse(id, "ask", []byte(`{"text":"ok?"}`))}}, StopReason: llm.ToolUse}, nil
+	case last.Parts[0].SuspendID != "":
+		return &llm.Response{Message: message.Message{Parts: []message.Part{message.Text("done")}}, StopReason: llm.EndTurn}, nil
+	}
+	return &llm.Response{Message: message.Message{Parts: []message.Part{message.ToolUse(id, "echo", []byte(`{"text":"hi"}`))}}, StopReason: llm.ToolUse}, nil
+}
+
+func benchCharter(b *testing.B) *machine.Charter {
+	echo := node.NewTool("echo", "", func(_ *node.ToolContext[benchState], in benchIn) (string, error) { return in.Text, nil })
+	ask := node.NewTool("ask", "", func(ctx *node.ToolContext[benchState], _ benchIn) (string, error) { return "", ctx.Suspend("approval") })
+	n, err := node.New("desk", node.Config[benchState]{Tools: []node.Tool[benchState]{echo, ask}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := machine.NewCharter(machine.CharterConfig{Model: benchModel{}, Nodes: []*node.Node{n}, MaxSteps: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func benchStores(b *testing.B) map[string]func() store.Store {
+	out := map[string]func() store.Store{
+		"memstore": func() store.Store { return memstore.New() },
+		"sqlite": func() store.Store {
+			s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(b.TempDir(), "bench.db")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	if url := os.Getenv("MARKOV_TEST_POSTGRES"); url != "" {
+		out["postgres"] = func() store.Store {
+			schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+			s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				s.Close()
+				if conn, err := pgx.Connect(context.Background(), url); err == nil {
+					conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+					conn.Close(context.Background())
+				}
+			})
+			return s
+		}
+	}
+	return out
+}
+
+// history returns n messages of a finished conversation.
+func history(n int) []message.Message {
+	h := make([]message.Message, n)
+	for i := range h {
+		if i%2 == 0 {
+			h[i] = message.UserText("question " + strconv.Itoa(i))
+		} else {
+			h[i] = message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("answer " + strconv.Itoa(i))}}
+		}
+	}
+	return h
+}
+
+// BenchmarkSaveStep measures a step's save (tree snapshot plus the new
+// history messages) with a short and a long history: the cost must not
+// grow with history length.
+func BenchmarkSaveStep(b *testing.B) {
+	c := benchCharter(b)
+	ctx := context.Background()
+	for name, open := range benchStores(b) {
+		for _, size := range []int{100, 10_000} {
+			b.Run(fmt.Sprintf("%s/history=%d", name, size), func(b *testing.B) {
+				r, err := New(Config{Store: open(), Charter: c})
+				if err != nil {
+					b.Fatal(err)
+				}
+				h := history(size)
+				h = append(h, message.UserText("work"))
+				m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, h)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s := &session{r: r, id: "m", m: m}
+				if err := s.save(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					for _, err := range m.Run(ctx) {
+						if err != nil {
+							b.Fatal(err)
+						}
+						break
+					}
+					b.StartTimer()
+					if err := s.save(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkResume measures durable resumes: find the machine by suspend
+// ID, load, apply, save, run to the end, save.
+func BenchmarkResume(b *testing.B) {
+	c := benchCharter(b)
+	ctx := context.Background()
+	for name, open := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			r, err := New(Config{Store: open(), Charter: c})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids := make([]string, b.N)
+			for i := range ids {
+				id := "m" + strconv.Itoa(i)
+				if _, err := r.Create(ctx, id, "desk", nil); err != nil {
+					b.Fatal(err)
+				}
+				for s, err := range r.Run(ctx, id, machine.UserText("approve")) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if s.Done {
+						ids[i] = s.Suspensions[0].SuspendID
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				for _, err := range r.Resume(ctx, ids[i], "yes", false) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "resumes/s")
+		})
+	}
+}

@@ -1,0 +1,345 @@
+// Package durable runs machines that outlive their process: it loads a
+// machine from a store, runs it, and saves every step — with a
+// compare-and-swap revision — before yielding it. A suspension is found
+// again by its suspend ID from any process and resumed exactly once, even
+// when several processes race; a sweeper resolves expired suspensions by
+// their on-timeout action, safely from several processes at once.
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/serialize"
+	"github.com/markov-agents/markov/store"
+)
+
+// DefaultLease is how long a sweeper's claim on an expired suspension lasts
+// when Config.Lease is zero.
+const DefaultLease = time.Minute
+
+// Config configures a Runner.
+type Config struct {
+	// Store keeps the machines. Required.
+	Store store.Store
+	// Charter is what the machines run against. Required.
+	Charter *machine.Charter
+	// Lease bounds a sweeper's claim on an expired suspension
+	// (DefaultLease if zero).
+	Lease time.Duration
+	// Logger receives what the runner does (silent if nil).
+	Logger *slog.Logger
+}
+
+// Runner runs machines durably. It is safe for concurrent use; several
+// Runners in several processes may share one store.
+type Runner struct {
+	store   store.Store
+	charter *machine.Charter
+	lease   time.Duration
+	log     *slog.Logger
+}
+
+// New returns a Runner.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Store == nil || cfg.Charter == nil {
+		return nil, errors.New("durable: Config needs a Store and a Charter")
+	}
+	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger}
+	if r.lease <= 0 {
+		r.lease = DefaultLease
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r, nil
+}
+
+// Create stores a new machine whose root runs rootNode with state (nil: the
+// node's initial state) under id (empty: a random ID) and returns the ID.
+// An ID already in use fails with store.ErrConflict.
+func (r *Runner) Create(ctx context.Context, id, rootNode string, state any) (string, error) {
+	m, err := r.charter.NewMachine(rootNode, state)
+	if err != nil {
+		return "", err
+	}
+	if id == "" {
+		id = instance.NewID("m_")
+	}
+	s := &session{r: r, id: id, m: m}
+	if err := s.save(ctx); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// Load returns the machine id and its stored revision.
+func (r *Runner) Load(ctx context.Context, id string) (*machine.Machine, int64, error) {
+	s, err := r.load(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.m, s.rev, nil
+}
+
+// Run loads machine id, applies inputs and runs it. Every step is saved
+// before it is yielded, with the revision it was loaded at: if another
+// process saved the machine in between, Run yields an error wrapping
+// store.ErrConflict and nothing of this run is kept. The inputs are saved
+// before any model call, so a losing racer conflicts before it calls the
+// model. Breaking out of the loop leaves the store at the last yielded
+// step.
+func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
+	return func(yield func(machine.Step, error) bool) {
+		s, err := r.load(ctx, id)
+		if err != nil {
+			yield(machine.Step{}, err)
+			return
+		}
+		s.run(ctx, inputs, yield)
+	}
+}
+
+// Resume finds the machine holding suspendID and runs it with the resume.
+// An unknown ID fails with an error wrapping instance.ErrUnknownSuspendID;
+// one another process resolved first fails with instance.ErrAlreadyResolved
+// or store.ErrConflict.
+func (r *Runner) Resume(ctx context.Context, suspendID string, payload any, isError bool) iter.Seq2[machine.Step, error] {
+	return r.bySuspension(ctx, suspendID, machine.ResumeInput{SuspendID: suspendID, Payload: payload, IsError: isError})
+}
+
+// Cancel finds the machine holding suspendID and cancels the suspension:
+// the call gets the error result "cancelled: reason".
+func (r *Runner) Cancel(ctx context.Context, suspendID, reason string) iter.Seq2[machine.Step, error] {
+	return r.bySuspension(ctx, suspendID, machine.CancelInput{SuspendID: suspendID, Reason: reason})
+}
+
+func (r *Runner) bySuspension(ctx context.Context, suspendID string, in machine.Input) iter.Seq2[machine.Step, error] {
+	return func(yield func(machine.Step, error) bool) {
+		sus, err := r.Suspension(ctx, suspendID)
+		if err != nil {
+			yield(machine.Step{}, err)
+			return
+		}
+		for s, err := range r.Run(ctx, sus.MachineID, in) {
+			if !yield(s, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Invoke runs a command on machine id.
+func (r *Runner) Invoke(ctx context.Context, id string, inv command.Invocation) iter.Seq2[machine.Step, error] {
+	return r.Run(ctx, id, inv)
+}
+
+// Suspension returns the index entry of suspendID. An unknown ID wraps
+// instance.ErrUnknownSuspendID and store.ErrNotFound.
+func (r *Runner) Suspension(ctx context.Context, suspendID string) (store.Suspension, error) {
+	sus, err := r.store.FindSuspension(ctx, suspendID)
+	if errors.Is(err, store.ErrNotFound) {
+		return sus, fmt.Errorf("suspension %s: %w: %w", suspendID, instance.ErrUnknownSuspendID, err)
+	}
+	return sus, err
+}
+
+// Pending lists suspensions matching f (startup recovery: everything
+// pending, by deadline).
+func (r *Runner) Pending(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	if f.Status == "" {
+		f.Status = store.StatusPending
+	}
+	return r.store.ListSuspensions(ctx, f)
+}
+
+// CommandInfo describes a command a frontend may offer on one instance.
+type CommandInfo struct {
+	InstanceID  string          `json:"instance_id"`
+	Node        string          `json:"node"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Commands lists the commands of every instance of machine id, tree order.
+func (r *Runner) Commands(ctx context.Context, id string) ([]CommandInfo, error) {
+	s, err := r.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []CommandInfo
+	for in := range s.m.Root().Walk() {
+		n := r.charter.Node(in.Node)
+		for _, d := range n.Commands() {
+			out = append(out, CommandInfo{InstanceID: in.ID, Node: in.Node, Name: d.Name, Description: d.Description, InputSchema: d.InputSchema})
+		}
+		for _, p := range n.Packs() {
+			for _, d := range p.Commands() {
+				out = append(out, CommandInfo{InstanceID: in.ID, Node: in.Node, Name: d.Name, Description: d.Description, InputSchema: d.InputSchema})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Delete removes machine id.
+func (r *Runner) Delete(ctx context.Context, id string) error { return r.store.Delete(ctx, id) }
+
+// Sweep claims up to limit expired suspensions (limit ≤ 0: all) and runs
+// their machines, which resolves each by its on-timeout action. Claims are
+// exclusive across processes for the lease, so concurrent sweepers never
+// handle the same suspension twice. It returns the number of suspensions
+// swept; a machine another process saved meanwhile is skipped (its claim
+// lapses and a later sweep retries it).
+func (r *Runner) Sweep(ctx context.Context, limit int) (int, error) {
+	claimed, err := r.store.ClaimExpired(ctx, r.charter.Now(), limit, r.lease)
+	if err != nil {
+		return 0, err
+	}
+	done := map[string]bool{}
+	swept := 0
+	for _, c := range claimed {
+		if done[c.MachineID] {
+			swept++
+			continue
+		}
+		done[c.MachineID] = true
+		var runErr error
+		for _, err := range r.Run(ctx, c.MachineID) {
+			runErr = err
+		}
+		switch {
+		case runErr == nil:
+			swept++
+		case errors.Is(runErr, store.ErrConflict) || errors.Is(runErr, store.ErrNotFound):
+			r.log.LogAttrs(ctx, slog.LevelInfo, "sweep skipped", slog.String("machine", c.MachineID), slog.String("error", runErr.Error()))
+		default:
+			return swept, fmt.Errorf("sweep machine %s: %w", c.MachineID, runErr)
+		}
+	}
+	return swept, nil
+}
+
+// RunSweeper sweeps every interval until ctx is done, logging failures. It
+// returns ctx.Err().
+func (r *Runner) RunSweeper(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := r.Sweep(ctx, 0); err != nil {
+			r.log.LogAttrs(ctx, slog.LevelError, "sweep failed", slog.String("error", err.Error()))
+		} else if n > 0 {
+			r.log.LogAttrs(ctx, slog.LevelInfo, "swept expired suspensions", slog.Int("count", n))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// session is one loaded machine with the revision and history length it
+// was loaded (or last saved) at.
+type session struct {
+	r     *Runner
+	id    string
+	m     *machine.Machine
+	rev   int64
+	saved int // history messages already in the store
+}
+
+func (r *Runner) load(ctx context.Context, id string) (*session, error) {
+	snap, err := r.store.Load(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load machine %s: %w", id, err)
+	}
+	m, err := serialize.Assemble(r.charter, snap.Tree, snap.History)
+	if err != nil {
+		return nil, fmt.Errorf("decode machine %s: %w", id, err)
+	}
+	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(snap.History)}, nil
+}
+
+// save writes the tree, the history added since the last save and the
+// suspension index, conditional on the revision.
+func (s *session) save(ctx context.Context) error {
+	tree, err := serialize.MarshalTree(s.m)
+	if err != nil {
+		return fmt.Errorf("encode machine %s: %w", s.id, err)
+	}
+	var appended [][]byte
+	var encErr error
+	s.m.View(func(_ *instance.Instance, history []message.Message) {
+		appended = make([][]byte, 0, len(history)-s.saved)
+		for _, msg := range history[s.saved:] {
+			b, err := serialize.MarshalMessage(msg)
+			if err != nil {
+				encErr = err
+				return
+			}
+			appended = append(appended, b)
+		}
+	})
+	if encErr != nil {
+		return fmt.Errorf("encode history of %s: %w", s.id, encErr)
+	}
+	pending := s.m.Pending()
+	index := make([]store.Suspension, len(pending))
+	for i, c := range pending {
+		index[i] = store.Suspension{
+			ID: c.SuspendID, MachineID: s.id, Status: string(c.Status), Kind: string(c.Kind),
+			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, CreatedAt: c.SuspendedAt,
+		}
+	}
+	rev, err := s.r.store.Save(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index})
+	if err != nil {
+		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
+	}
+	s.rev, s.saved = rev, s.saved+len(appended)
+	return nil
+}
+
+func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(machine.Step, error) bool) {
+	steps, err := s.m.Apply(ctx, inputs...)
+	if err != nil {
+		yield(machine.Step{}, err)
+		return
+	}
+	// Persist the inputs before any model call: a racer that loaded the
+	// same revision conflicts here.
+	if len(inputs) > 0 {
+		if err := s.save(ctx); err != nil {
+			yield(machine.Step{}, err)
+			return
+		}
+	}
+	for _, st := range steps {
+		if !yield(st, nil) || st.Done {
+			return
+		}
+	}
+	for st, err := range s.m.Run(ctx) {
+		if err != nil {
+			yield(machine.Step{}, err)
+			return
+		}
+		if err := s.save(ctx); err != nil {
+			yield(machine.Step{}, err)
+			return
+		}
+		if !yield(st, nil) {
+			return
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/memstore"
+	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+type desk struct {
+	Done int `json:"done"`
+}
+
+type empty struct{}
+
+// workRounds is how many work calls the scripted agent makes before it
+// asks for approval, and again after.
+const workRounds = 3
+
+// agentModel is deterministic from the transcript alone, so a machine
+// restarted in another process gets the same replies: workRounds calls to
+// work, one to ask, workRounds more, then a final answer. Tool-use IDs
+// derive from the transcript length, so they never repeat.
+func agentModel(latency time.Duration) llm.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		results := 0
+		for _, m := range req.Messages {
+			if m.Role == message.Tool {
+				results++
+			}
+		}
+		id := fmt.Sprintf("t%d", len(req.Messages))
+		r := scripted.Reply{Latency: latency}
+		switch {
+		case results == workRounds:
+			r.Calls = []scripted.Call{{ID: id, Name: "ask", Input: empty{}}}
+		case results <= 2*workRounds:
+			r.Calls = []scripted.Call{{ID: id, Name: "work", Input: empty{}}}
+		default:
+			r.Text = "all done"
+		}
+		return r, nil
+	})
+}
+
+func newCharter(t testing.TB, model llm.Model) *machine.Charter {
+	t.Helper()
+	c, err := buildCharter(model)
+	require.NoError(t, err)
+	return c
+}
+
+func buildCharter(model llm.Model) (*machine.Charter, error) {
+	work := node.NewTool("work", "do a unit of work", func(ctx *node.ToolContext[desk], _ empty) (int, error) {
+		err := ctx.Update(func(d *desk) { d.Done++ })
+		return ctx.State().Done, err
+	})
+	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
+		return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour))
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
+	if err != nil {
+		return nil, err
+	}
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+}
+
+// stores returns the stores every durable test runs against.
+func stores(t *testing.T) map[string]func(t *testing.T) store.Store {
+	out := map[string]func(t *testing.T) store.Store{
+		"memstore": func(t *testing.T) store.Store { return memstore.New() },
+		"sqlite": func(t *testing.T) store.Store {
+			s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "m.db")})
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	if url := os.Getenv("MARKOV_TEST_POSTGRES"); url != "" {
+		out["postgres"] = func(t *testing.T) store.Store {
+			schema := fmt.Sprintf("durable_%d", time.Now().UnixNano())
+			s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				s.Close()
+				conn, err := pgx.Connect(context.Background(), url)
+				if err == nil {
+					conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+					conn.Close(context.Background())
+				}
+			})
+			return s
+		}
+	}
+	return out
+}
+
+func newRunner(t testing.TB, s store.Store, model llm.Model) *durable.Runner {
+	t.Helper()
+	r, err := durable.New(durable.Config{Store: s, Charter: newCharter(t, model)})
+	require.NoError(t, err)
+	return r
+}
+
+// drain runs a sequence to its end.
+func drain(seq func(func(machine.Step, error) bool)) ([]machine.Step, error) {
+	var steps []machine.Step
+	for s, err := range seq {
+		if err != nil {
+			return steps, err
+		}
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+// suspended creates a machine and runs it until it asks for approval.
+func suspended(t testing.TB, r *durable.Runner, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := r.Create(ctx, id, "desk", nil)
+	require.NoError(t, err)
+	steps, err := drain(r.Run(ctx, id, machine.UserText("go")))
+	require.NoError(t, err)
+	last := steps[len(steps)-1]
+	require.True(t, last.NeedsResume())
+	return last.Suspensions[0].SuspendID
+}
+
+// checkHistory asserts that history has no duplicated or lost messages:
+// one user message, tool uses answered once each in order, at most one
+// final answer.
+func checkHistory(t testing.TB, h []message.Message) (toolRounds int, finished bool) {
+	t.Helper()
+	require.NotEmpty(t, h)
+	require.Equal(t, "go", h[0].Text())
+	seen := map[string]bool{}
+	for i := 1; i < len(h); i++ {
+		msg := h[i]
+		switch msg.Role {
+		case message.Assistant:
+			require.False(t, finished, "nothing after the final answer")
+			uses := msg.ToolUses()
+			if len(uses) == 0 {
+				require.Equal(t, "all done", msg.Text())
+				finished = true
+				continue
+			}
+			require.Len(t, uses, 1)
+			require.False(t, seen[uses[0].ID], "tool use %s duplicated", uses[0].ID)
+			seen[uses[0].ID] = true
+			require.Less(t, i+1, len(h), "tool use without result")
+			res := h[i+1]
+			require.Equal(t, message.Tool, res.Role)
+			require.Equal(t, uses[0].ID, res.Parts[0].ID)
+			toolRounds++
+			i++
+		default:
+			t.Fatalf("unexpected message %d: %+v", i, msg)
+		}
+	}
+	return toolRounds, finished
+}
+
+func TestRunSuspendResumeAcrossRunners(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			ctx := context.Background()
+			first := newRunner(t, s, agentModel(0))
+			id := suspended(t, first, "m1")
+			pending, err := first.Pending(ctx, store.Filter{})
+			require.NoError(t, err)
+			require.Len(t, pending, 1)
+			require.Equal(t, id, pending[0].ID)
+			require.Equal(t, "m1", pending[0].MachineID)
+			require.Equal(t, "ask", pending[0].Name)
+
+			// A second runner with a fresh charter: another process.
+			second := newRunner(t, s, agentModel(0))
+			steps, err := drain(second.Resume(ctx, id, "approved", false))
+			require.NoError(t, err)
+			require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
+			m, _, err := second.Load(ctx, "m1")
+			require.NoError(t, err)
+			rounds, finished := checkHistory(t, m.History())
+			require.True(t, finished)
+			require.Equal(t, 2*workRounds+1, rounds)
+			require.Equal(t, desk{Done: 2 * workRounds}, m.Root().State)
+			pending, err = second.Pending(ctx, store.Filter{})
+			require.NoError(t, err)
+			require.Empty(t, pending)
+
+			_, err = drain(second.Resume(ctx, id, "again", false))
+			require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+			_, err = drain(second.Resume(ctx, "nope", nil, false))
+			require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+			require.ErrorIs(t, err, store.ErrNotFound)
+		})
+	}
+}
+
+func TestConcurrentResumeExactlyOnce(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			ctx := context.Background()
+			id := suspended(t, newRunner(t, s, agentModel(0)), "race")
+			const racers = 50
+			var wg sync.WaitGroup
+			errs := make([]error, racers)
+			start := make(chan struct{})
+			for i := range racers {
+				r := newRunner(t, s, agentModel(0))
+				wg.Go(func() {
+					<-start
+					_, errs[i] = drain(r.Resume(ctx, id, fmt.Sprintf("payload %d", i), false))
+				})
+			}
+			close(start)
+			wg.Wait()
+			wins := 0
+			winner := -1
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					wins++
+					winner = i
+				case errors.Is(err, store.ErrConflict), errors.Is(err, instance.ErrAlreadyResolved), errors.Is(err, instance.ErrUnknownSuspendID):
+				default:
+					t.Errorf("racer %d: unexpected error %v", i, err)
+				}
+			}
+			require.Equal(t, 1, wins)
+			m, _, err := newRunner(t, s, agentModel(0)).Load(ctx, "race")
+			require.NoError(t, err)
+			checkHistory(t, m.History())
+			count := 0
+			for _, msg := range m.History() {
+				for _, p := range msg.Parts {
+					if p.SuspendID == id {
+						count++
+						require.Equal(t, fmt.Sprintf("payload %d", winner), p.Text)
+					}
+				}
+			}
+			require.Equal(t, 1, count, "the resume result is in history exactly once")
+		})
+	}
+}
+
+func TestSweeperExpires(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			ctx := context.Background()
+			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+			var mu sync.Mutex
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			work := node.NewTool("work", "", func(ctx *node.ToolContext[desk], _ empty) (int, error) { return 0, nil })
+			ask := node.NewTool("ask", "", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
+				return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour), instance.OnTimeoutResume("auto-approved", false))
+			})
+			n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
+			require.NoError(t, err)
+			c, err := machine.NewCharter(machine.CharterConfig{Model: agentModel(0), Nodes: []*node.Node{n}, Clock: clock})
+			require.NoError(t, err)
+			newR := func() *durable.Runner {
+				r, err := durable.New(durable.Config{Store: s, Charter: c})
+				require.NoError(t, err)
+				return r
+			}
+			r := newR()
+			for i := range 3 {
+				suspended(t, r, fmt.Sprintf("m%d", i))
+			}
+			swept, err := r.Sweep(ctx, 0)
+			require.NoError(t, err)
+			require.Zero(t, swept, "nothing has expired yet")
+			mu.Lock()
+			now = now.Add(2 * time.Hour)
+			mu.Unlock()
+			// Two sweepers at once never handle the same suspension twice.
+			var wg sync.WaitGroup
+			counts := make([]int, 2)
+			for i := range counts {
+				sw := newR()
+				wg.Go(func() {
+					n, err := sw.Sweep(ctx, 0)
+					require.NoError(t, err)
+					counts[i] = n
+				})
+			}
+			wg.Wait()
+			require.Equal(t, 3, counts[0]+counts[1])
+			pending, err := r.Pending(ctx, store.Filter{})
+			require.NoError(t, err)
+			require.Empty(t, pending)
+			for i := range 3 {
+				m, _, err := r.Load(ctx, fmt.Sprintf("m%d", i))
+				require.NoError(t, err)
+				_, finished := checkHistory(t, m.History())
+				require.True(t, finished)
+			}
+		})
+	}
+}
+
+func TestCreateConflictAndCommands(t *testing.T) {
+	s := memstore.New()
+	r := newRunner(t, s, agentModel(0))
+	ctx := context.Background()
+	_, err := r.Create(ctx, "dup", "desk", nil)
+	require.NoError(t, err)
+	_, err = r.Create(ctx, "dup", "desk", nil)
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, _, err = r.Load(ctx, "missing")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	id, err := r.Create(ctx, "", "desk", nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, id)
+	cmds, err := r.Commands(ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, cmds)
+	require.NoError(t, r.Delete(ctx, id))
+	_, _, err = r.Load(ctx, id)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -1,0 +1,226 @@
+package durable_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+// The test binary doubles as the child process of the cross-process tests:
+// with MARKOV_CHILD set, it runs one child role and exits.
+func TestMain(m *testing.M) {
+	if role := os.Getenv("MARKOV_CHILD"); role != "" {
+		os.Exit(child(role))
+	}
+	os.Exit(m.Run())
+}
+
+func child(role string) int {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: os.Getenv("MARKOV_DB")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 2
+	}
+	defer s.Close()
+	c, err := buildCharter(agentModel(4 * time.Millisecond))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "charter:", err)
+		return 2
+	}
+	r, err := durable.New(durable.Config{Store: s, Charter: c})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return 2
+	}
+	switch role {
+	case "resume":
+		return childResume(ctx, r)
+	case "crash":
+		return childCrash(ctx, r)
+	}
+	return 2
+}
+
+// childResume waits for "go" on stdin, then resumes the suspension and
+// reports how it went: "won" or "lost".
+func childResume(ctx context.Context, r *durable.Runner) int {
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return 2
+	}
+	_, err := drain(r.Resume(ctx, os.Getenv("MARKOV_SUSPEND_ID"), "from pid "+strconv.Itoa(os.Getpid()), false))
+	switch {
+	case err == nil:
+		fmt.Println("won")
+	case errors.Is(err, store.ErrConflict), errors.Is(err, instance.ErrAlreadyResolved), errors.Is(err, instance.ErrUnknownSuspendID):
+		fmt.Println("lost")
+	default:
+		fmt.Println("error:", err)
+		return 1
+	}
+	return 0
+}
+
+// childCrash kills itself with SIGKILL after MARKOV_KILL_AFTER, while it
+// drives the machine "crash" as far as it gets: start it, resume what is
+// pending, or continue.
+func childCrash(ctx context.Context, r *durable.Runner) int {
+	after, _ := time.ParseDuration(os.Getenv("MARKOV_KILL_AFTER"))
+	time.AfterFunc(after, func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+	m, _, err := r.Load(ctx, "crash")
+	if errors.Is(err, store.ErrNotFound) {
+		if _, err := r.Create(ctx, "crash", "desk", nil); err != nil {
+			fmt.Fprintln(os.Stderr, "create:", err)
+			return 1
+		}
+		m, _, err = r.Load(ctx, "crash")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		return 1
+	}
+	var seq func(func(machine.Step, error) bool)
+	switch p := m.Pending(); {
+	case m.HistoryLen() == 0:
+		seq = r.Run(ctx, "crash", machine.UserText("go"))
+	case len(p) > 0:
+		seq = r.Resume(ctx, p[0].SuspendID, "approved", false)
+	default:
+		seq = r.Run(ctx, "crash")
+	}
+	if _, err := drain(seq); err != nil {
+		fmt.Fprintln(os.Stderr, "run:", err)
+		return 1
+	}
+	return 0
+}
+
+func childCmd(t *testing.T, role, db string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append([]string{"MARKOV_CHILD=" + role, "MARKOV_DB=" + db}, env...)...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func openSQLite(t *testing.T, path string) *sqlite.Store {
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestTwoProcessesResumeOnce(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "race.db")
+	r := newRunner(t, openSQLite(t, db), agentModel(0))
+	id := suspended(t, r, "race")
+
+	type proc struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   *bufio.Reader
+	}
+	procs := make([]proc, 2)
+	for i := range procs {
+		cmd := childCmd(t, "resume", db, "MARKOV_SUSPEND_ID="+id)
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		procs[i] = proc{cmd, stdin, bufio.NewReader(stdout)}
+		line, err := procs[i].out.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "ready\n", line)
+	}
+	// Release both at once.
+	for _, p := range procs {
+		_, err := io.WriteString(p.stdin, "go\n")
+		require.NoError(t, err)
+	}
+	var results []string
+	for _, p := range procs {
+		line, err := p.out.ReadString('\n')
+		require.NoError(t, err)
+		results = append(results, strings.TrimSpace(line))
+		require.NoError(t, p.cmd.Wait())
+	}
+	require.ElementsMatch(t, []string{"won", "lost"}, results)
+
+	m, _, err := r.Load(context.Background(), "race")
+	require.NoError(t, err)
+	_, finished := checkHistory(t, m.History())
+	require.True(t, finished)
+	count := 0
+	for _, msg := range m.History() {
+		for _, p := range msg.Parts {
+			if p.SuspendID == id {
+				count++
+			}
+		}
+	}
+	require.Equal(t, 1, count)
+}
+
+func TestCrashRecovery(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "crash.db")
+	r := newRunner(t, openSQLite(t, db), agentModel(0))
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	kills, completions := 0, 0
+	lastLen := 0
+	for i := 0; kills < 100; i++ {
+		require.Less(t, i, 400, "too few kills landed")
+		delay := time.Duration(rng.IntN(30_000)) * time.Microsecond
+		err := childCmd(t, "crash", db, "MARKOV_KILL_AFTER="+delay.String()).Run()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
+			kills++
+		default:
+			t.Fatalf("child %d: %v", i, err)
+		}
+		// After every kill the store loads, and what it holds is a prefix
+		// of the one true transcript: nothing lost, nothing doubled.
+		m, _, err := r.Load(ctx, "crash")
+		if errors.Is(err, store.ErrNotFound) {
+			continue // killed before the create landed
+		}
+		require.NoError(t, err)
+		h := m.History()
+		if len(h) == 0 {
+			continue
+		}
+		require.GreaterOrEqual(t, len(h), lastLen, "history never shrinks")
+		lastLen = len(h)
+		rounds, finished := checkHistory(t, h)
+		state := m.Root().State.(desk)
+		require.Equal(t, min(rounds, workRounds)+max(rounds-workRounds-1, 0), state.Done, "state matches the tools in history")
+		if finished {
+			completions++
+			require.NoError(t, r.Delete(ctx, "crash"))
+			lastLen = 0
+		}
+	}
+	t.Logf("%d kills, %d runs completed across kills", kills, completions)
+}

@@ -1,0 +1,222 @@
+package serialize
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+)
+
+// The hand-written msgpack codec must agree with the wire structs: the
+// bytes it writes are the bytes the msgpack library writes for the
+// structs (pinned configuration), and the library reads them back into the
+// same structs.
+
+// msgpackStates encodes states for the msgpack form of the wire model.
+type msgpackStates struct{}
+
+func (msgpackStates) encode(t reflect.Type, v any) ([]byte, []byte, error) {
+	if codecFor(t).asJSON {
+		js, err := encodeJSON(v)
+		return nil, js, err
+	}
+	mp, err := appendState(nil, v)
+	return mp, nil, err
+}
+
+func (msgpackStates) jsonForm() bool { return false }
+
+// reflective encodes v with the msgpack library and the pinned
+// configuration.
+func reflective(t testing.TB, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := newEncoder()
+	enc.ResetWriter(&buf)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func checkCodec(t *testing.T, name string, m *machine.Machine) {
+	t.Helper()
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w *wireMachine
+	m.View(func(root *instance.Instance, history []message.Message) {
+		w, err = toWire(m.Charter(), root, history, msgpackStates{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reflective(t, w)
+	if !bytes.Equal(data[headerSize:], want) {
+		t.Fatalf("%s: hand-written encoding differs from the wire structs':\n got %x\nwant %x", name, data[headerSize:], want)
+	}
+
+	// The library reads the bytes back into the wire structs, and those
+	// convert to the machine the hand-written decoder gives.
+	var back wireMachine
+	dec := newDecoder()
+	dec.ResetReader(bytes.NewReader(data[headerSize:]))
+	if err := dec.Decode(&back); err != nil {
+		t.Fatal(err)
+	}
+	root, history, err := fromWire(m.Charter(), &back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := machine.Restore(m.Charter(), root, history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMachine(t, m, got)
+}
+
+func TestCodecMatchesWireStructs(t *testing.T) {
+	for _, sc := range scenarios {
+		checkCodec(t, sc.name, sc.build(t))
+	}
+	checkCodec(t, "kitchen sink", kitchenSink(t))
+	c := charter(t)
+	for seed := range uint64(200) {
+		m, err := newGen(seed, false).machine(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCodec(t, "random", m)
+	}
+}
+
+func TestMessageCodecMatchesWireStructs(t *testing.T) {
+	g := newGen(1, false)
+	for range 200 {
+		msg := g.message()
+		b, err := MarshalMessage(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := toWireMessage(&msg, false)
+		if want := reflective(t, &w); !bytes.Equal(b[headerSize:], want) {
+			t.Fatalf("got %x\nwant %x", b[headerSize:], want)
+		}
+	}
+}
+
+// TestPrimitivesMatchLibrary checks the msgpack writers and the reader on
+// boundary values.
+func TestPrimitivesMatchLibrary(t *testing.T) {
+	ints := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, 1<<63 - 1, -1, -32, -33, -128, -129, -32768, -32769, -1 << 31, -1<<31 - 1, -1 << 63}
+	for _, n := range ints {
+		got := appendInt(nil, n)
+		if want := reflective(t, n); !bytes.Equal(got, want) {
+			t.Errorf("int %d: got %x want %x", n, got, want)
+		}
+		v, err := newReader(got).int()
+		if err != nil || v != n {
+			t.Errorf("int %d read back as %d, %v", n, v, err)
+		}
+	}
+	for _, l := range []int{0, 31, 32, 255, 256, 65535, 65536} {
+		s := string(bytes.Repeat([]byte("x"), l))
+		if got, want := appendStr(nil, s), reflective(t, s); !bytes.Equal(got, want) {
+			t.Errorf("str of %d: got %x want %x", l, got[:min(8, len(got))], want[:min(8, len(want))])
+		}
+		p := []byte(s)
+		if got, want := appendBin(nil, p), reflective(t, p); !bytes.Equal(got, want) {
+			t.Errorf("bin of %d: got %x want %x", l, got[:min(8, len(got))], want[:min(8, len(want))])
+		}
+		if got, want := appendArrayLen(nil, l), reflective(t, make([]bool, l)); !bytes.Equal(got, want[:len(got)]) {
+			t.Errorf("array of %d: got %x want %x", l, got, want[:len(got)])
+		}
+		r := newReader(appendStr(nil, s))
+		if v, err := r.string(); err != nil || v != s {
+			t.Errorf("str of %d read back wrong: %v", l, err)
+		}
+	}
+	g := newGen(3, false)
+	for range 100 {
+		tm := g.time()
+		if tm.IsZero() {
+			continue
+		}
+		if got, want := appendTime(nil, tm), reflective(t, tm); !bytes.Equal(got, want) {
+			t.Errorf("time %v: got %x want %x", tm, got, want)
+		}
+		back, err := newReader(appendTime(nil, tm)).time()
+		if err != nil || !back.Equal(tm) || back.Location() != tm.Location() {
+			t.Errorf("time %v read back as %v, %v", tm, back, err)
+		}
+	}
+}
+
+// TestStatesMatchJSONNames checks the pinned configuration: struct fields
+// encode by their JSON names, map keys sorted.
+func TestStatesMatchJSONNames(t *testing.T) {
+	b, err := appendState(nil, supportState{Orders: []int{1}, Tags: map[string]string{"b": "2", "a": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"orders", "since", "tags"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("state lacks key %q: %v", k, m)
+		}
+	}
+	if !bytes.Contains(b, []byte("\xa1a\xa11\xa1b\xa12")) {
+		t.Errorf("map keys not sorted: %x", b)
+	}
+}
+
+func TestStateStorage(t *testing.T) {
+	type omitAny struct {
+		V any `json:"v,omitempty"`
+	}
+	type tagged struct {
+		V any `msgpack:"v" json:"v,omitempty"`
+	}
+	type text struct{ T time.Time }
+	tests := []struct {
+		typ    reflect.Type
+		asJSON bool
+	}{
+		{reflect.TypeFor[supportState](), false},
+		{reflect.TypeFor[reviewState](), false},
+		{reflect.TypeFor[vaultState](), true},
+		{reflect.TypeFor[auditState](), true},
+		{reflect.TypeFor[map[string][]*vaultState](), true},
+		// msgpack omits an interface holding false that JSON keeps.
+		{reflect.TypeFor[omitAny](), true},
+		{reflect.TypeFor[tagged](), false},
+		{reflect.TypeFor[text](), false},
+		{reflect.TypeFor[json.RawMessage](), false},
+		{reflect.TypeFor[any](), false},
+	}
+	for _, tt := range tests {
+		if got := codecFor(tt.typ).asJSON; got != tt.asJSON {
+			t.Errorf("%s: stored as JSON %v, want %v", tt.typ, got, tt.asJSON)
+		}
+	}
+	// The omitempty interface keeps its false.
+	b, err := encodeJSON(omitAny{V: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := codecFor(reflect.TypeFor[omitAny]()).decodeJSON(b)
+	if err != nil || v != (omitAny{V: false}) {
+		t.Errorf("got %#v, %v", v, err)
+	}
+}

@@ -1,0 +1,312 @@
+package serialize
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// The test charter: a support agent (root) with tools that suspend in
+// every way, a review node, researcher and vault workers, and two packs
+// (one with a state type that only encodes through JSON methods).
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+
+type supportState struct {
+	Orders []int             `json:"orders"`
+	Note   string            `json:"note,omitempty"`
+	Since  time.Time         `json:"since"`
+	Tags   map[string]string `json:"tags,omitempty"`
+	Extra  any               `json:"extra"`
+}
+
+type reviewState struct {
+	Score int `json:"score"`
+}
+
+type researchState struct {
+	Topic    string   `json:"topic"`
+	Findings []string `json:"findings,omitempty"`
+}
+
+// vaultState keeps its data in an unexported field, reachable only through
+// its JSON methods: it is stored as JSON in the msgpack form.
+type vaultState struct{ secret string }
+
+func (v vaultState) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]string{"s": v.secret}) }
+func (v *vaultState) UnmarshalJSON(b []byte) error {
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	v.secret = m["s"]
+	return nil
+}
+
+type billingState struct {
+	Credits int      `json:"credits"`
+	Log     []string `json:"log,omitempty"`
+}
+
+type auditState struct {
+	Entries []vaultState `json:"entries"`
+}
+
+type refundIn struct {
+	OrderID int `json:"order_id"`
+}
+
+type jobIn struct {
+	Job string `json:"job"`
+}
+
+type chargeIn struct {
+	Amount int `json:"amount"`
+}
+
+type researchIn struct {
+	Topics []string `json:"topics"`
+}
+
+// idGen hands out deterministic IDs; clone it to continue a sequence in
+// another charter.
+type idGen struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (g *idGen) next() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n++
+	return fmt.Sprintf("id-%d", g.n)
+}
+
+func (g *idGen) clone() *idGen {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return &idGen{n: g.n}
+}
+
+var errTooMany = errors.New("too many orders")
+
+func buildNodes() []*node.Node {
+	billing := node.NewPack("billing", "credits", billingState{Credits: 100},
+		node.NewPackTool("charge", "charge credits", func(ctx *node.PackContext[billingState], in chargeIn) (string, error) {
+			err := ctx.Update(func(s *billingState) {
+				s.Credits -= in.Amount
+				s.Log = append(s.Log, fmt.Sprintf("charged %d", in.Amount))
+			})
+			return "charged", err
+		}))
+	audit := node.NewPack("audit", "audit trail", auditState{})
+	support := must(node.New("support", node.Config[supportState]{
+		Instructions: "Help customers.",
+		Initial:      supportState{Orders: []int{}, Since: t0},
+		Validate: func(s supportState) error {
+			if len(s.Orders) > 100 {
+				return errTooMany
+			}
+			return nil
+		},
+		Tools: []node.Tool[supportState]{
+			node.NewTool("request_refund", "refund an order", func(ctx *node.ToolContext[supportState], in refundIn) (string, error) {
+				if err := ctx.Update(func(s *supportState) { s.Orders = append(s.Orders, in.OrderID) }); err != nil {
+					return "", err
+				}
+				return "", ctx.Suspend("needs approval", instance.WithMetadata(in))
+			}),
+			node.NewTool("lookup", "look an order up", func(ctx *node.ToolContext[supportState], in refundIn) (string, error) {
+				return fmt.Sprintf("order %d: shipped", in.OrderID), nil
+			}),
+			node.NewTool("wait_for_ci", "wait for a CI job", func(ctx *node.ToolContext[supportState], in jobIn) (string, error) {
+				return "", ctx.Suspend("ci running", instance.WithTimeout(time.Hour),
+					instance.OnTimeoutResume(map[string]string{"job": in.Job, "status": "timeout"}, true))
+			}),
+			node.NewTool("finish", "end the conversation", func(ctx *node.ToolContext[supportState], _ struct{}) (string, error) {
+				return "finished", nil
+			}, node.Terminal()),
+		},
+		Transitions: []node.Transition[supportState]{
+			node.To[supportState]("review", "hand over to review"),
+			node.NewTransition("research", "spawn researchers", func(ctx *node.TransitionContext[supportState], in researchIn) (instance.Effect, error) {
+				children := []instance.Child{}
+				for _, t := range in.Topics {
+					children = append(children, instance.Child{Node: "researcher", State: researchState{Topic: t}})
+				}
+				children = append(children, instance.Child{Node: "vault", State: vaultState{secret: "k-" + strings.Join(in.Topics, "+")}})
+				return instance.Spawn(children...), nil
+			}),
+		},
+		Commands: []command.Command[supportState]{
+			command.New("escalate", "escalate to a human", func(ctx *command.Context[supportState], in jobIn) (string, error) {
+				return "", ctx.Suspend("escalated: "+in.Job, instance.WithMetadata(map[string]int{"level": 2}))
+			}),
+			command.New("note", "set the note", func(ctx *command.Context[supportState], in jobIn) (string, error) {
+				return "noted", ctx.Update(func(s *supportState) { s.Note = in.Job })
+			}),
+		},
+		Packs: []*node.Pack{billing, audit},
+	}))
+	review := must(node.New("review", node.Config[reviewState]{
+		Instructions: "Review the case.",
+		Tools: []node.Tool[reviewState]{
+			node.NewTool("approve", "ask for approval", func(ctx *node.ToolContext[reviewState], in refundIn) (string, error) {
+				return "", ctx.Suspend("approval")
+			}),
+		},
+	}))
+	researcher := must(node.New("researcher", node.Config[researchState]{
+		Instructions: "Research the topic.",
+		Worker:       true,
+		Transitions:  []node.Transition[researchState]{node.Ceder[researchState]("hand back findings")},
+	}))
+	vault := must(node.New("vault", node.Config[vaultState]{Instructions: "Keep the secret.", Worker: true}))
+	return []*node.Node{support, review, researcher, vault}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// fixture is a charter with a scripted model and deterministic IDs and
+// clock.
+type fixture struct {
+	model *scripted.Model
+	ids   *idGen
+	c     *machine.Charter
+}
+
+func newFixture(t testing.TB, ids *idGen, replies ...scripted.Reply) *fixture {
+	t.Helper()
+	if ids == nil {
+		ids = &idGen{}
+	}
+	f := &fixture{model: scripted.New(replies...), ids: ids}
+	c, err := machine.NewCharter(machine.CharterConfig{
+		Name:         "test",
+		Instructions: "You are a test agent.",
+		Model:        f.model,
+		Nodes:        buildNodes(),
+		Clock:        func() time.Time { return t0 },
+		NewID:        ids.next,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c = c
+	return f
+}
+
+// charter returns a charter for decoding only (its model is never called).
+func charter(t testing.TB) *machine.Charter { return newFixture(t, nil).c }
+
+func call(id, name string, input any) scripted.Call {
+	return scripted.Call{ID: id, Name: name, Input: input}
+}
+
+// run runs m with inputs to the end (or for max steps when max > 0) and
+// returns the steps.
+func run(t testing.TB, m *machine.Machine, max int, inputs ...machine.Input) []machine.Step {
+	t.Helper()
+	var steps []machine.Step
+	for s, err := range m.Run(context.Background(), inputs...) {
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		steps = append(steps, s)
+		if max > 0 && len(steps) == max {
+			break
+		}
+	}
+	return steps
+}
+
+// Scenarios: deterministic machines, the golden files' contents.
+
+// plainMachine: a finished conversation with every kind of message a run
+// produces: text, thinking with a signature, tool use and results (one an
+// error), a command record, silent input.
+func plainMachine(t testing.TB) *machine.Machine {
+	f := newFixture(t, nil,
+		scripted.Reply{Thinking: "Let me look.", Signature: "sig-abc", Calls: []scripted.Call{call("tu-1", "lookup", refundIn{7}), call("tu-2", "nope", nil)}},
+		scripted.Text("Order 7 has shipped."),
+	)
+	m := must(f.c.NewMachine("support", nil))
+	run(t, m, 0, machine.UserText("where is order 7?"))
+	run(t, m, 0, command.Invoke("note", jobIn{"vip"}), message.Message{Role: message.User, Parts: []message.Part{message.Text("fyi")}, Silent: true})
+	return m
+}
+
+// suspendedMachine: one reply of three calls, two suspended (one with a
+// deadline and an on-timeout payload) and one completed.
+func suspendedMachine(t testing.TB) *machine.Machine {
+	f := newFixture(t, nil, scripted.Tools(
+		call("tu-1", "request_refund", refundIn{42}),
+		call("tu-2", "lookup", refundIn{42}),
+		call("tu-3", "wait_for_ci", jobIn{"build-9"}),
+	))
+	m := must(f.c.NewMachine("support", nil))
+	run(t, m, 0, machine.UserText("refund 42 once CI passes"))
+	return m
+}
+
+// workersMachine: the root spawned two researcher workers and a vault
+// worker, and charged the billing pack, in one reply.
+func workersMachine(t testing.TB) *machine.Machine {
+	f := newFixture(t, nil, scripted.Tools(
+		call("tu-1", "charge", chargeIn{5}),
+		call("tu-2", "research", researchIn{[]string{"pricing", "refunds"}}),
+	))
+	m := must(f.c.NewMachine("support", supportState{Orders: []int{1, 2}, Since: t0, Tags: map[string]string{"tier": "gold", "lang": "en"}, Extra: map[string]any{"n": 1.5, "ok": true}}))
+	run(t, m, 1, machine.UserText("research pricing and refunds"))
+	return m
+}
+
+var scenarios = []struct {
+	name  string
+	build func(testing.TB) *machine.Machine
+}{
+	{"plain", plainMachine},
+	{"suspended", suspendedMachine},
+	{"workers", workersMachine},
+}
+
+// cmpOpts compare trees and histories: unexported state fields included,
+// empty and nil alike.
+var cmpOpts = cmp.Options{
+	cmpopts.EquateEmpty(),
+	cmp.AllowUnexported(vaultState{}),
+}
+
+// sameMachine reports differences between two machines' trees and
+// histories.
+func sameMachine(t testing.TB, want, got *machine.Machine, opts ...cmp.Option) {
+	t.Helper()
+	if d := cmp.Diff(want.Root(), got.Root(), cmpOpts, cmp.Options(opts)); d != "" {
+		t.Errorf("tree differs (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(want.History(), got.History(), cmpOpts, cmp.Options(opts)); d != "" {
+		t.Errorf("history differs (-want +got):\n%s", d)
+	}
+}
+
+func diff(want, got any) string { return cmp.Diff(want, got, cmpOpts) }

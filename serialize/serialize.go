@@ -1,0 +1,195 @@
+package serialize
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+)
+
+// Version is the format version Marshal, MarshalTree, MarshalMessage and
+// MarshalJSON write. Unmarshal and friends read it and every earlier
+// version.
+const Version = 1
+
+// MaxDepth bounds the depth of an instance tree (the root is at depth 1).
+// Marshal refuses deeper trees and Unmarshal rejects them, so hostile
+// input cannot make decoding recurse without bound.
+const MaxDepth = 256
+
+// Errors of encoding and decoding. Every decoding failure wraps ErrCorrupt,
+// ErrVersion or machine.ErrInvalidTree (a well-formed machine that does not
+// fit the charter: unknown node — also instance.ErrUnknownNode —, unknown
+// pack, a state that does not decode into its node's type or fails its
+// validation — also instance.ErrInvalidState —, duplicate IDs).
+var (
+	// ErrCorrupt: the data is not a well-formed encoding: not markov data,
+	// the wrong kind of blob, truncated, altered (checksum mismatch),
+	// malformed msgpack or JSON, or beyond a decoding limit (ErrLimit).
+	ErrCorrupt = errors.New("corrupt data")
+	// ErrVersion: the data is of a format version this build cannot read
+	// (written by a newer version of the library).
+	ErrVersion = errors.New("unsupported format version")
+	// ErrLimit: a tree deeper than MaxDepth, or a state value nested
+	// deeper than 512 levels. Decoding errors wrap ErrCorrupt too.
+	ErrLimit = errors.New("decoding limit exceeded")
+	// ErrEncode: a value cannot be encoded (a state the msgpack or JSON
+	// encoder refuses, a tree deeper than MaxDepth, a nil machine).
+	ErrEncode = errors.New("cannot encode")
+)
+
+// bodyDecoder reads the bodies of one format version.
+type bodyDecoder interface {
+	machine(c *machine.Charter, body []byte) (*instance.Instance, []message.Message, error)
+	tree(c *machine.Charter, body []byte) (*instance.Instance, error)
+	message(body []byte) (message.Message, error)
+}
+
+// versions are the format versions this build reads. A new version adds
+// its decoder here and keeps the old ones.
+var versions = map[byte]bodyDecoder{
+	1: v1{},
+}
+
+// readable lists the versions this build reads.
+func readable() string {
+	vs := make([]int, 0, len(versions))
+	for v := range versions {
+		vs = append(vs, int(v))
+	}
+	slices.Sort(vs)
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return "version " + strings.Join(s, ", ")
+}
+
+// Marshal encodes the machine — its instance tree with every suspension
+// and held reply, and its history — in the msgpack form. States are
+// encoded with their node's (and pack's) state type. Call it between runs,
+// not while the machine runs.
+func Marshal(m *machine.Machine) ([]byte, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil machine", ErrEncode)
+	}
+	var err error
+	var b []byte
+	m.View(func(root *instance.Instance, history []message.Message) {
+		e := encoder{c: m.Charter(), b: header(make([]byte, 0, sizeHint(history)), kindMachine)}
+		err = e.machine(root, history)
+		b = e.b
+	})
+	if err != nil {
+		return nil, err
+	}
+	return seal(b), nil
+}
+
+// sizeHint estimates the encoded size of a machine with history.
+func sizeHint(history []message.Message) int {
+	n := 1024
+	for i := range history {
+		n += messageSize(&history[i])
+	}
+	return n
+}
+
+// messageSize estimates the encoded size of m, header included.
+func messageSize(m *message.Message) int {
+	n := headerSize + 16 + len(m.Role) + len(m.Source.InstanceID) + len(m.Source.Node) + len(m.Source.To)
+	for j := range m.Parts {
+		p := &m.Parts[j]
+		n += 16 + len(p.Text) + len(p.ID) + len(p.Name) + len(p.Data) + len(p.Signature) + len(p.SuspendID)
+	}
+	return n
+}
+
+// Unmarshal decodes a machine written by Marshal (any version this build
+// reads) for the charter c: nodes and packs are resolved by name, states
+// decoded into their node's type, and the tree is validated with
+// machine.Restore. Corrupt, truncated or hostile input gives an error
+// wrapping ErrCorrupt (never a panic); a newer format, ErrVersion.
+func Unmarshal(c *machine.Charter, data []byte) (*machine.Machine, error) {
+	if c == nil {
+		return nil, errors.New("serialize: nil charter")
+	}
+	v, body, err := open(data, kindMachine)
+	if err != nil {
+		return nil, err
+	}
+	root, history, err := versions[v].machine(c, body)
+	if err != nil {
+		return nil, err
+	}
+	return machine.Restore(c, root, history)
+}
+
+// MarshalTree encodes the machine's instance tree alone (with its
+// suspensions and held replies, without history), for stores that keep
+// the history apart, message by message (MarshalMessage). Assemble puts
+// them back together.
+func MarshalTree(m *machine.Machine) ([]byte, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil machine", ErrEncode)
+	}
+	var err error
+	var b []byte
+	m.View(func(root *instance.Instance, _ []message.Message) {
+		e := encoder{c: m.Charter(), b: header(make([]byte, 0, 1024), kindTree)}
+		err = e.instance(root, 1)
+		b = e.b
+	})
+	if err != nil {
+		return nil, err
+	}
+	return seal(b), nil
+}
+
+// MarshalMessage encodes one history message, in its own envelope so that
+// an append-only history may span format versions.
+func MarshalMessage(msg message.Message) ([]byte, error) {
+	b := header(make([]byte, 0, messageSize(&msg)), kindMessage)
+	return seal(appendMessage(b, &msg)), nil
+}
+
+// UnmarshalMessage decodes a message written by MarshalMessage.
+func UnmarshalMessage(data []byte) (message.Message, error) {
+	v, body, err := open(data, kindMessage)
+	if err != nil {
+		return message.Message{}, err
+	}
+	return versions[v].message(body)
+}
+
+// Assemble rebuilds a machine from a tree written by MarshalTree and the
+// history messages written by MarshalMessage, in order, and validates it
+// like Unmarshal.
+func Assemble(c *machine.Charter, tree []byte, history [][]byte) (*machine.Machine, error) {
+	if c == nil {
+		return nil, errors.New("serialize: nil charter")
+	}
+	v, body, err := open(tree, kindTree)
+	if err != nil {
+		return nil, fmt.Errorf("tree: %w", err)
+	}
+	root, err := versions[v].tree(c, body)
+	if err != nil {
+		return nil, fmt.Errorf("tree: %w", err)
+	}
+	var h []message.Message
+	if len(history) > 0 {
+		h = make([]message.Message, len(history))
+		for i, data := range history {
+			if h[i], err = UnmarshalMessage(data); err != nil {
+				return nil, fmt.Errorf("history message %d: %w", i, err)
+			}
+		}
+	}
+	return machine.Restore(c, root, h)
+}

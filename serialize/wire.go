@@ -1,0 +1,139 @@
+package serialize
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// The v1 wire model. These structs are the specification of the format:
+// their msgpack tags are the keys of the msgpack form and their json tags
+// the keys of the JSON form. They are separate from the in-memory types so
+// that renaming a Go field never changes stored bytes. Never change a tag
+// or a field's meaning; add a field with a new key, or add a version.
+//
+// The msgpack form is written and read by hand-written code (encode.go,
+// decode.go) for speed; codec_test.go checks that it writes exactly the
+// bytes the msgpack library writes for these structs with the pinned
+// configuration, and reads them back.
+
+// wireMachine is a whole machine: the instance tree and the history.
+type wireMachine struct {
+	Root    *wireInstance `msgpack:"r" json:"r"`
+	History []wireMessage `msgpack:"h,omitempty" json:"h,omitempty"`
+}
+
+// wireInstance is one instance of the tree.
+//
+// States are encoded with their node's (or pack's) state type: in the
+// msgpack form natively under "s" (and "p"), or as JSON bytes under "sj"
+// (and "pj") when the type has JSON encoding methods msgpack does not
+// understand; in the JSON form as JSON values under "s" (and "p").
+type wireInstance struct {
+	ID              string                        `msgpack:"i" json:"i"`
+	Node            string                        `msgpack:"n" json:"n"`
+	State           msgpack.RawMessage            `msgpack:"s,omitempty" json:"-"`
+	StateJSON       json.RawMessage               `msgpack:"sj,omitempty" json:"s,omitempty"`
+	Children        []*wireInstance               `msgpack:"c,omitempty" json:"c,omitempty"`
+	Packs           map[string]msgpack.RawMessage `msgpack:"p,omitempty" json:"-"`
+	PacksJSON       map[string]json.RawMessage    `msgpack:"pj,omitempty" json:"p,omitempty"`
+	Suspension      *wireSuspension               `msgpack:"u,omitempty" json:"u,omitempty"`
+	Idle            bool                          `msgpack:"d,omitempty" json:"d,omitempty"`
+	MaxTokensStreak int                           `msgpack:"m,omitempty" json:"m,omitempty"`
+}
+
+// wireSuspension is instance.SuspensionState.
+type wireSuspension struct {
+	Calls []wireCall `msgpack:"c,omitempty" json:"c,omitempty"`
+	Reply *wireReply `msgpack:"r,omitempty" json:"r,omitempty"`
+}
+
+// wireCall is instance.SuspendedCall. Input holds raw JSON; in the JSON
+// form an input that is not valid JSON goes to InputBytes instead.
+type wireCall struct {
+	SuspendID   string          `msgpack:"i" json:"i"`
+	InstanceID  string          `msgpack:"n,omitempty" json:"n,omitempty"`
+	ToolUseID   string          `msgpack:"u,omitempty" json:"u,omitempty"`
+	Kind        string          `msgpack:"k,omitempty" json:"k,omitempty"`
+	Initiator   string          `msgpack:"b,omitempty" json:"b,omitempty"`
+	Name        string          `msgpack:"a,omitempty" json:"a,omitempty"`
+	Input       json.RawMessage `msgpack:"in,omitempty" json:"in,omitempty"`
+	InputBytes  []byte          `msgpack:"-" json:"inb,omitempty"`
+	Metadata    json.RawMessage `msgpack:"md,omitempty" json:"md,omitempty"`
+	Reason      string          `msgpack:"r,omitempty" json:"r,omitempty"`
+	SuspendedAt time.Time       `msgpack:"at,omitempty" json:"at,omitzero"`
+	Deadline    time.Time       `msgpack:"dl,omitempty" json:"dl,omitzero"`
+	OnTimeout   *wireTimeout    `msgpack:"ot,omitempty" json:"ot,omitempty"`
+	Status      string          `msgpack:"s,omitempty" json:"s,omitempty"`
+	Stage       int             `msgpack:"g,omitempty" json:"g,omitempty"`
+}
+
+// wireTimeout is instance.TimeoutAction; omitted when zero.
+type wireTimeout struct {
+	Resume  bool            `msgpack:"r,omitempty" json:"r,omitempty"`
+	Payload json.RawMessage `msgpack:"p,omitempty" json:"p,omitempty"`
+	IsError bool            `msgpack:"e,omitempty" json:"e,omitempty"`
+}
+
+// wireReply is instance.HeldReply. A pending result slot is an empty part.
+type wireReply struct {
+	Message    wireMessage `msgpack:"m" json:"m"`
+	Results    []wirePart  `msgpack:"r,omitempty" json:"r,omitempty"`
+	Transition *wireEffect `msgpack:"t,omitempty" json:"t,omitempty"`
+	Terminal   bool        `msgpack:"x,omitempty" json:"x,omitempty"`
+}
+
+// wireEffect is a held instance.Effect. States are JSON of the target
+// node's state type; Content is the JSON of the cede content.
+type wireEffect struct {
+	Kind     uint8           `msgpack:"k" json:"k"`
+	Target   string          `msgpack:"t,omitempty" json:"t,omitempty"`
+	State    json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
+	Children []wireChild     `msgpack:"c,omitempty" json:"c,omitempty"`
+	Content  json.RawMessage `msgpack:"x,omitempty" json:"x,omitempty"`
+}
+
+// wireChild is instance.Child.
+type wireChild struct {
+	ID    string          `msgpack:"i,omitempty" json:"i,omitempty"`
+	Node  string          `msgpack:"n" json:"n"`
+	State json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
+}
+
+// wireMessage is message.Message.
+type wireMessage struct {
+	Role   string     `msgpack:"r" json:"r"`
+	Parts  []wirePart `msgpack:"p,omitempty" json:"p,omitempty"`
+	Source wireSource `msgpack:"s,omitempty" json:"s,omitzero"`
+	Silent bool       `msgpack:"q,omitempty" json:"q,omitempty"`
+}
+
+// wireSource is message.Source; omitted when zero.
+type wireSource struct {
+	InstanceID string `msgpack:"i,omitempty" json:"i,omitempty"`
+	Node       string `msgpack:"n,omitempty" json:"n,omitempty"`
+	To         string `msgpack:"t,omitempty" json:"t,omitempty"`
+}
+
+// wirePart is message.Part. Data holds raw JSON; in the JSON form data
+// that is not valid JSON goes to DataBytes instead.
+type wirePart struct {
+	Kind      uint8           `msgpack:"k,omitempty" json:"k,omitempty"`
+	Text      string          `msgpack:"t,omitempty" json:"t,omitempty"`
+	ID        string          `msgpack:"i,omitempty" json:"i,omitempty"`
+	Name      string          `msgpack:"n,omitempty" json:"n,omitempty"`
+	Data      json.RawMessage `msgpack:"d,omitempty" json:"d,omitempty"`
+	DataBytes []byte          `msgpack:"-" json:"db,omitempty"`
+	IsError   bool            `msgpack:"e,omitempty" json:"e,omitempty"`
+	Signature string          `msgpack:"g,omitempty" json:"g,omitempty"`
+	SuspendID string          `msgpack:"u,omitempty" json:"u,omitempty"`
+}
+
+// jsonDoc is the JSON form of a machine: the wire model with its format
+// name and version inline.
+type jsonDoc struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	wireMachine
+}
