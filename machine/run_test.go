@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -640,4 +641,42 @@ func TestZeroToolsAreRejected(t *testing.T) {
 	p := node.NewPack[empty]("p", "", empty{}, node.PackTool[empty]{})
 	require.ErrorIs(t, p.Err(), node.ErrInvalidNode)
 	require.Empty(t, node.Tool[empty]{}.Name())
+}
+
+func TestConcurrentTools(t *testing.T) {
+	// Both calls must be running at once to get past the barrier.
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	fetch := node.NewTool("fetch", "", func(ctx *node.ToolContext[counter], in noteIn) (string, error) {
+		arrived.Done()
+		arrived.Wait()
+		if err := ctx.Update(func(c *counter) { c.Count++ }); !errors.Is(err, instance.ErrReadOnly) {
+			return "", errors.New("a concurrent tool must not write state")
+		}
+		return "fetched " + in.Note, nil
+	}, node.Concurrent())
+	n := mustNode(t, "n", node.Config[counter]{Tools: []node.Tool[counter]{fetch, addTool("add1", 1)}})
+	model := scripted.New(scripted.Tools(
+		scripted.Call{Name: "fetch", Input: noteIn{"a"}}, scripted.Call{Name: "add1"}, scripted.Call{Name: "fetch", Input: noteIn{"b"}},
+	), scripted.Text("ok"))
+	m := newMachine(t, charter(t, model, n), "n")
+	run(t, m, machine.UserText("go"))
+	require.Equal(t, []string{"fetched a", "1", "fetched b"}, texts(lastToolResults(m.History())))
+	require.Equal(t, counter{Count: 1}, m.Root().State)
+}
+
+func TestCharterTools(t *testing.T) {
+	clock := node.NewTool("whoami", "the calling leaf", func(ctx *node.ToolContext[any], _ empty) (string, error) {
+		if err := ctx.Update(func(*any) {}); !errors.Is(err, instance.ErrReadOnly) {
+			return "", errors.New("charter tools are read-only")
+		}
+		c, _ := ctx.State().(counter)
+		return ctx.InstanceID() + " at " + itoa(c.Count), nil
+	})
+	n := mustNode(t, "n", node.Config[counter]{Initial: counter{Count: 3}})
+	model := scripted.New(scripted.Tool("whoami", nil), scripted.Text("ok"))
+	c := charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Tools: []node.Tool[any]{clock}})
+	m := newMachine(t, c, "n")
+	run(t, m, machine.UserText("go"))
+	require.Equal(t, m.Root().ID+" at 3", lastToolResults(m.History())[0].Text)
 }
