@@ -426,13 +426,9 @@ func (e *Executor) NewCall(sr *instance.SuspendRequest, instanceID string, kind 
 	return c
 }
 
-// ValidateEffect checks a transition requested for leaf and normalizes it:
+// validateEffect checks a transition requested for leaf and normalizes it:
 // states decoded and validated for their nodes, spawn IDs assigned. It
 // returns a description for the tool result.
-func (e *Executor) ValidateEffect(eff *instance.Effect, leaf *Leaf) (string, error) {
-	return e.validateEffect(eff, leaf)
-}
-
 func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, error) {
 	// A non-worker leaf frees its primary slot when it leaves or stops
 	// being a leaf; a worker may only add a primary when there is none.

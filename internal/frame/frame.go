@@ -179,15 +179,6 @@ func SchemaFor[In any]() (*Schema, error) {
 	return compile(s)
 }
 
-// SchemaOf compiles a JSON Schema.
-func SchemaOf(raw json.RawMessage) (*Schema, error) {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	return compile(&s)
-}
-
 func compile(s *jsonschema.Schema) (*Schema, error) {
 	r, err := s.Resolve(nil)
 	if err != nil {
