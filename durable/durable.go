@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/markov-agents/markov/command"
@@ -22,6 +23,11 @@ import (
 	"github.com/markov-agents/markov/serialize"
 	"github.com/markov-agents/markov/store"
 )
+
+// ResolvedKept is how many resolved suspensions of a machine stay in the
+// store's index, so a late resume of one gets instance.ErrAlreadyResolved
+// rather than instance.ErrUnknownSuspendID.
+const ResolvedKept = 64
 
 // DefaultLease is how long a sweeper's claim on an expired suspension lasts
 // when Config.Lease is zero.
@@ -128,6 +134,10 @@ func (r *Runner) bySuspension(ctx context.Context, suspendID string, in machine.
 		sus, err := r.Suspension(ctx, suspendID)
 		if err != nil {
 			yield(machine.Step{}, err)
+			return
+		}
+		if sus.Status != store.StatusPending {
+			yield(machine.Step{}, fmt.Errorf("suspension %s is %s: %w", suspendID, sus.Status, instance.ErrAlreadyResolved))
 			return
 		}
 		for s, err := range r.Run(ctx, sus.MachineID, in) {
@@ -257,6 +267,11 @@ type session struct {
 	m     *machine.Machine
 	rev   int64
 	saved int // history messages already in the store
+	// indexed is the machine's suspension index as last loaded or saved:
+	// entries that leave pending stay in it with their final status, so a
+	// late resume finds them and fails with ErrAlreadyResolved rather than
+	// ErrUnknownSuspendID.
+	indexed []store.Suspension
 }
 
 func (r *Runner) load(ctx context.Context, id string) (*session, error) {
@@ -268,7 +283,11 @@ func (r *Runner) load(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode machine %s: %w", id, err)
 	}
-	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(snap.History)}, nil
+	indexed, err := r.store.ListSuspensions(ctx, store.Filter{MachineID: id})
+	if err != nil {
+		return nil, fmt.Errorf("load suspensions of %s: %w", id, err)
+	}
+	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(snap.History), indexed: indexed}, nil
 }
 
 // save writes the tree, the history added since the last save and the
@@ -295,18 +314,41 @@ func (s *session) save(ctx context.Context) error {
 		return fmt.Errorf("encode history of %s: %w", s.id, encErr)
 	}
 	pending := s.m.Pending()
-	index := make([]store.Suspension, len(pending))
+	index := make([]store.Suspension, len(pending), len(pending)+len(s.indexed))
+	current := make(map[string]bool, len(pending))
 	for i, c := range pending {
 		index[i] = store.Suspension{
 			ID: c.SuspendID, MachineID: s.id, Status: string(c.Status), Kind: string(c.Kind),
 			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, CreatedAt: c.SuspendedAt,
 		}
+		current[c.SuspendID] = true
 	}
+	// Keep the most recent entries that left pending, with their final
+	// status, so a late resume is told "already resolved".
+	var root *instance.Instance
+	var done []store.Suspension
+	for _, e := range s.indexed {
+		if current[e.ID] {
+			continue
+		}
+		if e.Status == store.StatusPending {
+			if root == nil {
+				root = s.m.Root()
+			}
+			e.Status = string(instance.StatusResolved)
+			if _, c := root.FindCall(e.ID); c != nil {
+				e.Status = string(c.Status)
+			}
+		}
+		done = append(done, e)
+	}
+	slices.SortStableFunc(done, func(a, b store.Suspension) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	index = append(index, done[:min(len(done), ResolvedKept)]...)
 	rev, err := s.r.store.Save(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index})
 	if err != nil {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}
-	s.rev, s.saved = rev, s.saved+len(appended)
+	s.rev, s.saved, s.indexed = rev, s.saved+len(appended), index
 	return nil
 }
 

@@ -211,7 +211,7 @@ func TestRunSuspendResumeAcrossRunners(t *testing.T) {
 			require.Empty(t, pending)
 
 			_, err = drain(second.Resume(ctx, id, "again", false))
-			require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+			require.ErrorIs(t, err, instance.ErrAlreadyResolved)
 			_, err = drain(second.Resume(ctx, "nope", nil, false))
 			require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
 			require.ErrorIs(t, err, store.ErrNotFound)

@@ -1,0 +1,109 @@
+// Package resumehttp serves the HTTP endpoints through which out-of-process
+// results reach suspended machines: a human's approval from a web form, a
+// webhook, a CI job. It wraps a durable runner (anything satisfying
+// [Runner]; *durable.Runner does) in an [http.Handler].
+//
+// # Endpoints
+//
+// Every request and response body is JSON.
+//
+//	POST   /suspensions/{id}/resume        {"payload": <any JSON>, "is_error": false}  → Summary
+//	GET    /suspensions?status=pending&machine=…&limit=…&deadline_before=<RFC 3339>   → SuspensionList
+//	GET    /suspensions/{id}                                                          → Suspension
+//	DELETE /suspensions/{id}               {"reason": "…"} (optional)                 → Summary
+//	GET    /machines/{id}/commands                                                    → CommandList
+//	POST   /machines/{id}/commands/{name}  {"input": <any JSON>, "instance_id": "…"}  → Summary
+//
+// Resume, cancel and invoke run the machine to the end of its run (every
+// step saved by the runner) before they answer with a [Summary]: the
+// machine, the reasons of its steps, whether the run is done, the suspend
+// IDs still pending, the last assistant text and, for a command, its value.
+// The resume payload is passed on as raw JSON (json.RawMessage), so it
+// reaches the machine exactly as sent: a JSON string such as "approved" is
+// the tool result text approved, anything else is the result as JSON.
+// A cancellation gives the call the error result "cancelled: reason".
+//
+// The run is detached from the request's cancellation: once a result is
+// accepted, a client that hangs up does not leave the machine halfway
+// through its run. Bound long runs with the model's own timeouts.
+//
+// # Errors
+//
+// Every error answers with an [ErrorBody], {"error": "…", "code": "…"}, and
+// changes nothing: the machine's stored revision and its pending
+// suspensions are as before. The status codes:
+//
+//	400 bad_request, invalid_input, payload_decode, unknown_command, invalid_state
+//	    (malformed JSON or query, input failing its schema, a payload that
+//	    does not encode, an unknown command, a command whose update fails
+//	    the state's validation)
+//	401 missing_signature, malformed_signature, stale_timestamp, bad_signature
+//	404 not_found (no such endpoint), unknown_suspension, unknown_machine, no_target
+//	405 method_not_allowed (with an Allow header)
+//	409 already_resolved (resumed, cancelled or expired before),
+//	    conflict (another process saved the machine first), duplicate_id
+//	410 deadline_passed: the suspension's deadline passed before the resume;
+//	    its on-timeout action applies instead (the sweeper resolves it), so
+//	    the result is gone for good — unlike a 409, which reports that a
+//	    result already arrived
+//	413 body_too_large (Config.MaxBody)
+//	500 internal: anything else; the details are logged, never sent
+//
+// Of concurrent resumes (or cancellations) of one suspension exactly one
+// succeeds and the others are refused, with 409 conflict or
+// already_resolved. A resume that reaches the runner after the winner's
+// result was saved gets 409 already_resolved when the runner's index still
+// lists resolved suspensions, and 404 unknown_suspension when the index
+// keeps only pending ones.
+//
+// Messages of 4xx errors that describe the request (schema failures, an
+// unknown command) carry the details; store errors get fixed messages, and
+// a 500 says only "internal error": the details go to the log.
+//
+// One caveat on "changes nothing": the runner saves the result before it
+// calls the model, so an error raised later in the run (the model failing,
+// a step limit — a 500 — or, rarely, another writer saving the machine
+// between two steps — a 409) leaves the result applied and the machine
+// saved at its last good step; running the machine again continues from
+// there.
+//
+// # Authentication
+//
+// Every request carries an HMAC-SHA256 signature under a shared secret in
+// two headers:
+//
+//	X-Markov-Timestamp: <unix seconds>
+//	X-Markov-Signature: sha256=<hex of HMAC-SHA256(secret, message)>
+//
+// where the signed message is
+//
+//	timestamp + "\n" + method + "\n" + path + "\n" + body
+//
+// and path is the request's escaped URL path, followed by "?" and the raw
+// query when there is one (for example "/suspensions?status=pending"). The
+// handler compares signatures in constant time and refuses timestamps more
+// than Config.Window away from its clock, in either direction. Replays
+// inside the window are harmless for resumes and cancellations — a
+// suspension resolves once, and a second delivery is refused — but a
+// command replayed inside the window runs again: callers that need
+// exactly-once commands make them idempotent. Mount the handler at the root of the
+// server (or sign the path the handler sees), since the path is signed.
+//
+// A client signs with [SignRequest] (or [Sign] for other HTTP stacks):
+//
+//	body, _ := json.Marshal(resumehttp.ResumeRequest{Payload: json.RawMessage(`"approved"`)})
+//	req, _ := http.NewRequestWithContext(ctx, http.MethodPost,
+//		baseURL+"/suspensions/"+url.PathEscape(suspendID)+"/resume", bytes.NewReader(body))
+//	req.Header.Set("Content-Type", "application/json")
+//	resumehttp.SignRequest(secret, req, body, time.Now())
+//	resp, err := http.DefaultClient.Do(req)
+//	…
+//	var sum resumehttp.Summary
+//	err = json.NewDecoder(resp.Body).Decode(&sum) // on 200; otherwise an ErrorBody
+//
+// or, from a shell:
+//
+//	ts=$(date +%s); body='{"payload":"approved"}'; path=/suspensions/$ID/resume
+//	sig=$(printf '%s\n%s\n%s\n%s' "$ts" POST "$path" "$body" | openssl dgst -sha256 -hmac "$SECRET" -hex | sed 's/^.* //')
+//	curl -X POST -H "X-Markov-Timestamp: $ts" -H "X-Markov-Signature: sha256=$sig" -d "$body" "$BASE$path"
+package resumehttp

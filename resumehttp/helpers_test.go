@@ -1,0 +1,302 @@
+package resumehttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/memstore"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+var secret = []byte("0123456789abcdef-test-secret")
+
+type counter struct {
+	Count int `json:"count"`
+}
+
+type askIn struct {
+	What string `json:"what"`
+}
+
+type bumpIn struct {
+	By int `json:"by" jsonschema:"how much to add"`
+}
+
+// clock is a settable clock shared by the charter and the handler.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// deskModel asks a human about every user message ("soon: …" with a
+// one-minute deadline) and, once the tool result is there, says
+// "result: <result text>" (" (error)" appended for an error result).
+func deskModel() *scripted.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		last := req.Messages[len(req.Messages)-1]
+		for _, p := range last.Parts {
+			if p.Kind == message.KindToolResult {
+				s := "result: " + p.Text
+				if p.IsError {
+					s += " (error)"
+				}
+				return scripted.Text(s), nil
+			}
+		}
+		text := last.Text()
+		if strings.HasPrefix(text, "soon:") {
+			return scripted.Tool("ask_soon", askIn{What: text}), nil
+		}
+		return scripted.Tool("ask", askIn{What: text}), nil
+	})
+}
+
+// deskCharter has a node "desk" with two asking tools and two commands:
+// bump (adds to the count, returns it) and hold (suspends).
+func deskCharter(t testing.TB, model llm.Model, now func() time.Time) *machine.Charter {
+	t.Helper()
+	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
+		return "", ctx.Suspend("asking about " + in.What)
+	})
+	askSoon := node.NewTool("ask_soon", "ask a human, who has a minute", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
+		return "", ctx.Suspend("asking quickly about "+in.What, instance.WithTimeout(time.Minute))
+	})
+	bump := command.New("bump", "Add to the count.", func(ctx *command.Context[counter], in bumpIn) (int, error) {
+		if err := ctx.Update(func(c *counter) { c.Count += in.By }); err != nil {
+			return 0, err
+		}
+		return ctx.State().Count, nil
+	})
+	hold := command.New("hold", "Wait for a person.", func(ctx *command.Context[counter], _ struct{}) (int, error) {
+		return 0, ctx.Suspend("held")
+	})
+	desk, err := node.New("desk", node.Config[counter]{
+		Tools:    []node.Tool[counter]{ask, askSoon},
+		Commands: []command.Command[counter]{bump, hold},
+		Validate: func(c counter) error {
+			if c.Count > 100 {
+				return errTooMuch
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{desk}, Clock: now})
+	require.NoError(t, err)
+	return c
+}
+
+var errTooMuch = stringError("count above 100")
+
+type stringError string
+
+func (e stringError) Error() string { return string(e) }
+
+// env is a real stack: a durable runner over a store, the handler, and a
+// real listener.
+type env struct {
+	runner *durable.Runner
+	model  *scripted.Model
+	clock  *clock
+	srv    *httptest.Server
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newEnv(t testing.TB, st store.Store) *env {
+	t.Helper()
+	e := &env{model: deskModel(), clock: &clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}, logs: &syncBuffer{}}
+	r, err := durable.New(durable.Config{Store: st, Charter: deskCharter(t, e.model, e.clock.Now)})
+	require.NoError(t, err)
+	e.runner = r
+	h, err := resumehttp.New(resumehttp.Config{
+		Runner: r, Secret: secret, Clock: e.clock.Now,
+		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func memEnv(t testing.TB) *env {
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	return newEnv(t, st)
+}
+
+func sqliteEnv(t testing.TB) *env {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "markov.db")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return newEnv(t, st)
+}
+
+// start creates a machine and runs it with text until its tool suspends.
+func (e *env) start(t testing.TB, text string) (machineID, suspendID string) {
+	t.Helper()
+	ctx := context.Background()
+	id, err := e.runner.Create(ctx, "", "desk", nil)
+	require.NoError(t, err)
+	var last machine.Step
+	for st, err := range e.runner.Run(ctx, id, machine.UserText(text)) {
+		require.NoError(t, err)
+		last = st
+	}
+	require.True(t, last.NeedsResume())
+	require.Len(t, last.Suspensions, 1)
+	return id, last.Suspensions[0].SuspendID
+}
+
+// create makes a machine that has not run.
+func (e *env) create(t testing.TB) string {
+	t.Helper()
+	id, err := e.runner.Create(context.Background(), "", "desk", nil)
+	require.NoError(t, err)
+	return id
+}
+
+// fingerprint is what a failed request must leave untouched.
+type fingerprint struct {
+	Revision int64
+	History  int
+	Pending  []store.Suspension
+}
+
+func (e *env) fingerprint(t testing.TB, machineID string) fingerprint {
+	t.Helper()
+	ctx := context.Background()
+	m, rev, err := e.runner.Load(ctx, machineID)
+	require.NoError(t, err)
+	p, err := e.runner.Pending(ctx, store.Filter{MachineID: machineID})
+	require.NoError(t, err)
+	return fingerprint{Revision: rev, History: m.HistoryLen(), Pending: p}
+}
+
+func (e *env) requireUnchanged(t testing.TB, before fingerprint, machineID string) {
+	t.Helper()
+	if d := cmp.Diff(before, e.fingerprint(t, machineID)); d != "" {
+		t.Fatalf("machine %s changed (-before +after):\n%s", machineID, d)
+	}
+}
+
+// request builds an unsigned request to the test server.
+func (e *env) request(t testing.TB, method, path, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// signed builds a request signed at the handler's current time.
+func (e *env) signed(t testing.TB, method, path, body string) *http.Request {
+	t.Helper()
+	req := e.request(t, method, path, body)
+	resumehttp.SignRequest(secret, req, []byte(body), e.clock.Now())
+	return req
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func do(t testing.TB, req *http.Request) response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// call sends a signed request and returns the response.
+func (e *env) call(t testing.TB, method, path, body string) response {
+	t.Helper()
+	return do(t, e.signed(t, method, path, body))
+}
+
+func decode[T any](t testing.TB, r response) T {
+	t.Helper()
+	require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&v), "body: %s", r.Body)
+	return v
+}
+
+// requireOK asserts a 200 and decodes its body.
+func requireOK[T any](t testing.TB, r response) T {
+	t.Helper()
+	require.Equal(t, http.StatusOK, r.Status, "body: %s", r.Body)
+	return decode[T](t, r)
+}
+
+// requireError asserts an error response with its JSON body.
+func requireError(t testing.TB, r response, status int, code string) resumehttp.ErrorBody {
+	t.Helper()
+	require.Equal(t, status, r.Status, "body: %s", r.Body)
+	eb := decode[resumehttp.ErrorBody](t, r)
+	require.Equal(t, code, eb.Code, "body: %s", r.Body)
+	require.NotEmpty(t, eb.Error)
+	return eb
+}
+
+func resumePath(id string) string { return "/suspensions/" + id + "/resume" }

@@ -1,0 +1,396 @@
+package resumehttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/store"
+)
+
+// Defaults of Config.
+const (
+	// DefaultWindow is how far a request's timestamp may be from the
+	// handler's clock when Config.Window is zero.
+	DefaultWindow = 5 * time.Minute
+	// DefaultMaxBody is the largest request body accepted when
+	// Config.MaxBody is zero.
+	DefaultMaxBody = 1 << 20
+	// MinSecretLen is the shortest Config.Secret New accepts.
+	MinSecretLen = 16
+)
+
+// Runner is what the handler needs of a durable runner; *durable.Runner
+// satisfies it. Its errors are mapped to status codes with errors.Is (see
+// the package documentation).
+type Runner interface {
+	// Resume runs the machine holding suspendID with the result payload.
+	Resume(ctx context.Context, suspendID string, payload any, isError bool) iter.Seq2[machine.Step, error]
+	// Cancel runs the machine holding suspendID with the suspension
+	// cancelled: the call gets the error result "cancelled: reason".
+	Cancel(ctx context.Context, suspendID, reason string) iter.Seq2[machine.Step, error]
+	// Suspension returns the index entry of suspendID.
+	Suspension(ctx context.Context, suspendID string) (store.Suspension, error)
+	// Pending lists the suspensions f selects.
+	Pending(ctx context.Context, f store.Filter) ([]store.Suspension, error)
+	// Commands lists the commands of every instance of machineID.
+	Commands(ctx context.Context, machineID string) ([]durable.CommandInfo, error)
+	// Invoke runs machineID with the command invocation.
+	Invoke(ctx context.Context, machineID string, inv command.Invocation) iter.Seq2[machine.Step, error]
+}
+
+var _ Runner = (*durable.Runner)(nil)
+
+// Config configures a Handler. Zero fields take the documented defaults.
+type Config struct {
+	// Runner runs the machines. Required.
+	Runner Runner
+	// Secret is the HMAC-SHA256 key shared with the clients. Required, at
+	// least MinSecretLen bytes.
+	Secret []byte
+	// Window is how far a request's timestamp may be from Clock, in either
+	// direction (DefaultWindow if zero). It bounds replays.
+	Window time.Duration
+	// MaxBody is the largest request body accepted, in bytes; larger ones
+	// get 413 (DefaultMaxBody if zero).
+	MaxBody int64
+	// Clock tells the time for the replay window (time.Now if nil).
+	Clock func() time.Time
+	// Logger receives a record of every request handled: failures of
+	// authentication at Warn, internal errors (with their details) at Error,
+	// the rest at Info (silent if nil).
+	Logger *slog.Logger
+}
+
+// Handler serves the endpoints of the package documentation. It is safe
+// for concurrent use.
+type Handler struct {
+	runner  Runner
+	secret  []byte
+	window  time.Duration
+	maxBody int64
+	now     func() time.Time
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a Handler for cfg.
+func New(cfg Config) (*Handler, error) {
+	switch {
+	case cfg.Runner == nil:
+		return nil, errors.New("resumehttp: Config.Runner is required")
+	case len(cfg.Secret) < MinSecretLen:
+		return nil, fmt.Errorf("resumehttp: Config.Secret must be at least %d bytes", MinSecretLen)
+	case cfg.Window < 0:
+		return nil, errors.New("resumehttp: Config.Window is negative")
+	case cfg.MaxBody < 0:
+		return nil, errors.New("resumehttp: Config.MaxBody is negative")
+	}
+	h := &Handler{
+		runner:  cfg.Runner,
+		secret:  bytes.Clone(cfg.Secret),
+		window:  cfg.Window,
+		maxBody: cfg.MaxBody,
+		now:     cfg.Clock,
+		log:     cfg.Logger,
+	}
+	if h.window == 0 {
+		h.window = DefaultWindow
+	}
+	if h.maxBody == 0 {
+		h.maxBody = DefaultMaxBody
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.mux = h.routes()
+	return h, nil
+}
+
+// bodyKey carries the verified request body to the endpoint handlers.
+type bodyKey struct{}
+
+func (h *Handler) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /suspensions/{id}/resume", h.resume)
+	mux.HandleFunc("GET /suspensions", h.list)
+	mux.HandleFunc("GET /suspensions/{id}", h.get)
+	mux.HandleFunc("DELETE /suspensions/{id}", h.cancel)
+	mux.HandleFunc("GET /machines/{id}/commands", h.commands)
+	mux.HandleFunc("POST /machines/{id}/commands/{name}", h.invoke)
+	// Patterns without a method catch the other methods of each path, so
+	// that a 405 has a JSON body too; "/" catches unknown paths.
+	for path, allow := range map[string]string{
+		"/suspensions/{id}/resume":       "POST",
+		"/suspensions":                   "GET, HEAD",
+		"/suspensions/{id}":              "DELETE, GET, HEAD",
+		"/machines/{id}/commands":        "GET, HEAD",
+		"/machines/{id}/commands/{name}": "POST",
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			h.writeError(w, r, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here (allowed: "+allow+")")
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, http.StatusNotFound, "not_found", "no such endpoint")
+	})
+	return mux
+}
+
+// ServeHTTP authenticates the request, then serves it. Unsigned, stale or
+// malformed requests are refused before their body is read.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ts, sig, aerr := checkHeaders(r, h.now(), h.window)
+	if aerr != nil {
+		h.writeError(w, r, http.StatusUnauthorized, aerr.code, aerr.msg)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			h.writeError(w, r, http.StatusRequestEntityTooLarge, "body_too_large",
+				fmt.Sprintf("request body exceeds %d bytes", h.maxBody))
+			return
+		}
+		h.writeError(w, r, http.StatusBadRequest, "bad_request", "cannot read the request body")
+		return
+	}
+	if !verify(h.secret, r, ts, sig, body) {
+		h.writeError(w, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	h.mux.ServeHTTP(w, r)
+}
+
+// runContext is the context of a run started by r: detached from the
+// request's cancellation, so that a client hanging up does not stop a run
+// whose input is already saved.
+func runContext(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
+
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req ResumeRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	sus, ok := h.pending(w, r, id)
+	if !ok {
+		return
+	}
+	var payload any
+	if p := rawOrNil(req.Payload); p != nil {
+		payload = p
+	}
+	ctx := runContext(r)
+	h.finish(w, r, sus.MachineID, h.runner.Resume(ctx, id, payload, req.IsError),
+		slog.String("op", "resume"), slog.String("suspend_id", id))
+}
+
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req CancelRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	sus, ok := h.pending(w, r, id)
+	if !ok {
+		return
+	}
+	ctx := runContext(r)
+	h.finish(w, r, sus.MachineID, h.runner.Cancel(ctx, id, req.Reason),
+		slog.String("op", "cancel"), slog.String("suspend_id", id))
+}
+
+func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
+	id, name := r.PathValue("id"), r.PathValue("name")
+	var req InvokeRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	inv := command.Invocation{Name: name, InstanceID: req.InstanceID}
+	if p := rawOrNil(req.Input); p != nil {
+		inv.Input = p
+	}
+	ctx := runContext(r)
+	h.finish(w, r, id, h.runner.Invoke(ctx, id, inv),
+		slog.String("op", "invoke"), slog.String("command", name))
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	sus, err := h.runner.Suspension(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, suspensionOf(sus))
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.Filter{Status: q.Get("status"), MachineID: q.Get("machine")}
+	if f.Status == "" {
+		f.Status = store.StatusPending
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			h.writeError(w, r, http.StatusBadRequest, "bad_request", "limit must be a positive integer")
+			return
+		}
+		f.Limit = n
+	}
+	if v := q.Get("deadline_before"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			h.writeError(w, r, http.StatusBadRequest, "bad_request", "deadline_before must be an RFC 3339 time")
+			return
+		}
+		f.DeadlineBefore = t
+	}
+	list, err := h.runner.Pending(r.Context(), f)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := SuspensionList{Suspensions: make([]Suspension, len(list))}
+	for i, s := range list {
+		out.Suspensions[i] = suspensionOf(s)
+	}
+	h.writeJSON(w, r, http.StatusOK, out)
+}
+
+func (h *Handler) commands(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	cmds, err := h.runner.Commands(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if cmds == nil {
+		cmds = []durable.CommandInfo{}
+	}
+	h.writeJSON(w, r, http.StatusOK, CommandList{MachineID: id, Commands: cmds})
+}
+
+// pending looks suspendID up in the index and answers 404 if it is
+// unknown, 409 if it is no longer pending. Looking it up first also names
+// the machine for the summary.
+func (h *Handler) pending(w http.ResponseWriter, r *http.Request, suspendID string) (store.Suspension, bool) {
+	sus, err := h.runner.Suspension(r.Context(), suspendID)
+	if err != nil {
+		h.fail(w, r, err)
+		return sus, false
+	}
+	if sus.Status != store.StatusPending {
+		h.writeError(w, r, http.StatusConflict, "already_resolved",
+			fmt.Sprintf("suspension %s is %s", suspendID, sus.Status))
+		return sus, false
+	}
+	return sus, true
+}
+
+// finish drains a run and answers with its summary, or with the error that
+// ended it.
+func (h *Handler) finish(w http.ResponseWriter, r *http.Request, machineID string, run iter.Seq2[machine.Step, error], attrs ...slog.Attr) {
+	var steps []machine.Step
+	for st, err := range run {
+		if err != nil {
+			attrs = append(attrs, slog.String("machine", machineID), slog.Int("steps", len(steps)))
+			h.fail(w, r, err, attrs...)
+			return
+		}
+		steps = append(steps, st)
+	}
+	sum := summarize(machineID, steps, func(name string, err error) {
+		h.log.LogAttrs(r.Context(), slog.LevelWarn, "resumehttp: command value does not encode",
+			slog.String("command", name), slog.String("error", err.Error()))
+	})
+	attrs = append(attrs, slog.String("machine", machineID), slog.Int("steps", len(steps)),
+		slog.Bool("done", sum.Done), slog.Int("pending", len(sum.Pending)))
+	h.writeJSON(w, r, http.StatusOK, sum, attrs...)
+}
+
+// summarize condenses the steps of a run.
+func summarize(machineID string, steps []machine.Step, badValue func(string, error)) Summary {
+	sum := Summary{MachineID: machineID, Steps: make([]string, 0, len(steps)), Pending: []string{}, Done: true}
+	for _, st := range steps {
+		sum.Steps = append(sum.Steps, string(st.Reason))
+		for _, msgs := range [][]message.Message{st.Messages, st.Held} {
+			for _, m := range msgs {
+				if m.Role == message.Assistant {
+					if t := m.Text(); t != "" {
+						sum.Text = t
+					}
+				}
+			}
+		}
+		if st.Command != nil && sum.Command == nil {
+			c := &CommandResult{Name: st.Command.Name, InstanceID: st.Command.InstanceID}
+			if st.Command.Suspension != nil {
+				c.SuspendID = st.Command.Suspension.SuspendID
+			} else if v, err := json.Marshal(st.Command.Value); err != nil {
+				badValue(c.Name, err)
+			} else {
+				c.Value = v
+			}
+			sum.Command = c
+		}
+	}
+	if n := len(steps); n > 0 {
+		last := steps[n-1]
+		sum.Done = last.Done
+		for _, c := range last.Suspensions {
+			sum.Pending = append(sum.Pending, c.SuspendID)
+		}
+	}
+	return sum
+}
+
+// rawOrNil returns raw, or nil when it is absent or JSON null.
+func rawOrNil(raw json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	return raw
+}
+
+// decode decodes the verified body into v, strictly: no unknown fields, no
+// trailing data. An empty body leaves v as it is. It answers 400 and
+// returns false when the body is malformed.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, _ := r.Context().Value(bodyKey{}).([]byte)
+	if len(bytes.TrimSpace(body)) == 0 {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		err = errors.New("data after the JSON value")
+	}
+	if err != nil {
+		h.writeError(w, r, http.StatusBadRequest, "bad_request", "malformed JSON body: "+err.Error())
+		return false
+	}
+	return true
+}

@@ -1,0 +1,116 @@
+package resumehttp
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/store"
+)
+
+// ResumeRequest is the body of POST /suspensions/{id}/resume.
+type ResumeRequest struct {
+	// Payload is the result, any JSON value. A JSON string is the tool
+	// result text as is; anything else reaches the machine as JSON.
+	// Omitted, the suspension resolves without a payload.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// IsError marks the result as a failure the model sees.
+	IsError bool `json:"is_error,omitempty"`
+}
+
+// CancelRequest is the optional body of DELETE /suspensions/{id}.
+type CancelRequest struct {
+	// Reason completes the call's error result, "cancelled: Reason".
+	Reason string `json:"reason,omitempty"`
+}
+
+// InvokeRequest is the body of POST /machines/{id}/commands/{name}.
+type InvokeRequest struct {
+	// Input is the command input, any JSON value checked against the
+	// command's input schema. Omitted, it is the empty object.
+	Input json.RawMessage `json:"input,omitempty"`
+	// InstanceID targets an instance; empty means the primary leaf.
+	InstanceID string `json:"instance_id,omitempty"`
+}
+
+// Summary is the answer of a resume, a cancellation or a command: what the
+// run they started did, up to its end.
+type Summary struct {
+	// MachineID is the machine that ran.
+	MachineID string `json:"machine_id"`
+	// Steps are the reasons of the run's steps, in order ("command",
+	// "tool_use", "end_turn", "suspend", "awaiting_resume", …).
+	Steps []string `json:"steps"`
+	// Done reports that the run ended (its last step was Done).
+	Done bool `json:"done"`
+	// Pending are the suspend IDs of the machine still waiting for a
+	// result after the run.
+	Pending []string `json:"pending"`
+	// Text is the last assistant text of the run, if any.
+	Text string `json:"text,omitempty"`
+	// Command is the result of the command the run executed (an invoked
+	// command, or a suspended command the resume completed).
+	Command *CommandResult `json:"command,omitempty"`
+}
+
+// CommandResult is a command's outcome in a Summary.
+type CommandResult struct {
+	// Name is the command name.
+	Name string `json:"name"`
+	// InstanceID is the instance the command ran on.
+	InstanceID string `json:"instance_id"`
+	// Value is the command's result as JSON; absent when it suspended.
+	Value json.RawMessage `json:"value,omitempty"`
+	// SuspendID is set when the command suspended: resume it with this ID.
+	SuspendID string `json:"suspend_id,omitempty"`
+}
+
+// Suspension is an entry of the pending-suspension index as the endpoints
+// return it.
+type Suspension struct {
+	// ID is the suspend ID.
+	ID string `json:"id"`
+	// MachineID is the machine waiting for the result.
+	MachineID string `json:"machine_id"`
+	// Status is "pending", or what became of the suspension.
+	Status string `json:"status"`
+	// Kind is "tool", "command" or "instance".
+	Kind string `json:"kind,omitempty"`
+	// Name is the tool or command name.
+	Name string `json:"name,omitempty"`
+	// Reason is what the suspension waits for, as given to Suspend.
+	Reason string `json:"reason,omitempty"`
+	// Deadline is when the suspension times out; absent if never.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// CreatedAt is when the call suspended.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+}
+
+// SuspensionList is the answer of GET /suspensions, earliest deadline
+// first.
+type SuspensionList struct {
+	Suspensions []Suspension `json:"suspensions"`
+}
+
+// CommandList is the answer of GET /machines/{id}/commands: every
+// instance's commands with their input schemas, tree order.
+type CommandList struct {
+	MachineID string                `json:"machine_id"`
+	Commands  []durable.CommandInfo `json:"commands"`
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	// Error says what went wrong, for humans.
+	Error string `json:"error"`
+	// Code says what went wrong, for programs (see the package
+	// documentation for the list).
+	Code string `json:"code"`
+}
+
+func suspensionOf(s store.Suspension) Suspension {
+	return Suspension{
+		ID: s.ID, MachineID: s.MachineID, Status: s.Status, Kind: s.Kind, Name: s.Name,
+		Reason: s.Reason, Deadline: s.Deadline, CreatedAt: s.CreatedAt,
+	}
+}
