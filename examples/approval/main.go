@@ -1,11 +1,16 @@
-// Command approval is an offline demo of suspend and resume: a support
-// agent handles a refund request, its request_refund tool parks the call
-// until a manager decides, and the run resumes with the manager's Approval.
+// Command approval is a demo of suspend and resume: a support agent
+// handles a refund request, its request_refund tool parks the call until a
+// manager decides, and the run resumes with the manager's Approval. The
+// charter lives in package refund, shared with the markov CLI.
+//
+// It runs offline on a scripted model, and on a real one when
+// ANTHROPIC_API_KEY or OPENAI_API_KEY is set (see refund.ModelFromEnv).
 //
 // In production the machine would be persisted (serialize.Marshal) while it
 // waits, and the decision would arrive hours later, in another process,
-// through a webhook (resumehttp) or a durable store. Here both halves run
-// in one process so the flow is easy to follow.
+// through a webhook (resumehttp) or a durable store — `go run ./cmd/markov
+// demo` does exactly that, with SQLite and a second process. Here both
+// halves run in one process so the flow is easy to follow.
 //
 //	go run ./examples/approval
 package main
@@ -16,76 +21,43 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"time"
 
+	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
-	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
-	"github.com/markov-agents/markov/node"
 )
-
-// Approval is a manager's decision: the payload that resumes a suspended
-// refund.
-type Approval struct {
-	Approved bool   `json:"approved"`
-	Manager  string `json:"manager"`
-}
-
-// RefundRequest is the input of the request_refund tool.
-type RefundRequest struct {
-	OrderID string  `json:"order_id" jsonschema:"the order to refund"`
-	Amount  float64 `json:"amount" jsonschema:"the amount to refund, in dollars"`
-	Reason  string  `json:"reason" jsonschema:"why the customer asks for a refund"`
-}
-
-// RefundMeta is the metadata of a suspended refund: what the manager needs
-// to decide, without parsing the tool input.
-type RefundMeta struct {
-	OrderID string  `json:"order_id"`
-	Amount  float64 `json:"amount"`
-}
-
-// Ledger is the support node's state: the orders refunded so far.
-type Ledger struct {
-	Refunded []string `json:"refunded"`
-}
-
-// ApprovalTimeout is how long a refund waits for a manager. When it
-// passes, the call fails and the agent tells the customer.
-const ApprovalTimeout = 48 * time.Hour
-
-// supportNode is the node the agent runs in.
-const supportNode = "support"
-
-// customerRequest is what the customer writes in the demo.
-const customerRequest = "Hi, the blender from order A-1042 arrived broken. Can I get my $89.90 back?"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Stdout); err != nil {
+	model, desc, err := refund.ModelFromEnv()
+	if err == nil {
+		fmt.Printf("model: %s\n\n", desc)
+		err = run(ctx, os.Stdout, model)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "approval:", err)
 		os.Exit(1)
 	}
 }
 
-// run plays the whole flow: the request, the suspension, the manager's
-// decision and the final answer.
-func run(ctx context.Context, w io.Writer) error {
-	charter, err := newCharter(model())
+// run plays the whole flow on model: the request, the suspension, the
+// manager's decision and the final answer.
+func run(ctx context.Context, w io.Writer, model llm.Model) error {
+	charter, err := refund.NewCharter(model)
 	if err != nil {
 		return err
 	}
-	m, err := charter.NewMachine(supportNode, nil)
+	m, err := charter.NewMachine(refund.NodeName, nil)
 	if err != nil {
 		return err
 	}
 
-	fmt.Fprintf(w, "customer: %s\n", customerRequest)
-	pending, err := drive(ctx, w, m, machine.UserText(customerRequest))
+	fmt.Fprintf(w, "customer: %s\n", refund.CustomerRequest)
+	pending, err := drive(ctx, w, m, machine.UserText(refund.CustomerRequest))
 	if err != nil {
 		return err
 	}
@@ -98,88 +70,14 @@ func run(ctx context.Context, w io.Writer) error {
 	}
 
 	// Here the machine would be saved and the suspend ID sent to a manager.
-	decision := Approval{Approved: true, Manager: "dana@example.com"}
+	decision := refund.Approval{Approved: true, Manager: "dana@example.com"}
 	fmt.Fprintf(w, "\nmanager decides: %+v\n", decision)
 	if _, err := drive(ctx, w, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: decision}); err != nil {
 		return err
 	}
-	ledger, _ := m.Root().State.(Ledger)
+	ledger, _ := m.Root().State.(refund.Ledger)
 	fmt.Fprintf(w, "\nledger: refunded %v\n", ledger.Refunded)
 	return nil
-}
-
-// newCharter returns the refund charter, answered by model: one support
-// node whose request_refund tool waits for a manager's Approval. Other
-// programs (a CLI demo, provider tests) reuse it with their own model.
-func newCharter(model llm.Model) (*machine.Charter, error) {
-	requestRefund := node.NewTool("request_refund",
-		"Ask a manager to approve a refund. The call returns once the manager has decided.",
-		func(ctx *node.ToolContext[Ledger], in RefundRequest) (string, error) {
-			if slices.Contains(ctx.State().Refunded, in.OrderID) {
-				return "", fmt.Errorf("order %s was already refunded", in.OrderID)
-			}
-			// No on-timeout option: when the deadline passes, the call
-			// fails with an error result the model sees.
-			return "", ctx.Suspend(
-				fmt.Sprintf("refund of $%.2f for order %s needs a manager's approval", in.Amount, in.OrderID),
-				instance.WithMetadata(RefundMeta{OrderID: in.OrderID, Amount: in.Amount}),
-				instance.WithTimeout(ApprovalTimeout),
-			)
-		},
-		node.OnResume(func(ctx *node.ToolContext[Ledger], in RefundRequest, r instance.Resolution) (string, error) {
-			a, err := instance.Decode[Approval](r.Payload)
-			if err != nil {
-				return "", err
-			}
-			if !a.Approved {
-				return fmt.Sprintf("%s declined the refund for order %s", a.Manager, in.OrderID), nil
-			}
-			if err := ctx.Update(func(l *Ledger) { l.Refunded = append(l.Refunded, in.OrderID) }); err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("refund of $%.2f for order %s issued, approved by %s", in.Amount, in.OrderID, a.Manager), nil
-		}),
-	)
-	support, err := node.New(supportNode, node.Config[Ledger]{
-		Instructions: "Help customers with their orders. Refunds need a manager's approval: request them with request_refund.",
-		Tools:        []node.Tool[Ledger]{requestRefund},
-		NoStateTool:  true,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return machine.NewCharter(machine.CharterConfig{
-		Name:         "refunds",
-		Instructions: "You are the support agent of an online shop. Be brief and friendly.",
-		Model:        model,
-		Nodes:        []*node.Node{support},
-	})
-}
-
-// model returns the model the demo runs on. This is the seam for real
-// providers: a later change returns an Anthropic or OpenAI model when
-// ANTHROPIC_API_KEY or OPENAI_API_KEY is set. For now the demo is offline.
-func model() llm.Model { return scriptedModel() }
-
-// scriptedModel plays the LLM's part: it requests the refund, then answers
-// from the tool result.
-func scriptedModel() llm.Model {
-	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role != message.Tool {
-			return scripted.Reply{
-				Text: "I'm sorry about the blender. I'll ask a manager to approve the refund.",
-				Calls: []scripted.Call{{Name: "request_refund", Input: RefundRequest{
-					OrderID: "A-1042", Amount: 89.90, Reason: "arrived broken",
-				}}},
-			}, nil
-		}
-		result := last.Parts[0]
-		if result.IsError {
-			return scripted.Text("Sorry, I couldn't get your refund approved: " + result.Text + ". I've passed it on to a human colleague."), nil
-		}
-		return scripted.Text("Update on your refund: " + result.Text + "."), nil
-	})
 }
 
 // drive runs m with inputs, prints every step and returns the calls still
@@ -218,7 +116,7 @@ func printMessage(w io.Writer, msg message.Message) {
 
 // printPending shows a suspended call the way an approval queue would.
 func printPending(w io.Writer, c instance.SuspendedCall) error {
-	meta, err := instance.Decode[RefundMeta](c.Metadata)
+	meta, err := instance.Decode[refund.RefundMeta](c.Metadata)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -43,7 +44,7 @@ var (
 
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out))
+	require.NoError(t, run(context.Background(), &out, refund.ScriptedModel()))
 	got := out.String()
 
 	// The suspend ID is random and the deadline depends on the clock.
@@ -61,12 +62,12 @@ func TestRun(t *testing.T) {
 // request up to the suspension.
 func park(t *testing.T, state any) (*machine.Machine, instance.SuspendedCall) {
 	t.Helper()
-	charter, err := newCharter(model())
+	charter, err := refund.NewCharter(refund.ScriptedModel())
 	require.NoError(t, err)
-	m, err := charter.NewMachine(supportNode, state)
+	m, err := charter.NewMachine(refund.NodeName, state)
 	require.NoError(t, err)
 	var last machine.Step
-	for step, err := range m.Run(context.Background(), machine.UserText(customerRequest)) {
+	for step, err := range m.Run(context.Background(), machine.UserText(refund.CustomerRequest)) {
 		require.NoError(t, err)
 		last = step
 	}
@@ -76,10 +77,10 @@ func park(t *testing.T, state any) (*machine.Machine, instance.SuspendedCall) {
 	call := last.Suspensions[0]
 	require.Equal(t, instance.KindTool, call.Kind)
 	require.Equal(t, "request_refund", call.Name)
-	meta, err := instance.Decode[RefundMeta](call.Metadata)
+	meta, err := instance.Decode[refund.RefundMeta](call.Metadata)
 	require.NoError(t, err)
-	require.Equal(t, RefundMeta{OrderID: "A-1042", Amount: 89.90}, meta)
-	require.Equal(t, ApprovalTimeout, call.Deadline.Sub(call.SuspendedAt))
+	require.Equal(t, refund.RefundMeta{OrderID: "A-1042", Amount: 89.90}, meta)
+	require.Equal(t, refund.ApprovalTimeout, call.Deadline.Sub(call.SuspendedAt))
 	require.False(t, call.OnTimeout.Resume)
 	return m, call
 }
@@ -101,10 +102,10 @@ func lastText(msgs []message.Message) string {
 
 func TestDeclined(t *testing.T) {
 	m, call := park(t, nil)
-	steps := finish(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: Approval{Approved: false, Manager: "sam"}})
+	steps := finish(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: refund.Approval{Approved: false, Manager: "sam"}})
 	require.Len(t, steps, 1)
 	require.Equal(t, "Update on your refund: sam declined the refund for order A-1042.", lastText(m.History()))
-	require.Equal(t, Ledger{}, m.Root().State)
+	require.Equal(t, refund.Ledger{}, m.Root().State)
 	require.Empty(t, m.Pending())
 }
 
@@ -122,10 +123,10 @@ func TestTimeoutFailsTheCall(t *testing.T) {
 	require.Equal(t, message.Tool, results.Role)
 	require.True(t, results.Parts[0].IsError, "an expired approval is an error result")
 	require.Contains(t, lastText(h), "Sorry, I couldn't get your refund approved: suspension "+call.SuspendID+" expired")
-	require.Equal(t, Ledger{}, m.Root().State)
+	require.Equal(t, refund.Ledger{}, m.Root().State)
 
 	// A decision arriving after the deadline is refused.
-	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: Approval{Approved: true}}) {
+	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: refund.Approval{Approved: true}}) {
 		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
 	}
 }
@@ -133,25 +134,25 @@ func TestTimeoutFailsTheCall(t *testing.T) {
 func TestResumeErrorsLeaveTheMachineAlone(t *testing.T) {
 	m, call := park(t, nil)
 	before := m.History()
-	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: "no-such-id", Payload: Approval{}}) {
+	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: "no-such-id", Payload: refund.Approval{}}) {
 		require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
 	}
 	require.Equal(t, before, m.History())
 	require.Len(t, m.Pending(), 1)
 
-	finish(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: Approval{Approved: true, Manager: "dana"}})
-	require.Equal(t, Ledger{Refunded: []string{"A-1042"}}, m.Root().State)
-	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: Approval{Approved: true}}) {
+	finish(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: refund.Approval{Approved: true, Manager: "dana"}})
+	require.Equal(t, refund.Ledger{Refunded: []string{"A-1042"}}, m.Root().State)
+	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: refund.Approval{Approved: true}}) {
 		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
 	}
 }
 
 func TestAlreadyRefundedDoesNotSuspend(t *testing.T) {
-	charter, err := newCharter(model())
+	charter, err := refund.NewCharter(refund.ScriptedModel())
 	require.NoError(t, err)
-	m, err := charter.NewMachine(supportNode, Ledger{Refunded: []string{"A-1042"}})
+	m, err := charter.NewMachine(refund.NodeName, refund.Ledger{Refunded: []string{"A-1042"}})
 	require.NoError(t, err)
-	steps := finish(t, m, machine.UserText(customerRequest))
+	steps := finish(t, m, machine.UserText(refund.CustomerRequest))
 	require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
 	require.Empty(t, m.Pending())
 	require.Equal(t, "Sorry, I couldn't get your refund approved: order A-1042 was already refunded. I've passed it on to a human colleague.",

@@ -1,0 +1,363 @@
+// Package cli is the command-line front end of markov, reusable with any
+// charter: list pending suspensions, inspect a machine, resume or cancel a
+// suspension, print the node graph, and serve the HTTP resume endpoint,
+// against machines kept in a SQLite file by a durable.Runner.
+//
+// The markov command wires it to the refund demo's charter. A real
+// application builds its own binary with its own charter (the charter
+// holds the Go code of tools and nodes, so a stored machine can only be
+// resumed by a program that has it):
+//
+//	func main() {
+//		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//		defer stop()
+//		c := &cli.CLI{Name: "myapp", Charter: myCharter, Stdout: os.Stdout, Stderr: os.Stderr}
+//		os.Exit(c.Main(ctx, os.Args[1:]))
+//	}
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+// DefaultDB is the database file the commands use when --db is not given.
+const DefaultDB = "markov.db"
+
+// Exit codes of Main.
+const (
+	ExitOK    = 0 // success
+	ExitError = 1 // the command failed
+	ExitUsage = 2 // bad command line
+)
+
+// CLI is a markov command line for one charter. Set the fields, then call
+// Main or Run; a CLI runs one command line.
+type CLI struct {
+	// Name is the program name in usage and error messages ("markov" if
+	// empty).
+	Name string
+	// Charter runs the stored machines. Required.
+	Charter *machine.Charter
+	// Model describes the charter's model in one line; the commands that
+	// call the model (resume, cancel, serve and extra ones) print it.
+	// Empty prints nothing.
+	Model string
+	// Commands are extra subcommands (for example a demo), listed before
+	// the built-in ones. A name clash replaces the built-in command.
+	Commands []Command
+	// Stdout receives the commands' output, Stderr errors and usage (nil:
+	// discarded).
+	Stdout, Stderr io.Writer
+	// Getenv reads environment variables (serve's secret); nil means
+	// os.Getenv.
+	Getenv func(string) string
+	// Logger receives what the runner and the server do (serve logs to
+	// Stderr when nil; the other commands are silent).
+	Logger *slog.Logger
+
+	db    string
+	dbSet bool
+	// onListen, when set, is told the address serve listens on (tests).
+	onListen func(net.Addr)
+}
+
+// Command is a subcommand.
+type Command struct {
+	// Name is what selects the command: "markov <Name> ...".
+	Name string
+	// Args is the synopsis after the name, for usage:
+	// "[flags] <suspend-id> <json-payload>".
+	Args string
+	// Summary is one line for the command list.
+	Summary string
+	// Hidden commands work but are not listed.
+	Hidden bool
+	// Run runs the command with the arguments after its name. Return a
+	// UsageError for a bad command line. Parse args with c.FlagSet and
+	// c.Parse: "help <name>" runs the command with "-h", which Parse
+	// answers with the command's usage and flags.
+	Run func(ctx context.Context, c *CLI, args []string) error
+}
+
+// UsageError reports a bad command line: Main prints it with the
+// command's usage and exits with ExitUsage.
+type UsageError struct {
+	Command string // the subcommand, "" for the program itself
+	Msg     string
+}
+
+// Error returns the message.
+func (e *UsageError) Error() string { return e.Msg }
+
+// Usagef returns a UsageError for command.
+func Usagef(command, format string, args ...any) error {
+	return &UsageError{Command: command, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Main runs the command line args (without the program name), prints any
+// error to Stderr and returns the exit code: ExitOK, ExitError or
+// ExitUsage.
+func (c *CLI) Main(ctx context.Context, args []string) int {
+	err := c.Run(ctx, args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	if ue, ok := errors.AsType[*UsageError](err); ok {
+		name := c.name()
+		if ue.Command != "" {
+			name += " " + ue.Command
+		}
+		fmt.Fprintf(c.stderr(), "%s: %s\n", name, ue.Msg)
+		c.usage(ue.Command)
+		return ExitUsage
+	}
+	fmt.Fprintf(c.stderr(), "%s: %v\n", c.name(), err)
+	return ExitError
+}
+
+// Run runs the command line args (without the program name) and returns
+// its error: a *UsageError for a bad command line, flag.ErrHelp after
+// -h.
+func (c *CLI) Run(ctx context.Context, args []string) error {
+	if c.Charter == nil {
+		return errors.New("cli: CLI.Charter is nil")
+	}
+	if c.db == "" {
+		c.db = DefaultDB
+	}
+	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.db, "db", c.db, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.usage("")
+			return err
+		}
+		return Usagef("", "%v", err)
+	}
+	fs.Visit(func(f *flag.Flag) { c.dbSet = c.dbSet || f.Name == "db" })
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return Usagef("", "no command given")
+	}
+	name := rest[0]
+	if name == "help" {
+		if len(rest) > 1 {
+			if cmd, ok := c.command(rest[1]); ok {
+				// Every command prints its flags on -h.
+				if err := cmd.Run(ctx, c, []string{"-h"}); err != nil && !errors.Is(err, flag.ErrHelp) {
+					return err
+				}
+				return nil
+			}
+			return Usagef("", "unknown command %q", rest[1])
+		}
+		fmt.Fprint(c.Out(), c.Usage())
+		return nil
+	}
+	cmd, ok := c.command(name)
+	if !ok {
+		return Usagef("", "unknown command %q", name)
+	}
+	return cmd.Run(ctx, c, rest[1:])
+}
+
+// commands returns the extra commands followed by the built-in ones they
+// do not replace.
+func (c *CLI) commands() []Command {
+	all := slices.Clone(c.Commands)
+	for _, b := range builtins() {
+		if !slices.ContainsFunc(c.Commands, func(x Command) bool { return x.Name == b.Name }) {
+			all = append(all, b)
+		}
+	}
+	return all
+}
+
+func (c *CLI) command(name string) (Command, bool) {
+	for _, cmd := range c.commands() {
+		if cmd.Name == name {
+			return cmd, true
+		}
+	}
+	return Command{}, false
+}
+
+// usage prints the usage of command, or of the program when command is
+// "".
+func (c *CLI) usage(command string) {
+	w := c.stderr()
+	if cmd, ok := c.command(command); ok && command != "" {
+		fmt.Fprintf(w, "usage: %s %s %s\nRun '%s %s -h' for details.\n", c.name(), cmd.Name, cmd.Args, c.name(), cmd.Name)
+		return
+	}
+	fmt.Fprint(w, c.Usage())
+}
+
+// Usage returns the program's usage text.
+func (c *CLI) Usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s [--db FILE] <command> [flags] [args]\n\ncommands:\n", c.name())
+	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+	for _, cmd := range c.commands() {
+		if !cmd.Hidden {
+			fmt.Fprintf(tw, "  %s\t%s\n", cmd.Name, cmd.Summary)
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(&b, "\nEvery command takes --db FILE, the SQLite database (default %s in the\n"+
+		"current directory). Run '%s help <command>' for its arguments and flags.\n", DefaultDB, c.name())
+	return b.String()
+}
+
+// FlagSet returns a flag set for the subcommand name with the common --db
+// flag. Parse it with Parse.
+func (c *CLI) FlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name()+" "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if c.db == "" {
+		c.db = DefaultDB
+	}
+	fs.StringVar(&c.db, "db", c.db, "the SQLite database `file`")
+	return fs
+}
+
+// Parse parses args with fs, allowing flags after positional arguments
+// ("--" ends the flags), and returns the positional arguments. A bad flag
+// is a UsageError; -h prints the command's usage and flags and returns
+// flag.ErrHelp.
+func (c *CLI) Parse(fs *flag.FlagSet, command string, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				c.printFlags(fs, command)
+				return nil, err
+			}
+			return nil, Usagef(command, "%v", err)
+		}
+		rest := fs.Args()
+		// Parse stops at the first positional argument, or after "--".
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	fs.Visit(func(f *flag.Flag) { c.dbSet = c.dbSet || f.Name == "db" })
+	return pos, nil
+}
+
+// printFlags prints the usage of command with the flags of fs.
+func (c *CLI) printFlags(fs *flag.FlagSet, command string) {
+	w := c.stderr()
+	if cmd, ok := c.command(command); ok {
+		fmt.Fprintf(w, "usage: %s %s %s\n\n%s\n\nflags:\n", c.name(), cmd.Name, cmd.Args, cmd.Summary)
+	}
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// DB returns the database path the command line chose and whether it was
+// given explicitly (--db).
+func (c *CLI) DB() (path string, explicit bool) {
+	if c.db == "" {
+		return DefaultDB, c.dbSet
+	}
+	return c.db, c.dbSet
+}
+
+// DB is an open database: the store and a durable.Runner over it for the
+// CLI's charter.
+type DB struct {
+	// Path is the database file.
+	Path string
+	// Store is the SQLite store.
+	Store *sqlite.Store
+	// Runner runs the stored machines.
+	Runner *durable.Runner
+}
+
+// Close closes the store.
+func (d *DB) Close() error { return d.Store.Close() }
+
+// SetDB makes the commands use the database path from now on (a demo's
+// temporary database), as if --db had not been given.
+func (c *CLI) SetDB(path string) { c.db, c.dbSet = path, false }
+
+// Open opens the database the command line chose (--db). When mustExist
+// is set, a missing file is an error rather than a new, empty database.
+func (c *CLI) Open(ctx context.Context, mustExist bool) (*DB, error) {
+	path, _ := c.DB()
+	if mustExist {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("database %s does not exist (pass --db FILE, or create one with '%s demo --db %s')", path, c.name(), path)
+		}
+	}
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	if err != nil {
+		return nil, err
+	}
+	r, err := durable.New(durable.Config{Store: st, Charter: c.Charter, Logger: c.Logger})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return &DB{Path: path, Store: st, Runner: r}, nil
+}
+
+// Out returns the writer for the commands' output (Stdout, or a discard
+// writer when nil).
+func (c *CLI) Out() io.Writer {
+	if c.Stdout == nil {
+		return io.Discard
+	}
+	return c.Stdout
+}
+
+func (c *CLI) stderr() io.Writer {
+	if c.Stderr == nil {
+		return io.Discard
+	}
+	return c.Stderr
+}
+
+func (c *CLI) name() string {
+	if c.Name == "" {
+		return "markov"
+	}
+	return c.Name
+}
+
+func (c *CLI) getenv(k string) string {
+	if c.Getenv != nil {
+		return c.Getenv(k)
+	}
+	return os.Getenv(k)
+}
+
+// PrintModel prints the model line ("model: ...") when Model is set.
+func (c *CLI) PrintModel() {
+	if c.Model != "" {
+		fmt.Fprintf(c.Out(), "model: %s\n", c.Model)
+	}
+}

@@ -1,0 +1,510 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/examples/approval/refund"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers and readers
+// (serve logs from its handler goroutines).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// result is what one command line did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs args on a fresh CLI for charter and returns what it did.
+func run(t *testing.T, charter *machine.Charter, args ...string) result {
+	t.Helper()
+	var out, errb syncBuffer
+	c := &CLI{Name: "markov", Charter: charter, Model: "test model", Stdout: &out, Stderr: &errb}
+	code := c.Main(context.Background(), args)
+	return result{code, out.String(), errb.String()}
+}
+
+func refundCharter(t *testing.T) *machine.Charter {
+	t.Helper()
+	c, err := refund.NewCharter(refund.ScriptedModel())
+	require.NoError(t, err)
+	return c
+}
+
+// parked creates a database at a temporary path holding one refund
+// machine suspended on request_refund and returns the path, the machine
+// ID and the suspend ID.
+func parked(t *testing.T, charter *machine.Charter) (db, machineID, suspendID string) {
+	t.Helper()
+	db = filepath.Join(t.TempDir(), "test.db")
+	machineID, suspendID = park(t, charter, db)
+	return db, machineID, suspendID
+}
+
+// park adds a suspended refund machine to the database at path.
+func park(t *testing.T, charter *machine.Charter, path string) (machineID, suspendID string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	require.NoError(t, err)
+	defer st.Close()
+	r, err := durable.New(durable.Config{Store: st, Charter: charter})
+	require.NoError(t, err)
+	machineID, err = r.Create(ctx, "", refund.NodeName, nil)
+	require.NoError(t, err)
+	var last machine.Step
+	for step, err := range r.Run(ctx, machineID, machine.UserText(refund.CustomerRequest)) {
+		require.NoError(t, err)
+		last = step
+	}
+	require.True(t, last.NeedsResume())
+	require.Len(t, last.Suspensions, 1)
+	return machineID, last.Suspensions[0].SuspendID
+}
+
+func TestUsage(t *testing.T) {
+	charter := refundCharter(t)
+	tests := []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     []string
+		stderr     []string
+		noStdout   bool
+		emptyError bool
+	}{
+		{name: "no command", args: nil, code: ExitUsage, stderr: []string{"markov: no command given", "usage: markov [--db FILE] <command>", "pending", "inspect", "resume", "cancel", "graph", "serve"}},
+		{name: "unknown command", args: []string{"frobnicate"}, code: ExitUsage, stderr: []string{`markov: unknown command "frobnicate"`}},
+		{name: "help", args: []string{"help"}, code: ExitOK, stdout: []string{"usage: markov [--db FILE] <command>", "\n  resume    resume a suspension with a JSON payload", "Every command takes --db FILE"}},
+		{name: "-h", args: []string{"-h"}, code: ExitOK, stderr: []string{"usage: markov"}},
+		{name: "help resume", args: []string{"help", "resume"}, code: ExitOK, stderr: []string{"usage: markov resume [--error] [--text] <suspend-id> <payload>", "-error", "-text", "-db"}},
+		{name: "resume -h", args: []string{"resume", "-h"}, code: ExitOK, stderr: []string{"usage: markov resume", "-error"}},
+		{name: "help unknown", args: []string{"help", "nope"}, code: ExitUsage, stderr: []string{`unknown command "nope"`}},
+		{name: "bad flag", args: []string{"pending", "--nope"}, code: ExitUsage, stderr: []string{"markov pending: flag provided but not defined: -nope", "usage: markov pending", "Run 'markov pending -h' for details."}},
+		{name: "bad global flag", args: []string{"--nope", "pending"}, code: ExitUsage, stderr: []string{"markov: flag provided but not defined: -nope"}},
+		{name: "resume wants two arguments", args: []string{"resume", "x"}, code: ExitUsage, stderr: []string{"markov resume: want a suspend ID and a payload, got 1 arguments"}},
+		{name: "resume payload not JSON", args: []string{"resume", "x", "{nope"}, code: ExitUsage, stderr: []string{`payload "{nope" is not valid JSON`}},
+		{name: "cancel wants an ID", args: []string{"cancel"}, code: ExitUsage, stderr: []string{"markov cancel: want a suspend ID"}},
+		{name: "graph bad format", args: []string{"graph", "--format", "png"}, code: ExitUsage, stderr: []string{`unknown format "png"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, charter, tt.args...)
+			require.Equal(t, tt.code, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
+			for _, s := range tt.stdout {
+				require.Contains(t, res.stdout, s)
+			}
+			for _, s := range tt.stderr {
+				require.Contains(t, res.stderr, s)
+			}
+		})
+	}
+}
+
+func TestMissingDatabase(t *testing.T) {
+	charter := refundCharter(t)
+	path := filepath.Join(t.TempDir(), "missing.db")
+	for _, args := range [][]string{
+		{"pending", "--db", path},
+		{"inspect", "--db", path, "m_1"},
+		{"resume", "--db", path, "ID", `{}`},
+		{"cancel", "--db", path, "ID"},
+	} {
+		res := run(t, charter, args...)
+		require.Equal(t, ExitError, res.code, "%v", args)
+		require.Contains(t, res.stderr, "markov: database "+path+" does not exist")
+		require.NoFileExists(t, path, "a read command must not create the database")
+	}
+}
+
+func TestPending(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, suspendID := parked(t, charter)
+
+	res := run(t, charter, "pending", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	require.Len(t, lines, 2, res.stdout)
+	require.Regexp(t, `^SUSPEND ID\s+MACHINE\s+CALL\s+REASON\s+DEADLINE$`, lines[0])
+	require.Regexp(t, `^`+suspendID+`\s+`+machineID+`\s+tool request_refund\s+refund of \$89\.90 for order A-1042 needs a manager's approval\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(in 4[78]h`, lines[1])
+
+	// The global --db works too, and --db after the flags.
+	require.Equal(t, res.stdout, run(t, charter, "--db", db, "pending").stdout)
+
+	res = run(t, charter, "pending", "--db", db, "--json")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	var list []map[string]string
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &list))
+	require.Len(t, list, 1)
+	require.Equal(t, suspendID, list[0]["suspend_id"])
+	require.Equal(t, machineID, list[0]["machine_id"])
+	require.Equal(t, "request_refund", list[0]["name"])
+	require.NotEmpty(t, list[0]["deadline"])
+
+	res = run(t, charter, "pending", "--db", db, "--machine", "m_other")
+	require.Equal(t, "no pending suspensions in "+db+"\n", res.stdout)
+	res = run(t, charter, "pending", "--db", db, "--expired")
+	require.Equal(t, "no pending suspensions in "+db+"\n", res.stdout)
+}
+
+func TestInspect(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, suspendID := parked(t, charter)
+
+	res := run(t, charter, "inspect", "--db", db, machineID)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	for _, want := range []string{
+		"machine " + machineID + ` (charter "refunds", revision 3)`,
+		"tree:\n  support (",
+		") [suspended: 1 pending]\n    state: {\"refunded\":null}\n",
+		"    suspension " + suspendID + ": pending tool request_refund, deadline ",
+		"pending: 1\n  pending tool call\n    suspend ID: " + suspendID,
+		"history: 1 messages\n  user: " + refund.CustomerRequest + "\n",
+	} {
+		require.Contains(t, res.stdout, want)
+	}
+
+	// Resolve it, then look at the last message only.
+	require.Equal(t, ExitOK, run(t, charter, "resume", "--db", db, suspendID, `{"approved":true,"manager":"dana"}`).code)
+	res = run(t, charter, "inspect", "--db", db, "-n", "1", machineID)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "[idle]\n    state: {\"refunded\":[\"A-1042\"]}\n")
+	require.Contains(t, res.stdout, "pending: none\n")
+	require.True(t, strings.HasSuffix(res.stdout, "history: 4 messages, the last 1:\n  assistant: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana.\n"), res.stdout)
+
+	res = run(t, charter, "inspect", "--db", db, "--json", machineID)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.True(t, json.Valid([]byte(res.stdout)), res.stdout)
+	require.Contains(t, res.stdout, "A-1042")
+
+	// Without an ID: the machines.
+	other, _ := park(t, charter, db)
+	res = run(t, charter, "inspect", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "machines in "+db+":\n")
+	require.Contains(t, res.stdout, "  "+machineID+"\n")
+	require.Contains(t, res.stdout, "  "+other+"\n")
+
+	res = run(t, charter, "inspect", "--db", db, "m_nope")
+	require.Equal(t, ExitError, res.code)
+	require.Contains(t, res.stderr, "markov: no machine m_nope in "+db+" (list them with 'markov inspect')")
+}
+
+func TestResume(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, suspendID := parked(t, charter)
+
+	// Flags may follow the arguments.
+	res := run(t, charter, "resume", suspendID, `{"approved":true,"manager":"dana@example.com"}`, "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	want := fmt.Sprintf(`model: test model
+resuming suspension %[1]s of machine %[2]s (tool request_refund: refund of $89.90 for order A-1042 needs a manager's approval)
+[step: end_turn, done: true]
+suspension %[1]s resumed (tool request_refund)
+assistant: I'm sorry about the blender. I'll ask a manager to approve the refund.
+assistant calls request_refund {"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}
+tool result: refund of $89.90 for order A-1042 issued, approved by dana@example.com
+assistant: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana@example.com.
+machine %[2]s saved at revision 5
+final answer: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana@example.com.
+`, suspendID, machineID)
+	require.Equal(t, want, res.stdout)
+	require.Empty(t, res.stderr)
+
+	// A second resume is refused and changes nothing.
+	res = run(t, charter, "resume", "--db", db, suspendID, `{"approved":false,"manager":"sam"}`)
+	require.Equal(t, ExitError, res.code)
+	require.Equal(t, "markov: suspension "+suspendID+" of machine "+machineID+" is resolved, not pending; nothing changed: suspension already resolved\n", res.stderr)
+	require.Empty(t, res.stdout)
+	require.Contains(t, run(t, charter, "inspect", "--db", db, machineID).stdout, "revision 5)")
+
+	res = run(t, charter, "resume", "--db", db, "NOSUCHID", `{}`)
+	require.Equal(t, ExitError, res.code)
+	require.Contains(t, res.stderr, "markov: no suspension NOSUCHID in "+db+" (list the pending ones with 'markov pending')")
+}
+
+func TestResumeDeclined(t *testing.T) {
+	charter := refundCharter(t)
+	db, _, suspendID := parked(t, charter)
+	res := run(t, charter, "resume", "--db", db, suspendID, `{"approved":false,"manager":"sam"}`)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "final answer: Update on your refund: sam declined the refund for order A-1042.\n")
+}
+
+func TestResumeAsError(t *testing.T) {
+	// A plain charter whose tool takes the payload as its result.
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role != message.Tool {
+			return scripted.Tool("wait", struct{}{}), nil
+		}
+		p := last.Parts[0]
+		return scripted.Text(fmt.Sprintf("error=%v text=%s", p.IsError, p.Text)), nil
+	})
+	charter := waitCharter(t, model, 0)
+	db := filepath.Join(t.TempDir(), "test.db")
+	ids := parkWaiter(t, charter, db, 2)
+
+	res := run(t, charter, "resume", "--db", db, "--error", "--text", ids[0], "the CI job crashed")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "final answer: error=true text=the CI job crashed\n")
+
+	// A JSON string is passed as its text.
+	res = run(t, charter, "resume", "--db", db, ids[1], `"green"`)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "final answer: error=false text=green\n")
+}
+
+func TestCancel(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, suspendID := parked(t, charter)
+	res := run(t, charter, "cancel", "--db", db, suspendID, "customer", "withdrew")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "cancelling suspension "+suspendID+" of machine "+machineID)
+	require.Contains(t, res.stdout, "suspension "+suspendID+" cancelled (tool request_refund)\n")
+	require.Contains(t, res.stdout, "tool error: cancelled: customer withdrew\n")
+	require.Contains(t, res.stdout, "final answer: Sorry, I couldn't get your refund approved: cancelled: customer withdrew. I've passed it on to a human colleague.\n")
+	require.Equal(t, "no pending suspensions in "+db+"\n", run(t, charter, "pending", "--db", db).stdout)
+
+	// The default reason.
+	_, second := park(t, charter, db)
+	res = run(t, charter, "cancel", "--db", db, second)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "tool error: cancelled: cancelled from the command line\n")
+}
+
+func TestGraph(t *testing.T) {
+	charter := refundCharter(t)
+	want, err := charter.Graph(machine.GraphMermaid)
+	require.NoError(t, err)
+	res := run(t, charter, "graph")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Equal(t, strings.TrimSuffix(want, "\n")+"\n", res.stdout)
+	require.Contains(t, res.stdout, "support")
+
+	res = run(t, charter, "graph", "--format", "graphviz")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "digraph")
+}
+
+func TestServeNeedsASecret(t *testing.T) {
+	charter := refundCharter(t)
+	db := filepath.Join(t.TempDir(), "test.db")
+	c := &CLI{Charter: charter, Getenv: func(string) string { return "" }, Stderr: io.Discard}
+	err := c.Run(context.Background(), []string{"serve", "--db", db})
+	require.ErrorContains(t, err, "$MARKOV_SECRET is not set")
+
+	c = &CLI{Charter: charter, Getenv: func(k string) string { return map[string]string{"S": "short"}[k] }}
+	err = c.Run(context.Background(), []string{"serve", "--db", db, "--secret-env", "S"})
+	require.ErrorContains(t, err, "$S is too short")
+}
+
+func TestServe(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, suspendID := parked(t, charter)
+	secret := []byte("0123456789abcdef-test-secret")
+
+	var out, errb syncBuffer
+	addrs := make(chan net.Addr, 1)
+	c := &CLI{
+		Charter: charter, Model: "test model", Stdout: &out, Stderr: &errb,
+		Getenv:   func(k string) string { return map[string]string{"TEST_SECRET": string(secret)}[k] },
+		onListen: func(a net.Addr) { addrs <- a },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret-env", "TEST_SECRET", "--sweep", "10ms"})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		t.Fatalf("serve ended early: %v\n%s", err, errb.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not listen")
+	}
+
+	// An unsigned request is refused.
+	resp, err := http.Post("http://"+addr.String()+"/suspensions/"+suspendID+"/resume", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	// A signed one resumes the machine.
+	body := []byte(`{"payload":{"approved":true,"manager":"dana"}}`)
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/suspensions/"+suspendID+"/resume", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resumehttp.SignRequest(secret, req, body, time.Now())
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var sum resumehttp.Summary
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sum))
+	require.Equal(t, machineID, sum.MachineID)
+	require.True(t, sum.Done)
+	require.Empty(t, sum.Pending)
+	require.Equal(t, "Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana.", sum.Text)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	stdout := out.String()
+	require.Contains(t, stdout, "model: test model\n")
+	require.Contains(t, stdout, "serving the machines of "+db+" on http://"+addr.String()+" (requests signed with $TEST_SECRET)\n")
+	require.Contains(t, stdout, "sweeping expired suspensions every 10ms\n")
+	require.True(t, strings.HasSuffix(stdout, "shutting down\nstopped\n"), stdout)
+	require.Contains(t, errb.String(), "level=", "serve logs to stderr")
+}
+
+// waitCharter is a charter whose "wait" tool suspends with a timeout (none
+// if zero) and takes the payload as its result.
+func waitCharter(t *testing.T, model llm.Model, timeout time.Duration) *machine.Charter {
+	t.Helper()
+	type empty struct{}
+	wait := node.NewTool("wait", "Wait for an external result.",
+		func(ctx *node.ToolContext[empty], _ struct{}) (string, error) {
+			var opts []instance.SuspendOption
+			if timeout > 0 {
+				opts = append(opts, instance.WithTimeout(timeout))
+			}
+			return "", ctx.Suspend("waiting for CI", opts...)
+		})
+	n, err := node.New("waiter", node.Config[empty]{Tools: []node.Tool[empty]{wait}, NoStateTool: true})
+	require.NoError(t, err)
+	c, err := machine.NewCharter(machine.CharterConfig{Name: "waits", Model: model, Nodes: []*node.Node{n}})
+	require.NoError(t, err)
+	return c
+}
+
+// parkWaiter adds n machines of waitCharter suspended on "wait" and
+// returns their suspend IDs.
+func parkWaiter(t *testing.T, charter *machine.Charter, path string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	require.NoError(t, err)
+	defer st.Close()
+	r, err := durable.New(durable.Config{Store: st, Charter: charter})
+	require.NoError(t, err)
+	var ids []string
+	for range n {
+		id, err := r.Create(ctx, "", "waiter", nil)
+		require.NoError(t, err)
+		var last machine.Step
+		for step, err := range r.Run(ctx, id, machine.UserText("run CI")) {
+			require.NoError(t, err)
+			last = step
+		}
+		require.True(t, last.NeedsResume())
+		ids = append(ids, last.Suspensions[0].SuspendID)
+	}
+	return ids
+}
+
+func TestServeSweepsExpiredSuspensions(t *testing.T) {
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if req.Messages[len(req.Messages)-1].Role != message.Tool {
+			return scripted.Tool("wait", struct{}{}), nil
+		}
+		return scripted.Text("CI timed out"), nil
+	})
+	charter := waitCharter(t, model, time.Millisecond)
+	db := filepath.Join(t.TempDir(), "test.db")
+	parkWaiter(t, charter, db, 1)
+	require.Contains(t, run(t, charter, "pending", "--db", db, "--expired").stdout, "tool wait")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	c := &CLI{Charter: charter, Getenv: func(string) string { return "0123456789abcdef" }, Stderr: io.Discard}
+	go func() { done <- c.Run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--sweep", "5ms"}) }()
+	require.Eventually(t, func() bool {
+		return run(t, charter, "pending", "--db", db).stdout == "no pending suspensions in "+db+"\n"
+	}, 10*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestIndent(t *testing.T) {
+	var b bytes.Buffer
+	w := Indent(&b, "> ")
+	for _, s := range []string{"a", "b\nc", "\n", "\nd\n"} {
+		_, err := io.WriteString(w, s)
+		require.NoError(t, err)
+	}
+	require.Equal(t, "> ab\n> c\n> \n> d\n", b.String())
+}
+
+func TestParsePayload(t *testing.T) {
+	for _, tt := range []struct {
+		arg  string
+		text bool
+		want any
+	}{
+		{`{"a":1}`, false, json.RawMessage(`{"a":1}`)},
+		{`"ok"`, false, "ok"},
+		{`42`, false, json.RawMessage(`42`)},
+		{`not json`, true, "not json"},
+		{`"quoted"`, true, `"quoted"`},
+	} {
+		got, err := parsePayload(tt.arg, tt.text)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, got)
+	}
+	_, err := parsePayload("not json", false)
+	require.ErrorContains(t, err, "not valid JSON")
+}
+
+func TestMain(m *testing.M) {
+	// Hermetic: the commands never pick a real model here, but be sure.
+	os.Unsetenv("ANTHROPIC_API_KEY")
+	os.Unsetenv("OPENAI_API_KEY")
+	os.Exit(m.Run())
+}

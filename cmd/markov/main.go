@@ -1,0 +1,83 @@
+// Command markov is the command line of the markov library, wired to the
+// refund demo's charter (package examples/approval/refund): a support
+// agent whose request_refund tool suspends until a manager approves.
+//
+//	go run ./cmd/markov demo
+//
+// runs the demo end to end: a machine is created in a SQLite file, runs
+// the customer's request until the refund tool suspends, and is left in
+// the store; a second process (this program, re-executed) finds it by its
+// suspend ID, resumes it with the manager's approval and prints the final
+// answer; the first process then reads the final state back from the
+// store. It runs offline on a scripted model, and on a real one when
+// ANTHROPIC_API_KEY or OPENAI_API_KEY is set (MARKOV_MODEL picks the model
+// name, OPENAI_BASE_URL an OpenAI-compatible server).
+//
+// Usage:
+//
+//	markov [--db FILE] <command> [flags] [args]
+//
+//	demo [--db FILE]                  run the approval demo across two processes
+//	pending [--machine ID] [--expired] [--json]
+//	                                  list pending suspensions
+//	inspect [-n N] [--json] [machine-id]
+//	                                  show a machine (no ID: list machines)
+//	resume [--error] [--text] <suspend-id> <payload>
+//	                                  resume a suspension with a JSON payload
+//	cancel <suspend-id> [reason...]   cancel a suspension
+//	graph [--format mermaid|graphviz] print the charter's node graph
+//	serve [--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]
+//	                                  serve the HMAC-signed HTTP resume endpoint
+//
+// --db defaults to markov.db in the current directory (the demo uses a
+// fresh temporary database unless --db is given). Exit status: 0 on
+// success, 1 when a command fails, 2 on a bad command line.
+//
+// The stored machines can only be run by a program that has their charter,
+// since the charter holds the Go code of their tools. This binary knows the
+// refund charter only; a real application builds its own binary around
+// package cmd/markov/cli with its own charter.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/markov-agents/markov/cmd/markov/cli"
+	"github.com/markov-agents/markov/examples/approval/refund"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args (without the program name) and returns
+// the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	model, desc, err := refund.ModelFromEnv()
+	if err != nil {
+		fmt.Fprintf(stderr, "markov: %v\n", err)
+		return cli.ExitError
+	}
+	charter, err := refund.NewCharter(model)
+	if err != nil {
+		fmt.Fprintf(stderr, "markov: %v\n", err)
+		return cli.ExitError
+	}
+	c := &cli.CLI{
+		Name:     "markov",
+		Charter:  charter,
+		Model:    desc,
+		Commands: []cli.Command{demoCommand},
+		Stdout:   stdout,
+		Stderr:   stderr,
+	}
+	return c.Main(ctx, args)
+}

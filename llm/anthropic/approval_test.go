@@ -1,0 +1,308 @@
+package anthropic_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	approval "github.com/markov-agents/markov/examples/approval/refund"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/anthropic"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/serialize"
+)
+
+// The approval flow end to end on this adapter, against a fake Messages
+// API: the model calls request_refund, the call suspends, the machine is
+// serialized and restored with a fresh charter (a new process), the
+// manager's decision resumes it, and the second request carries the tool
+// result paired with the tool use.
+
+const (
+	approvalToolUseID = "toolu_01RefundA1042xyz"
+	approvalHeldText  = "I'm sorry about the blender. I'll ask a manager to approve the refund."
+	approvalFinalText = "All done: your refund for order A-1042 has been handled."
+)
+
+// approvalToolUseReply is the first reply: text and a request_refund call.
+var approvalToolUseReply = fmt.Sprintf(`{
+  "id": "msg_approval_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+  "content": [
+    {"type": "text", "text": %q},
+    {"type": "tool_use", "id": %q, "name": "request_refund",
+     "input": {"order_id": "A-1042", "amount": 89.9, "reason": "arrived broken"}}
+  ],
+  "stop_reason": "tool_use", "stop_sequence": null,
+  "usage": {"input_tokens": 410, "output_tokens": 71}
+}`, approvalHeldText, approvalToolUseID)
+
+// approvalFinalReply is the second reply, after the tool result.
+var approvalFinalReply = fmt.Sprintf(`{
+  "id": "msg_approval_2", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+  "content": [{"type": "text", "text": %q}],
+  "stop_reason": "end_turn", "stop_sequence": null,
+  "usage": {"input_tokens": 520, "output_tokens": 17}
+}`, approvalFinalText)
+
+// approvalBlock is a content block of a Messages API request.
+type approvalBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+// approvalRequest is the part of a Messages API request the fake checks.
+type approvalRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Name        string          `json:"name"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	} `json:"tools"`
+}
+
+// approvalBlocks decodes a message content: a string or an array of blocks.
+func approvalBlocks(raw json.RawMessage) ([]approvalBlock, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []approvalBlock{{Type: "text", Text: s}}, nil
+	}
+	var bs []approvalBlock
+	if err := json.Unmarshal(raw, &bs); err != nil {
+		return nil, fmt.Errorf("content %s: %w", raw, err)
+	}
+	return bs, nil
+}
+
+// approvalServer is a fake Messages API for the approval flow. It checks
+// every request and records the bodies.
+type approvalServer struct {
+	*httptest.Server
+	t *testing.T
+	// wantResult is the tool result the second request must carry.
+	wantResult string
+
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func newApprovalServer(t *testing.T, wantResult string) *approvalServer {
+	s := &approvalServer{t: t, wantResult: wantResult}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *approvalServer) requests() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.bodies...)
+}
+
+func (s *approvalServer) serve(w http.ResponseWriter, r *http.Request) {
+	t := s.t
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		t.Errorf("read body: %v", err)
+	}
+	s.mu.Lock()
+	s.bodies = append(s.bodies, body)
+	n := len(s.bodies)
+	s.mu.Unlock()
+
+	fail := func(format string, args ...any) {
+		t.Errorf("request %d: "+format, append([]any{n}, args...)...)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`)
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+		fail("unexpected %s %s", r.Method, r.URL.Path)
+		return
+	}
+	var req approvalRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		fail("body is not JSON: %v", err)
+		return
+	}
+	if len(req.Tools) != 1 || req.Tools[0].Name != "request_refund" {
+		fail("want the one tool request_refund, got %+v", req.Tools)
+		return
+	}
+	var reply string
+	switch n {
+	case 1:
+		if len(req.Messages) != 1 || req.Messages[0].Role != "user" {
+			fail("want the customer's message alone, got %s", body)
+			return
+		}
+		reply = approvalToolUseReply
+	case 2:
+		if err := checkApprovalPairing(req, s.wantResult); err != nil {
+			fail("%v: %s", err, body)
+			return
+		}
+		reply = approvalFinalReply
+	default:
+		fail("unexpected request")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, reply)
+}
+
+// checkApprovalPairing checks the request after the resume: the customer's
+// message, the assistant message with its tool use, and a user message
+// holding exactly the tool_result for that tool use, with the text want.
+func checkApprovalPairing(req approvalRequest, want string) error {
+	if len(req.Messages) != 3 {
+		return fmt.Errorf("want 3 messages, got %d", len(req.Messages))
+	}
+	asst, res := req.Messages[1], req.Messages[2]
+	if asst.Role != "assistant" || res.Role != "user" {
+		return fmt.Errorf("roles %s, %s", asst.Role, res.Role)
+	}
+	ab, err := approvalBlocks(asst.Content)
+	if err != nil {
+		return err
+	}
+	var uses []approvalBlock
+	for _, b := range ab {
+		if b.Type == "tool_use" {
+			uses = append(uses, b)
+		}
+	}
+	if len(uses) != 1 || uses[0].ID != approvalToolUseID || uses[0].Name != "request_refund" {
+		return fmt.Errorf("the assistant message lost its tool use: %s", asst.Content)
+	}
+	rb, err := approvalBlocks(res.Content)
+	if err != nil {
+		return err
+	}
+	if len(rb) != 1 || rb[0].Type != "tool_result" || rb[0].ToolUseID != uses[0].ID || rb[0].IsError {
+		return fmt.Errorf("want one tool_result for %s, got %s", uses[0].ID, res.Content)
+	}
+	parts, err := approvalBlocks(rb[0].Content)
+	if err != nil {
+		return err
+	}
+	var text string
+	for _, b := range parts {
+		text += b.Text
+	}
+	if text != want {
+		return fmt.Errorf("tool result %q, want %q", text, want)
+	}
+	return nil
+}
+
+// approvalModel is the adapter pointed at srv, hermetic.
+func approvalModel(t *testing.T, srv *approvalServer) *anthropic.Model {
+	t.Helper()
+	retries := 0
+	m, err := anthropic.New(anthropic.Config{
+		APIKey:            "test-key",
+		BaseURL:           srv.URL,
+		MaxRetries:        &retries,
+		IgnoreEnvironment: true,
+		DefaultSettings:   llm.Settings{Model: "claude-sonnet-4-5"},
+	})
+	require.NoError(t, err)
+	return m
+}
+
+func TestApprovalFlow(t *testing.T) {
+	tests := []struct {
+		name       string
+		decision   approval.Approval
+		wantResult string
+		wantLedger approval.Ledger
+	}{
+		{"approved", approval.Approval{Approved: true, Manager: "dana@example.com"},
+			"refund of $89.90 for order A-1042 issued, approved by dana@example.com",
+			approval.Ledger{Refunded: []string{"A-1042"}}},
+		{"declined", approval.Approval{Approved: false, Manager: "sam@example.com"},
+			"sam@example.com declined the refund for order A-1042",
+			approval.Ledger{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			srv := newApprovalServer(t, tt.wantResult)
+
+			// Process 1: run the customer's request until the tool suspends.
+			charter, err := approval.NewCharter(approvalModel(t, srv))
+			require.NoError(t, err)
+			m, err := charter.NewMachine(approval.NodeName, nil)
+			require.NoError(t, err)
+			var last machine.Step
+			for step, err := range m.Run(ctx, machine.UserText(approval.CustomerRequest)) {
+				require.NoError(t, err)
+				last = step
+			}
+			require.Equal(t, machine.Suspend, last.Reason)
+			require.True(t, last.NeedsResume())
+			require.Len(t, last.Suspensions, 1)
+			call := last.Suspensions[0]
+			require.Equal(t, instance.KindTool, call.Kind)
+			require.Equal(t, "request_refund", call.Name)
+			require.Equal(t, approvalToolUseID, call.ToolUseID)
+			require.JSONEq(t, `{"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}`, string(call.Input))
+			meta, err := instance.Decode[approval.RefundMeta](call.Metadata)
+			require.NoError(t, err)
+			require.Equal(t, approval.RefundMeta{OrderID: "A-1042", Amount: 89.9}, meta)
+			require.Len(t, last.Held, 1)
+			require.Equal(t, approvalHeldText, last.Held[0].Text())
+			require.Len(t, srv.requests(), 1)
+
+			data, err := serialize.Marshal(m)
+			require.NoError(t, err)
+
+			// Process 2: a fresh charter and model restore the machine and
+			// resume it with the manager's decision.
+			charter2, err := approval.NewCharter(approvalModel(t, srv))
+			require.NoError(t, err)
+			m2, err := serialize.Unmarshal(charter2, data)
+			require.NoError(t, err)
+			require.Len(t, m2.Pending(), 1)
+			var steps []machine.Step
+			for step, err := range m2.Run(ctx, machine.ResumeInput{SuspendID: call.SuspendID, Payload: tt.decision}) {
+				require.NoError(t, err)
+				steps = append(steps, step)
+			}
+			require.NotEmpty(t, steps)
+			final := steps[len(steps)-1]
+			require.Equal(t, machine.EndTurn, final.Reason)
+			require.True(t, final.Done)
+			require.False(t, final.NeedsResume())
+			h := m2.History()
+			require.Equal(t, approvalFinalText, h[len(h)-1].Text())
+			require.Equal(t, tt.wantLedger, m2.Root().State)
+			require.Empty(t, m2.Pending())
+
+			// The request after the resume carries the tool result paired
+			// with the tool use.
+			reqs := srv.requests()
+			require.Len(t, reqs, 2)
+			var second approvalRequest
+			require.NoError(t, json.Unmarshal(reqs[1], &second))
+			require.NoError(t, checkApprovalPairing(second, tt.wantResult))
+		})
+	}
+}

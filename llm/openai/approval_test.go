@@ -1,0 +1,320 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	approval "github.com/markov-agents/markov/examples/approval/refund"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/openai"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/serialize"
+)
+
+// The approval flow end to end on this adapter, against a fake Chat
+// Completions API: the model calls request_refund, the call suspends, the
+// machine is serialized and restored with a fresh charter (a new process),
+// the manager's decision resumes it, and the second request carries the
+// tool message paired with the tool call.
+
+const (
+	approvalCallID    = "call_RefundA1042xyz"
+	approvalHeldText  = "I'm sorry about the blender. I'll ask a manager to approve the refund."
+	approvalFinalText = "All done: your refund for order A-1042 has been handled."
+)
+
+// approvalToolCallsReply is the first reply: text and a request_refund
+// call.
+var approvalToolCallsReply = fmt.Sprintf(`{
+  "id": "chatcmpl-approval-1", "object": "chat.completion", "created": 1741570283, "model": "gpt-4.1-mini-2025-04-14",
+  "choices": [{
+    "index": 0,
+    "message": {
+      "role": "assistant", "content": %q, "refusal": null, "annotations": [],
+      "tool_calls": [{"id": %q, "type": "function",
+        "function": {"name": "request_refund", "arguments": %q}}]
+    },
+    "logprobs": null, "finish_reason": "tool_calls"
+  }],
+  "usage": {"prompt_tokens": 410, "completion_tokens": 71, "total_tokens": 481}
+}`, approvalHeldText, approvalCallID, `{"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}`)
+
+// approvalFinalReply is the second reply, after the tool result.
+var approvalFinalReply = fmt.Sprintf(`{
+  "id": "chatcmpl-approval-2", "object": "chat.completion", "created": 1741570300, "model": "gpt-4.1-mini-2025-04-14",
+  "choices": [{
+    "index": 0,
+    "message": {"role": "assistant", "content": %q, "refusal": null, "annotations": []},
+    "logprobs": null, "finish_reason": "stop"
+  }],
+  "usage": {"prompt_tokens": 520, "completion_tokens": 17, "total_tokens": 537}
+}`, approvalFinalText)
+
+// approvalMessage is a Chat Completions request message.
+type approvalMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// approvalRequest is the part of a Chat Completions request the fake checks.
+type approvalRequest struct {
+	Model    string            `json:"model"`
+	Messages []approvalMessage `json:"messages"`
+	Tools    []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// approvalText decodes a message content: a string or an array of text parts.
+func approvalText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("content %s: %w", raw, err)
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// approvalConversation returns the request's messages without the system ones.
+func approvalConversation(req approvalRequest) []approvalMessage {
+	var out []approvalMessage
+	for _, m := range req.Messages {
+		if m.Role != "system" && m.Role != "developer" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkApprovalPairing checks the request after the resume: the customer's
+// message, the assistant message with its tool call, and exactly one tool
+// message answering that call with the text want.
+func checkApprovalPairing(req approvalRequest, want string) error {
+	msgs := approvalConversation(req)
+	if len(msgs) != 3 {
+		return fmt.Errorf("want 3 messages besides the system prompt, got %d", len(msgs))
+	}
+	asst, res := msgs[1], msgs[2]
+	if asst.Role != "assistant" || res.Role != "tool" {
+		return fmt.Errorf("roles %s, %s", asst.Role, res.Role)
+	}
+	if len(asst.ToolCalls) != 1 || asst.ToolCalls[0].ID != approvalCallID || asst.ToolCalls[0].Function.Name != "request_refund" {
+		return fmt.Errorf("the assistant message lost its tool call: %+v", asst.ToolCalls)
+	}
+	if res.ToolCallID != asst.ToolCalls[0].ID {
+		return fmt.Errorf("tool message answers %q, want %q", res.ToolCallID, asst.ToolCalls[0].ID)
+	}
+	got, err := approvalText(res.Content)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("tool result %q, want %q", got, want)
+	}
+	return nil
+}
+
+// approvalServer is a fake Chat Completions API for the approval flow. It
+// checks every request and records the bodies.
+type approvalServer struct {
+	*httptest.Server
+	t *testing.T
+	// wantResult is the tool result the second request must carry.
+	wantResult string
+
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func newApprovalServer(t *testing.T, wantResult string) *approvalServer {
+	s := &approvalServer{t: t, wantResult: wantResult}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *approvalServer) requests() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.bodies...)
+}
+
+func (s *approvalServer) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.t.Errorf("read body: %v", err)
+	}
+	s.mu.Lock()
+	s.bodies = append(s.bodies, body)
+	n := len(s.bodies)
+	s.mu.Unlock()
+
+	fail := func(format string, args ...any) {
+		s.t.Errorf("request %d: "+format, append([]any{n}, args...)...)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`)
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/chat/completions" {
+		fail("unexpected %s %s", r.Method, r.URL.Path)
+		return
+	}
+	var req approvalRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		fail("body is not JSON: %v", err)
+		return
+	}
+	if len(req.Tools) != 1 || req.Tools[0].Function.Name != "request_refund" {
+		fail("want the one tool request_refund, got %+v", req.Tools)
+		return
+	}
+	var reply string
+	switch n {
+	case 1:
+		if msgs := approvalConversation(req); len(msgs) != 1 || msgs[0].Role != "user" {
+			fail("want the customer's message alone, got %s", body)
+			return
+		}
+		reply = approvalToolCallsReply
+	case 2:
+		if err := checkApprovalPairing(req, s.wantResult); err != nil {
+			fail("%v: %s", err, body)
+			return
+		}
+		reply = approvalFinalReply
+	default:
+		fail("unexpected request")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, reply)
+}
+
+// approvalModel is the adapter pointed at srv, hermetic.
+func approvalModel(t *testing.T, srv *approvalServer) *openai.Model {
+	t.Helper()
+	retries := 0
+	m, err := openai.New(openai.Config{
+		APIKey:            "test-key",
+		BaseURL:           srv.URL,
+		MaxRetries:        &retries,
+		IgnoreEnvironment: true,
+		DefaultSettings:   llm.Settings{Model: "gpt-4.1-mini"},
+	})
+	require.NoError(t, err)
+	return m
+}
+
+func TestApprovalFlow(t *testing.T) {
+	tests := []struct {
+		name       string
+		decision   approval.Approval
+		wantResult string
+		wantLedger approval.Ledger
+	}{
+		{"approved", approval.Approval{Approved: true, Manager: "dana@example.com"},
+			"refund of $89.90 for order A-1042 issued, approved by dana@example.com",
+			approval.Ledger{Refunded: []string{"A-1042"}}},
+		{"declined", approval.Approval{Approved: false, Manager: "sam@example.com"},
+			"sam@example.com declined the refund for order A-1042",
+			approval.Ledger{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			srv := newApprovalServer(t, tt.wantResult)
+
+			// Process 1: run the customer's request until the tool suspends.
+			charter, err := approval.NewCharter(approvalModel(t, srv))
+			require.NoError(t, err)
+			m, err := charter.NewMachine(approval.NodeName, nil)
+			require.NoError(t, err)
+			var last machine.Step
+			for step, err := range m.Run(ctx, machine.UserText(approval.CustomerRequest)) {
+				require.NoError(t, err)
+				last = step
+			}
+			require.Equal(t, machine.Suspend, last.Reason)
+			require.True(t, last.NeedsResume())
+			require.Len(t, last.Suspensions, 1)
+			call := last.Suspensions[0]
+			require.Equal(t, instance.KindTool, call.Kind)
+			require.Equal(t, "request_refund", call.Name)
+			require.Equal(t, approvalCallID, call.ToolUseID)
+			require.JSONEq(t, `{"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}`, string(call.Input))
+			meta, err := instance.Decode[approval.RefundMeta](call.Metadata)
+			require.NoError(t, err)
+			require.Equal(t, approval.RefundMeta{OrderID: "A-1042", Amount: 89.9}, meta)
+			require.Len(t, last.Held, 1)
+			require.Equal(t, approvalHeldText, last.Held[0].Text())
+			require.Len(t, srv.requests(), 1)
+
+			data, err := serialize.Marshal(m)
+			require.NoError(t, err)
+
+			// Process 2: a fresh charter and model restore the machine and
+			// resume it with the manager's decision.
+			charter2, err := approval.NewCharter(approvalModel(t, srv))
+			require.NoError(t, err)
+			m2, err := serialize.Unmarshal(charter2, data)
+			require.NoError(t, err)
+			require.Len(t, m2.Pending(), 1)
+			var steps []machine.Step
+			for step, err := range m2.Run(ctx, machine.ResumeInput{SuspendID: call.SuspendID, Payload: tt.decision}) {
+				require.NoError(t, err)
+				steps = append(steps, step)
+			}
+			require.NotEmpty(t, steps)
+			final := steps[len(steps)-1]
+			require.Equal(t, machine.EndTurn, final.Reason)
+			require.True(t, final.Done)
+			require.False(t, final.NeedsResume())
+			h := m2.History()
+			require.Equal(t, approvalFinalText, h[len(h)-1].Text())
+			require.Equal(t, tt.wantLedger, m2.Root().State)
+			require.Empty(t, m2.Pending())
+
+			// The request after the resume carries the tool result paired
+			// with the tool call.
+			reqs := srv.requests()
+			require.Len(t, reqs, 2)
+			var second approvalRequest
+			require.NoError(t, json.Unmarshal(reqs[1], &second))
+			require.NoError(t, checkApprovalPairing(second, tt.wantResult))
+		})
+	}
+}
