@@ -12,7 +12,8 @@ import (
 
 // The reader of the msgpack form of the v1 wire model. Map keys may come
 // in any order; unknown keys are skipped, so a later writer may add keys
-// without a new version as long as old readers can ignore them.
+// without a new version as long as old readers can ignore them (and they
+// do not intern strings: see wire.go).
 
 // v1 decodes bodies of format version 1.
 type v1 struct{}
@@ -65,6 +66,44 @@ func (v1) message(body []byte) (message.Message, error) {
 type decoder struct {
 	c *machine.Charter
 	r *reader
+	// slab and bins hand out the parts and raw bytes of many messages from
+	// a few allocations; every slice handed out is capped, so appending to
+	// one never reaches another.
+	slab []message.Part
+	bins []byte
+}
+
+// newParts returns n zero parts.
+func (d *decoder) newParts(n int) []message.Part {
+	if n > len(d.slab) {
+		if n > 64 {
+			return make([]message.Part, n)
+		}
+		d.slab = make([]message.Part, 256)
+	}
+	p := d.slab[:n:n]
+	d.slab = d.slab[n:]
+	return p
+}
+
+// bin reads raw bytes (nil when empty) into slab memory.
+func (d *decoder) bin() ([]byte, error) {
+	n, err := d.r.bytesLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	if n > len(d.bins) {
+		if n > 1024 {
+			p := make([]byte, n)
+			d.r.off += copy(p, d.r.b[d.r.off:])
+			return p, nil
+		}
+		d.bins = make([]byte, 8192)
+	}
+	p := d.bins[:n:n]
+	d.bins = d.bins[n:]
+	d.r.off += copy(p, d.r.b[d.r.off:])
+	return p, nil
 }
 
 // end checks that the body holds nothing more.
@@ -126,7 +165,7 @@ func (d *decoder) message(m *message.Message) error {
 		switch string(k) {
 		case "r":
 			var s string
-			s, err = d.r.string()
+			s, err = d.r.istring()
 			m.Role = message.Role(s)
 		case "p":
 			m.Parts, err = d.parts()
@@ -135,11 +174,11 @@ func (d *decoder) message(m *message.Message) error {
 				var err error
 				switch string(k) {
 				case "i":
-					m.Source.InstanceID, err = d.r.string()
+					m.Source.InstanceID, err = d.r.istring()
 				case "n":
-					m.Source.Node, err = d.r.string()
+					m.Source.Node, err = d.r.istring()
 				case "t":
-					m.Source.To, err = d.r.string()
+					m.Source.To, err = d.r.istring()
 				default:
 					err = d.r.skip()
 				}
@@ -160,7 +199,7 @@ func (d *decoder) parts() ([]message.Part, error) {
 		if n == 0 {
 			return nil
 		}
-		ps = make([]message.Part, n)
+		ps = d.newParts(n)
 		for i := range ps {
 			if err := d.part(&ps[i]); err != nil {
 				return err
@@ -182,17 +221,17 @@ func (d *decoder) part(p *message.Part) error {
 		case "t":
 			p.Text, err = d.r.string()
 		case "i":
-			p.ID, err = d.r.string()
+			p.ID, err = d.r.istring()
 		case "n":
-			p.Name, err = d.r.string()
+			p.Name, err = d.r.istring()
 		case "d":
-			p.Data, err = d.r.bin()
+			p.Data, err = d.bin()
 		case "e":
 			p.IsError, err = d.r.bool()
 		case "g":
 			p.Signature, err = d.r.string()
 		case "u":
-			p.SuspendID, err = d.r.string()
+			p.SuspendID, err = d.r.istring()
 		default:
 			err = d.r.skip()
 		}
@@ -216,9 +255,9 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 		var err error
 		switch string(k) {
 		case "i":
-			in.ID, err = d.r.string()
+			in.ID, err = d.r.istring()
 		case "n":
-			in.Node, err = d.r.string()
+			in.Node, err = d.r.istring()
 		case "s":
 			state, err = d.r.value(maxStateDepth)
 		case "sj":
@@ -363,23 +402,23 @@ func (d *decoder) call(c *instance.SuspendedCall) error {
 		var s string
 		switch string(k) {
 		case "i":
-			c.SuspendID, err = d.r.string()
+			c.SuspendID, err = d.r.istring()
 		case "n":
-			c.InstanceID, err = d.r.string()
+			c.InstanceID, err = d.r.istring()
 		case "u":
-			c.ToolUseID, err = d.r.string()
+			c.ToolUseID, err = d.r.istring()
 		case "k":
-			s, err = d.r.string()
+			s, err = d.r.istring()
 			c.Kind = instance.CallKind(s)
 		case "b":
-			s, err = d.r.string()
+			s, err = d.r.istring()
 			c.Initiator = instance.Initiator(s)
 		case "a":
-			c.Name, err = d.r.string()
+			c.Name, err = d.r.istring()
 		case "in":
-			c.Input, err = d.r.bin()
+			c.Input, err = d.bin()
 		case "md":
-			c.Metadata, err = d.r.bin()
+			c.Metadata, err = d.bin()
 		case "r":
 			c.Reason, err = d.r.string()
 		case "at":
@@ -394,7 +433,7 @@ func (d *decoder) call(c *instance.SuspendedCall) error {
 				case "r":
 					t.Resume, err = d.r.bool()
 				case "p":
-					t.Payload, err = d.r.bin()
+					t.Payload, err = d.bin()
 				case "e":
 					t.IsError, err = d.r.bool()
 				default:
@@ -403,7 +442,7 @@ func (d *decoder) call(c *instance.SuspendedCall) error {
 				return err
 			})
 		case "s":
-			s, err = d.r.string()
+			s, err = d.r.istring()
 			c.Status = instance.Status(s)
 		case "g":
 			var v int64
@@ -458,7 +497,7 @@ func (d *decoder) effect(w *wireEffect) error {
 			v, err = d.r.intRange(0, 255)
 			w.Kind = uint8(v)
 		case "t":
-			w.Target, err = d.r.string()
+			w.Target, err = d.r.istring()
 		case "s":
 			w.State, err = d.r.bin()
 		case "c":
@@ -473,9 +512,9 @@ func (d *decoder) effect(w *wireEffect) error {
 						var err error
 						switch string(k) {
 						case "i":
-							c.ID, err = d.r.string()
+							c.ID, err = d.r.istring()
 						case "n":
-							c.Node, err = d.r.string()
+							c.Node, err = d.r.istring()
 						case "s":
 							c.State, err = d.r.bin()
 						default:

@@ -20,6 +20,86 @@ import (
 type encoder struct {
 	c *machine.Charter
 	b []byte
+	// dict numbers the strings of intern fields written so far; maxLen is
+	// the length of the longest.
+	dict   map[string]int
+	maxLen int
+	// cache remembers recent dictionary hits: the same few IDs and names
+	// repeat message after message.
+	cache [32]struct {
+		s string
+		i int
+	}
+}
+
+// Interning, as the msgpack library's intern option does it.
+const (
+	minInternLen = 3
+	maxDictLen   = 1<<16 - 1
+	internExt    = 0x80 // extension type -128
+)
+
+// str appends a string: a reference when an intern field wrote it before
+// (as the msgpack library does for every string once its dictionary is
+// not empty), else the string.
+func (e *encoder) str(s string) {
+	if !e.ref(s) {
+		e.b = appendStr(e.b, s)
+	}
+}
+
+// ref appends a reference to s and reports true if s is numbered.
+func (e *encoder) ref(s string) bool {
+	if len(s) < minInternLen || len(s) > e.maxLen {
+		return false
+	}
+	c := &e.cache[(len(s)^int(s[len(s)-1])<<1^int(s[len(s)/2])<<2)&31]
+	i := c.i
+	if c.s != s {
+		var ok bool
+		if i, ok = e.dict[s]; !ok {
+			return false
+		}
+		c.s, c.i = s, i
+	}
+	if i <= 0xff {
+		e.b = append(e.b, mpFixExt1, internExt, byte(i))
+	} else {
+		e.b = append(e.b, mpFixExt2, internExt, byte(i>>8), byte(i))
+	}
+	return true
+}
+
+// istr appends s as an intern field: a reference when it was written
+// before, else the string, numbered when long enough.
+func (e *encoder) istr(s string) {
+	if e.ref(s) {
+		return
+	}
+	if len(s) >= minInternLen && len(e.dict) < maxDictLen {
+		if e.dict == nil {
+			e.dict = make(map[string]int, 64)
+		}
+		e.dict[s] = len(e.dict)
+		e.maxLen = max(e.maxLen, len(s))
+	}
+	e.b = appendStr(e.b, s)
+}
+
+// optStr appends key k and s unless s is empty.
+func (e *encoder) optStr(k, s string) {
+	if s != "" {
+		e.b = appendKey(e.b, k)
+		e.str(s)
+	}
+}
+
+// optIstr appends key k and s as an intern field unless s is empty.
+func (e *encoder) optIstr(k, s string) {
+	if s != "" {
+		e.b = appendKey(e.b, k)
+		e.istr(s)
+	}
 }
 
 // stateType returns the type states of node name are encoded with: the
@@ -60,32 +140,27 @@ func (e *encoder) machine(root *instance.Instance, history []message.Message) er
 		e.b = appendKey(e.b, "h")
 		e.b = appendArrayLen(e.b, len(history))
 		for i := range history {
-			e.b = appendMessage(e.b, &history[i])
+			e.message(&history[i])
 		}
 	}
 	return nil
 }
 
-// encState is one state ready to write: msgpack or JSON bytes.
-type encState struct {
-	name string
-	mp   []byte
-	json []byte
+// state appends a state value: natively, or as JSON bytes when asJSON.
+func (e *encoder) state(v any, asJSON bool) error {
+	if !asJSON {
+		var err error
+		e.b, err = appendState(e.b, v)
+		return err
+	}
+	js, err := encodeJSON(v)
+	if err != nil {
+		return fmt.Errorf("%w: state of type %T: %w", ErrEncode, v, err)
+	}
+	e.b = appendBin(e.b, js)
+	return nil
 }
 
-func (e *encoder) state(t reflect.Type, name string, v any) (encState, error) {
-	s := encState{name: name}
-	var err error
-	if codecFor(t).asJSON {
-		s.json, err = encodeJSON(v)
-		if err != nil {
-			err = fmt.Errorf("%w: state of type %T: %w", ErrEncode, v, err)
-		}
-	} else {
-		s.mp, err = appendState(nil, v)
-	}
-	return s, err
-}
 
 func (e *encoder) instance(in *instance.Instance, depth int) error {
 	if in == nil {
@@ -94,43 +169,33 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 	if depth > MaxDepth {
 		return fmt.Errorf("%w: %w: instance tree deeper than %d", ErrEncode, ErrLimit, MaxDepth)
 	}
-	st, err := e.state(e.stateType(in.Node, in.State), "", in.State)
-	if err != nil {
-		return fmt.Errorf("instance %s: %w", in.ID, err)
-	}
-	var packs, packsJSON []encState
+	stateJSON := codecFor(e.stateType(in.Node, in.State)).asJSON
+	var packs, packsJSON []string
 	if len(in.Packs) > 0 {
-		names := make([]string, 0, len(in.Packs))
-		for name := range in.Packs {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		for _, name := range names {
-			v := in.Packs[name]
-			ps, err := e.state(e.packType(name, v), name, v)
-			if err != nil {
-				return fmt.Errorf("pack %s: %w", name, err)
-			}
-			if ps.json != nil {
-				packsJSON = append(packsJSON, ps)
+		for name, v := range in.Packs {
+			if codecFor(e.packType(name, v)).asJSON {
+				packsJSON = append(packsJSON, name)
 			} else {
-				packs = append(packs, ps)
+				packs = append(packs, name)
 			}
 		}
+		slices.Sort(packs)
+		slices.Sort(packsJSON)
 	}
 	n := 3 // i, n, s or sj
 	n += count(len(in.Children) > 0, len(packs) > 0, len(packsJSON) > 0, in.Suspension != nil, in.Idle, in.MaxTokensStreak != 0)
 	e.b = appendMapLen(e.b, n)
 	e.b = appendKey(e.b, "i")
-	e.b = appendStr(e.b, in.ID)
+	e.istr(in.ID)
 	e.b = appendKey(e.b, "n")
-	e.b = appendStr(e.b, in.Node)
-	if st.json != nil {
+	e.istr(in.Node)
+	if stateJSON {
 		e.b = appendKey(e.b, "sj")
-		e.b = appendBin(e.b, st.json)
 	} else {
 		e.b = appendKey(e.b, "s")
-		e.b = append(e.b, st.mp...)
+	}
+	if err := e.state(in.State, stateJSON); err != nil {
+		return fmt.Errorf("instance %s: %w", in.ID, err)
 	}
 	if len(in.Children) > 0 {
 		e.b = appendKey(e.b, "c")
@@ -141,20 +206,20 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 			}
 		}
 	}
-	if len(packs) > 0 {
-		e.b = appendKey(e.b, "p")
-		e.b = appendMapLen(e.b, len(packs))
-		for _, p := range packs {
-			e.b = appendStr(e.b, p.name)
-			e.b = append(e.b, p.mp...)
+	for _, set := range []struct {
+		key   string
+		names []string
+	}{{"p", packs}, {"pj", packsJSON}} {
+		if len(set.names) == 0 {
+			continue
 		}
-	}
-	if len(packsJSON) > 0 {
-		e.b = appendKey(e.b, "pj")
-		e.b = appendMapLen(e.b, len(packsJSON))
-		for _, p := range packsJSON {
-			e.b = appendStr(e.b, p.name)
-			e.b = appendBin(e.b, p.json)
+		e.b = appendKey(e.b, set.key)
+		e.b = appendMapLen(e.b, len(set.names))
+		for _, name := range set.names {
+			e.str(name)
+			if err := e.state(in.Packs[name], set.key == "pj"); err != nil {
+				return fmt.Errorf("pack %s: %w", name, err)
+			}
 		}
 	}
 	if in.Suspension != nil {
@@ -191,7 +256,7 @@ func (e *encoder) suspension(s *instance.SuspensionState) error {
 		e.b = appendKey(e.b, "c")
 		e.b = appendArrayLen(e.b, len(s.Calls))
 		for i := range s.Calls {
-			e.b = appendCall(e.b, &s.Calls[i])
+			e.call(&s.Calls[i])
 		}
 	}
 	if s.Reply != nil {
@@ -205,21 +270,22 @@ func timeoutZero(t *instance.TimeoutAction) bool {
 	return !t.Resume && len(t.Payload) == 0 && !t.IsError
 }
 
-func appendCall(b []byte, c *instance.SuspendedCall) []byte {
+func (e *encoder) call(c *instance.SuspendedCall) {
 	n := 1 + count(c.InstanceID != "", c.ToolUseID != "", c.Kind != "", c.Initiator != "", c.Name != "",
 		len(c.Input) > 0, len(c.Metadata) > 0, c.Reason != "", !c.SuspendedAt.IsZero(), !c.Deadline.IsZero(),
 		!timeoutZero(&c.OnTimeout), c.Status != "", c.Stage != 0)
-	b = appendMapLen(b, n)
-	b = appendKey(b, "i")
-	b = appendStr(b, c.SuspendID)
-	b = optStr(b, "n", c.InstanceID)
-	b = optStr(b, "u", c.ToolUseID)
-	b = optStr(b, "k", string(c.Kind))
-	b = optStr(b, "b", string(c.Initiator))
-	b = optStr(b, "a", c.Name)
-	b = optBin(b, "in", c.Input)
-	b = optBin(b, "md", c.Metadata)
-	b = optStr(b, "r", c.Reason)
+	e.b = appendMapLen(e.b, n)
+	e.b = appendKey(e.b, "i")
+	e.istr(c.SuspendID)
+	e.optIstr("n", c.InstanceID)
+	e.optIstr("u", c.ToolUseID)
+	e.optIstr("k", string(c.Kind))
+	e.optIstr("b", string(c.Initiator))
+	e.optIstr("a", c.Name)
+	e.b = optBin(e.b, "in", c.Input)
+	e.b = optBin(e.b, "md", c.Metadata)
+	e.optStr("r", c.Reason)
+	b := e.b
 	if !c.SuspendedAt.IsZero() {
 		b = appendKey(b, "at")
 		b = appendTime(b, c.SuspendedAt)
@@ -235,19 +301,12 @@ func appendCall(b []byte, c *instance.SuspendedCall) []byte {
 		b = optBin(b, "p", t.Payload)
 		b = optBool(b, "e", t.IsError)
 	}
-	b = optStr(b, "s", string(c.Status))
+	e.b = b
+	e.optIstr("s", string(c.Status))
 	if c.Stage != 0 {
-		b = appendKey(b, "g")
-		b = appendInt(b, int64(c.Stage))
+		e.b = appendKey(e.b, "g")
+		e.b = appendInt(e.b, int64(c.Stage))
 	}
-	return b
-}
-
-func optStr(b []byte, k, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return appendStr(appendKey(b, k), v)
 }
 
 func optBin(b []byte, k string, v []byte) []byte {
@@ -275,17 +334,17 @@ func (e *encoder) reply(r *instance.HeldReply) error {
 	}
 	e.b = appendMapLen(e.b, 1+count(len(r.Results) > 0, eff != nil, r.Terminal))
 	e.b = appendKey(e.b, "m")
-	e.b = appendMessage(e.b, &r.Message)
+	e.message(&r.Message)
 	if len(r.Results) > 0 {
 		e.b = appendKey(e.b, "r")
 		e.b = appendArrayLen(e.b, len(r.Results))
 		for i := range r.Results {
-			e.b = appendPart(e.b, &r.Results[i])
+			e.part(&r.Results[i])
 		}
 	}
 	if eff != nil {
 		e.b = appendKey(e.b, "t")
-		e.b = appendEffect(e.b, eff)
+		e.effect(eff)
 	}
 	if r.Terminal {
 		e.b = appendKey(e.b, "x")
@@ -322,65 +381,65 @@ func toWireEffect(eff *instance.Effect) (wireEffect, error) {
 	return w, nil
 }
 
-func appendEffect(b []byte, w *wireEffect) []byte {
-	b = appendMapLen(b, 1+count(w.Target != "", len(w.State) > 0, len(w.Children) > 0, len(w.Content) > 0))
-	b = appendKey(b, "k")
-	b = appendUint(b, uint64(w.Kind))
-	b = optStr(b, "t", w.Target)
-	b = optBin(b, "s", w.State)
+func (e *encoder) effect(w *wireEffect) {
+	e.b = appendMapLen(e.b, 1+count(w.Target != "", len(w.State) > 0, len(w.Children) > 0, len(w.Content) > 0))
+	e.b = appendKey(e.b, "k")
+	e.b = appendUint(e.b, uint64(w.Kind))
+	e.optIstr("t", w.Target)
+	e.b = optBin(e.b, "s", w.State)
 	if len(w.Children) > 0 {
-		b = appendKey(b, "c")
-		b = appendArrayLen(b, len(w.Children))
+		e.b = appendKey(e.b, "c")
+		e.b = appendArrayLen(e.b, len(w.Children))
 		for _, c := range w.Children {
-			b = appendMapLen(b, 1+count(c.ID != "", len(c.State) > 0))
-			b = optStr(b, "i", c.ID)
-			b = appendKey(b, "n")
-			b = appendStr(b, c.Node)
-			b = optBin(b, "s", c.State)
+			e.b = appendMapLen(e.b, 1+count(c.ID != "", len(c.State) > 0))
+			e.optIstr("i", c.ID)
+			e.b = appendKey(e.b, "n")
+			e.istr(c.Node)
+			e.b = optBin(e.b, "s", c.State)
 		}
 	}
-	return optBin(b, "x", w.Content)
+	e.b = optBin(e.b, "x", w.Content)
 }
 
 func sourceZero(s *message.Source) bool {
 	return s.InstanceID == "" && s.Node == "" && s.To == ""
 }
 
-func appendMessage(b []byte, m *message.Message) []byte {
-	b = appendMapLen(b, 1+count(len(m.Parts) > 0, !sourceZero(&m.Source), m.Silent))
-	b = appendKey(b, "r")
-	b = appendStr(b, string(m.Role))
+func (e *encoder) message(m *message.Message) {
+	e.b = appendMapLen(e.b, 1+count(len(m.Parts) > 0, !sourceZero(&m.Source), m.Silent))
+	e.b = appendKey(e.b, "r")
+	e.istr(string(m.Role))
 	if len(m.Parts) > 0 {
-		b = appendKey(b, "p")
-		b = appendArrayLen(b, len(m.Parts))
+		e.b = appendKey(e.b, "p")
+		e.b = appendArrayLen(e.b, len(m.Parts))
 		for i := range m.Parts {
-			b = appendPart(b, &m.Parts[i])
+			e.part(&m.Parts[i])
 		}
 	}
 	if s := &m.Source; !sourceZero(s) {
-		b = appendKey(b, "s")
-		b = appendMapLen(b, count(s.InstanceID != "", s.Node != "", s.To != ""))
-		b = optStr(b, "i", s.InstanceID)
-		b = optStr(b, "n", s.Node)
-		b = optStr(b, "t", s.To)
+		e.b = appendKey(e.b, "s")
+		e.b = appendMapLen(e.b, count(s.InstanceID != "", s.Node != "", s.To != ""))
+		e.optIstr("i", s.InstanceID)
+		e.optIstr("n", s.Node)
+		e.optIstr("t", s.To)
 	}
-	return optBool(b, "q", m.Silent)
+	e.b = optBool(e.b, "q", m.Silent)
 }
 
-func appendPart(b []byte, p *message.Part) []byte {
-	b = appendMapLen(b, count(p.Kind != 0, p.Text != "", p.ID != "", p.Name != "", len(p.Data) > 0,
+func (e *encoder) part(p *message.Part) {
+	e.b = appendMapLen(e.b, count(p.Kind != 0, p.Text != "", p.ID != "", p.Name != "", len(p.Data) > 0,
 		p.IsError, p.Signature != "", p.SuspendID != ""))
 	if p.Kind != 0 {
-		b = appendKey(b, "k")
-		b = appendUint(b, uint64(p.Kind))
+		e.b = appendKey(e.b, "k")
+		e.b = appendUint(e.b, uint64(p.Kind))
 	}
-	b = optStr(b, "t", p.Text)
-	b = optStr(b, "i", p.ID)
-	b = optStr(b, "n", p.Name)
-	b = optBin(b, "d", p.Data)
-	b = optBool(b, "e", p.IsError)
-	b = optStr(b, "g", p.Signature)
-	return optStr(b, "u", p.SuspendID)
+	e.optStr("t", p.Text)
+	e.optIstr("i", p.ID)
+	e.optIstr("n", p.Name)
+	e.b = optBin(e.b, "d", p.Data)
+	e.b = optBool(e.b, "e", p.IsError)
+	e.optStr("g", p.Signature)
+	e.optIstr("u", p.SuspendID)
 }
 
 // jsonValid reports whether raw is valid JSON (the empty value counts).

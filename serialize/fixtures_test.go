@@ -193,6 +193,22 @@ type fixture struct {
 	model *scripted.Model
 	ids   *idGen
 	c     *machine.Charter
+
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fixture) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// setClock sets the charter's time to t0 + d.
+func (f *fixture) setClock(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = t0.Add(d)
 }
 
 func newFixture(t testing.TB, ids *idGen, replies ...scripted.Reply) *fixture {
@@ -200,13 +216,13 @@ func newFixture(t testing.TB, ids *idGen, replies ...scripted.Reply) *fixture {
 	if ids == nil {
 		ids = &idGen{}
 	}
-	f := &fixture{model: scripted.New(replies...), ids: ids}
+	f := &fixture{model: scripted.New(replies...), ids: ids, now: t0}
 	c, err := machine.NewCharter(machine.CharterConfig{
 		Name:         "test",
 		Instructions: "You are a test agent.",
 		Model:        f.model,
 		Nodes:        buildNodes(),
-		Clock:        func() time.Time { return t0 },
+		Clock:        f.clock,
 		NewID:        ids.next,
 	})
 	if err != nil {

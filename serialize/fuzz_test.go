@@ -44,7 +44,7 @@ var fuzzOpts = cmp.Options{cmpOpts, cmpopts.EquateNaNs()}
 
 func FuzzUnmarshal(f *testing.F) {
 	seeds(f, ".bin")
-	if b, err := Marshal(kitchenSink(f)); err == nil {
+	if b, err := Marshal(kitchenSinkN(f, 60)); err == nil {
 		f.Add(b)
 	}
 	c := charter(f)
@@ -72,7 +72,7 @@ func FuzzUnmarshal(f *testing.F) {
 
 func FuzzUnmarshalJSON(f *testing.F) {
 	seeds(f, ".json")
-	if b, err := MarshalJSON(kitchenSink(f)); err == nil {
+	if b, err := MarshalJSON(kitchenSinkN(f, 60)); err == nil {
 		f.Add(b)
 	}
 	c := charter(f)
@@ -103,7 +103,7 @@ func FuzzUnmarshalJSON(f *testing.F) {
 }
 
 func FuzzUnmarshalMessage(f *testing.F) {
-	for _, msg := range kitchenSink(f).History() {
+	for _, msg := range kitchenSinkN(f, 60).History() {
 		b, _ := MarshalMessage(msg)
 		f.Add(b)
 	}

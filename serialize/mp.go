@@ -163,6 +163,8 @@ type reader struct {
 	b   []byte
 	str string
 	off int
+	// dict holds the strings of intern fields read so far.
+	dict []string
 }
 
 func newReader(b []byte) *reader { return &reader{b: b, str: string(b)} }
@@ -298,9 +300,47 @@ func (r *reader) bytesLen() (int, error) {
 	return int(n), nil
 }
 
-// key reads a map key without allocating: the returned slice aliases the
-// input.
+// ref reads a reference to an interned string if one is next.
+func (r *reader) ref() (s string, ok bool, err error) {
+	if r.off >= len(r.b) {
+		return "", false, r.eof()
+	}
+	c := r.b[r.off]
+	if c != mpFixExt1 && c != mpFixExt2 && c != mpFixExt4 {
+		return "", false, nil
+	}
+	start := r.off
+	size := 1 << (c - mpFixExt1)
+	if r.left() < 2+size {
+		return "", false, r.eof()
+	}
+	if r.b[r.off+1] != internExt {
+		return "", false, r.errAt("want a string, have extension %d", int8(r.b[r.off+1]))
+	}
+	r.off += 2
+	i, _ := r.n(size)
+	if i >= uint64(len(r.dict)) {
+		r.off = start
+		return "", false, r.errAt("reference to interned string %d of %d", i, len(r.dict))
+	}
+	return r.dict[i], true, nil
+}
+
+// key reads a map key, without allocating unless it is a reference: the
+// returned slice aliases the input.
 func (r *reader) key() ([]byte, error) {
+	if r.off < len(r.b) { // fast path: a fixstr
+		if c := r.b[r.off]; c&0xe0 == 0xa0 {
+			if end := r.off + 1 + int(c&0x1f); end <= len(r.b) {
+				p := r.b[r.off+1 : end]
+				r.off = end
+				return p, nil
+			}
+		}
+	}
+	if s, ok, err := r.ref(); ok || err != nil {
+		return []byte(s), err
+	}
 	n, err := r.bytesLen()
 	if err != nil {
 		return nil, err
@@ -313,7 +353,24 @@ func (r *reader) key() ([]byte, error) {
 	return p, nil
 }
 
+// string reads a string, or a reference to an interned one.
 func (r *reader) string() (string, error) {
+	if s, ok, err := r.ref(); ok || err != nil {
+		return s, err
+	}
+	return r.plain()
+}
+
+func (r *reader) plain() (string, error) {
+	if r.off < len(r.b) { // fast path: a fixstr
+		if c := r.b[r.off]; c&0xe0 == 0xa0 {
+			if end := r.off + 1 + int(c&0x1f); end <= len(r.b) {
+				s := r.str[r.off+1 : end]
+				r.off = end
+				return s, nil
+			}
+		}
+	}
 	n, err := r.bytesLen()
 	if err != nil || n <= 0 {
 		return "", err
@@ -321,6 +378,19 @@ func (r *reader) string() (string, error) {
 	s := r.str[r.off : r.off+n]
 	r.off += n
 	return s, nil
+}
+
+// istring reads an intern field: a reference to a string read before, or
+// a string, numbered when long enough.
+func (r *reader) istring() (string, error) {
+	if s, ok, err := r.ref(); ok || err != nil {
+		return s, err
+	}
+	s, err := r.plain()
+	if err == nil && len(s) >= minInternLen && len(r.dict) < maxDictLen {
+		r.dict = append(r.dict, s)
+	}
+	return s, err
 }
 
 // bin reads bytes into a fresh slice; nil and empty read as nil.

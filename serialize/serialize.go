@@ -100,12 +100,13 @@ func sizeHint(history []message.Message) int {
 	return n
 }
 
-// messageSize estimates the encoded size of m, header included.
+// messageSize estimates the encoded size of m, header included, counting
+// the strings that repeat (IDs, names) as references.
 func messageSize(m *message.Message) int {
-	n := headerSize + 16 + len(m.Role) + len(m.Source.InstanceID) + len(m.Source.Node) + len(m.Source.To)
+	n := headerSize + 24
 	for j := range m.Parts {
 		p := &m.Parts[j]
-		n += 16 + len(p.Text) + len(p.ID) + len(p.Name) + len(p.Data) + len(p.Signature) + len(p.SuspendID)
+		n += 24 + len(p.Text) + len(p.Data) + len(p.Signature)
 	}
 	return n
 }
@@ -154,8 +155,9 @@ func MarshalTree(m *machine.Machine) ([]byte, error) {
 // MarshalMessage encodes one history message, in its own envelope so that
 // an append-only history may span format versions.
 func MarshalMessage(msg message.Message) ([]byte, error) {
-	b := header(make([]byte, 0, messageSize(&msg)), kindMessage)
-	return seal(appendMessage(b, &msg)), nil
+	e := encoder{b: header(make([]byte, 0, messageSize(&msg)), kindMessage)}
+	e.message(&msg)
+	return seal(e.b), nil
 }
 
 // UnmarshalMessage decodes a message written by MarshalMessage.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -111,8 +112,11 @@ func compact(r []byte) string {
 }
 
 // kitchenSink builds a machine with every field of every record set,
-// through machine.Restore.
-func kitchenSink(t testing.TB) *machine.Machine {
+// through machine.Restore, with a message of more than 64 KiB.
+func kitchenSink(t testing.TB) *machine.Machine { return kitchenSinkN(t, 14000) }
+
+// kitchenSinkN is kitchenSink with a long message of 5×n bytes.
+func kitchenSinkN(t testing.TB, n int) *machine.Machine {
 	t.Helper()
 	c := charter(t)
 	tu := message.ToolUse("tu-1", "request_refund", json.RawMessage(`{"order_id": 1}`))
@@ -179,7 +183,7 @@ func kitchenSink(t testing.TB) *machine.Machine {
 		{Role: message.Tool, Parts: []message.Part{{Kind: message.KindToolResult, ID: "tu-0", Text: "err", IsError: true, SuspendID: "s-old"}}, Source: message.Source{InstanceID: "root", Node: "support", To: "root"}},
 		{Role: message.Assistant, Parts: []message.Part{message.Structured(json.RawMessage(`{"a":[1,2]}`), `{"a": [1, 2]}`)}},
 		{Role: message.Record, Parts: []message.Part{{Kind: message.KindRecord, Name: "command", Data: json.RawMessage(`{"command":"note"}`), SuspendID: "s-x"}}, Source: message.Source{InstanceID: "root", Node: "support", To: "root"}},
-		{Role: message.User, Parts: []message.Part{message.Text(strings.Repeat("long ", 20000))}},
+		{Role: message.User, Parts: []message.Part{message.Text(strings.Repeat("long ", n))}},
 		{Role: message.Assistant},
 	}
 	m, err := machine.Restore(c, root, history)
@@ -373,5 +377,40 @@ func TestEncodeErrors(t *testing.T) {
 	}
 	if _, err := Unmarshal(nil, nil); err == nil {
 		t.Error("Unmarshal with a nil charter: no error")
+	}
+}
+
+// TestTimesDecodeAsUTC: times in states come back in UTC whatever the
+// local zone, so a restored state renders the same JSON.
+func TestTimesDecodeAsUTC(t *testing.T) {
+	old := time.Local
+	time.Local = time.FixedZone("X", 3600)
+	defer func() { time.Local = old }()
+	c := charter(t)
+	state := supportState{Orders: []int{}, Since: t0, Extra: map[string]any{"at": []any{t0}}}
+	m, err := c.NewMachine("support", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(c, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s supportState
+	got.View(func(root *instance.Instance, _ []message.Message) { s = root.State.(supportState) })
+	if s.Since.Location() != time.UTC {
+		t.Errorf("Since in %v", s.Since.Location())
+	}
+	if at := s.Extra.(map[string]any)["at"].([]any)[0].(time.Time); at.Location() != time.UTC || !at.Equal(t0) {
+		t.Errorf("time in an interface field: %v", at)
+	}
+	want, _ := json.Marshal(state)
+	have, _ := json.Marshal(s)
+	if !bytes.Equal(want, have) {
+		t.Errorf("state renders differently:\n got %s\nwant %s", have, want)
 	}
 }

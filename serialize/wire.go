@@ -13,6 +13,14 @@ import (
 // that renaming a Go field never changes stored bytes. Never change a tag
 // or a field's meaning; add a field with a new key, or add a version.
 //
+// Fields tagged intern hold strings that repeat (IDs, names, roles): in the
+// msgpack form the first occurrence of such a string (3 bytes or more) is
+// written in full and numbered, in order, within the blob; later
+// occurrences in intern fields are an extension value (type -128) holding
+// its number, as the msgpack library's intern option does. A reader must
+// therefore see every intern field: a new field that interns needs a new
+// version.
+//
 // The msgpack form is written and read by hand-written code (encode.go,
 // decode.go) for speed; codec_test.go checks that it writes exactly the
 // bytes the msgpack library writes for these structs with the pinned
@@ -31,8 +39,8 @@ type wireMachine struct {
 // (and "pj") when the type has JSON encoding methods msgpack does not
 // understand; in the JSON form as JSON values under "s" (and "p").
 type wireInstance struct {
-	ID              string                        `msgpack:"i" json:"i"`
-	Node            string                        `msgpack:"n" json:"n"`
+	ID              string                        `msgpack:"i,intern" json:"i"`
+	Node            string                        `msgpack:"n,intern" json:"n"`
 	State           msgpack.RawMessage            `msgpack:"s,omitempty" json:"-"`
 	StateJSON       json.RawMessage               `msgpack:"sj,omitempty" json:"s,omitempty"`
 	Children        []*wireInstance               `msgpack:"c,omitempty" json:"c,omitempty"`
@@ -52,12 +60,12 @@ type wireSuspension struct {
 // wireCall is instance.SuspendedCall. Input holds raw JSON; in the JSON
 // form an input that is not valid JSON goes to InputBytes instead.
 type wireCall struct {
-	SuspendID   string          `msgpack:"i" json:"i"`
-	InstanceID  string          `msgpack:"n,omitempty" json:"n,omitempty"`
-	ToolUseID   string          `msgpack:"u,omitempty" json:"u,omitempty"`
-	Kind        string          `msgpack:"k,omitempty" json:"k,omitempty"`
-	Initiator   string          `msgpack:"b,omitempty" json:"b,omitempty"`
-	Name        string          `msgpack:"a,omitempty" json:"a,omitempty"`
+	SuspendID   string          `msgpack:"i,intern" json:"i"`
+	InstanceID  string          `msgpack:"n,omitempty,intern" json:"n,omitempty"`
+	ToolUseID   string          `msgpack:"u,omitempty,intern" json:"u,omitempty"`
+	Kind        string          `msgpack:"k,omitempty,intern" json:"k,omitempty"`
+	Initiator   string          `msgpack:"b,omitempty,intern" json:"b,omitempty"`
+	Name        string          `msgpack:"a,omitempty,intern" json:"a,omitempty"`
 	Input       json.RawMessage `msgpack:"in,omitempty" json:"in,omitempty"`
 	InputBytes  []byte          `msgpack:"-" json:"inb,omitempty"`
 	Metadata    json.RawMessage `msgpack:"md,omitempty" json:"md,omitempty"`
@@ -65,7 +73,7 @@ type wireCall struct {
 	SuspendedAt time.Time       `msgpack:"at,omitempty" json:"at,omitzero"`
 	Deadline    time.Time       `msgpack:"dl,omitempty" json:"dl,omitzero"`
 	OnTimeout   *wireTimeout    `msgpack:"ot,omitempty" json:"ot,omitempty"`
-	Status      string          `msgpack:"s,omitempty" json:"s,omitempty"`
+	Status      string          `msgpack:"s,omitempty,intern" json:"s,omitempty"`
 	Stage       int             `msgpack:"g,omitempty" json:"g,omitempty"`
 }
 
@@ -88,7 +96,7 @@ type wireReply struct {
 // node's state type; Content is the JSON of the cede content.
 type wireEffect struct {
 	Kind     uint8           `msgpack:"k" json:"k"`
-	Target   string          `msgpack:"t,omitempty" json:"t,omitempty"`
+	Target   string          `msgpack:"t,omitempty,intern" json:"t,omitempty"`
 	State    json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
 	Children []wireChild     `msgpack:"c,omitempty" json:"c,omitempty"`
 	Content  json.RawMessage `msgpack:"x,omitempty" json:"x,omitempty"`
@@ -96,14 +104,14 @@ type wireEffect struct {
 
 // wireChild is instance.Child.
 type wireChild struct {
-	ID    string          `msgpack:"i,omitempty" json:"i,omitempty"`
-	Node  string          `msgpack:"n" json:"n"`
+	ID    string          `msgpack:"i,omitempty,intern" json:"i,omitempty"`
+	Node  string          `msgpack:"n,intern" json:"n"`
 	State json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
 }
 
 // wireMessage is message.Message.
 type wireMessage struct {
-	Role   string     `msgpack:"r" json:"r"`
+	Role   string     `msgpack:"r,intern" json:"r"`
 	Parts  []wirePart `msgpack:"p,omitempty" json:"p,omitempty"`
 	Source wireSource `msgpack:"s,omitempty" json:"s,omitzero"`
 	Silent bool       `msgpack:"q,omitempty" json:"q,omitempty"`
@@ -111,9 +119,9 @@ type wireMessage struct {
 
 // wireSource is message.Source; omitted when zero.
 type wireSource struct {
-	InstanceID string `msgpack:"i,omitempty" json:"i,omitempty"`
-	Node       string `msgpack:"n,omitempty" json:"n,omitempty"`
-	To         string `msgpack:"t,omitempty" json:"t,omitempty"`
+	InstanceID string `msgpack:"i,omitempty,intern" json:"i,omitempty"`
+	Node       string `msgpack:"n,omitempty,intern" json:"n,omitempty"`
+	To         string `msgpack:"t,omitempty,intern" json:"t,omitempty"`
 }
 
 // wirePart is message.Part. Data holds raw JSON; in the JSON form data
@@ -121,13 +129,13 @@ type wireSource struct {
 type wirePart struct {
 	Kind      uint8           `msgpack:"k,omitempty" json:"k,omitempty"`
 	Text      string          `msgpack:"t,omitempty" json:"t,omitempty"`
-	ID        string          `msgpack:"i,omitempty" json:"i,omitempty"`
-	Name      string          `msgpack:"n,omitempty" json:"n,omitempty"`
+	ID        string          `msgpack:"i,omitempty,intern" json:"i,omitempty"`
+	Name      string          `msgpack:"n,omitempty,intern" json:"n,omitempty"`
 	Data      json.RawMessage `msgpack:"d,omitempty" json:"d,omitempty"`
 	DataBytes []byte          `msgpack:"-" json:"db,omitempty"`
 	IsError   bool            `msgpack:"e,omitempty" json:"e,omitempty"`
 	Signature string          `msgpack:"g,omitempty" json:"g,omitempty"`
-	SuspendID string          `msgpack:"u,omitempty" json:"u,omitempty"`
+	SuspendID string          `msgpack:"u,omitempty,intern" json:"u,omitempty"`
 }
 
 // jsonDoc is the JSON form of a machine: the wire model with its format
