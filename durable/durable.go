@@ -202,6 +202,9 @@ func (r *Runner) Commands(ctx context.Context, id string) ([]CommandInfo, error)
 	return out, nil
 }
 
+// Machines lists the IDs of the stored machines.
+func (r *Runner) Machines(ctx context.Context) ([]string, error) { return r.store.ListMachines(ctx) }
+
 // Delete removes machine id.
 func (r *Runner) Delete(ctx context.Context, id string) error { return r.store.Delete(ctx, id) }
 

@@ -113,7 +113,7 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 	defer db.Close()
 	w := c.Out()
 	if len(pos) == 0 {
-		ids, err := db.Store.ListMachines(ctx)
+		ids, err := db.Runner.Machines(ctx)
 		if err != nil {
 			return err
 		}
