@@ -200,3 +200,42 @@ func cycleMachine(b *testing.B) (*machine.Charter, []byte, string) {
 	return c, data, pending[0].SuspendID
 }
 
+// BenchmarkStoreSave is what a durable store pays per step: the tree and
+// one new message, whatever the length of the history.
+func BenchmarkStoreSave(b *testing.B) {
+	m := benchMachine(b)
+	msg := m.History()[1]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := MarshalTree(m); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := MarshalMessage(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStoreLoad rebuilds the machine from its tree and 1,000 message
+// blobs.
+func BenchmarkStoreLoad(b *testing.B) {
+	m := benchMachine(b)
+	tree, err := MarshalTree(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var history [][]byte
+	for _, msg := range m.History() {
+		blob, err := MarshalMessage(msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		history = append(history, blob)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Assemble(m.Charter(), tree, history); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/markov-agents/markov/instance"
@@ -218,5 +219,23 @@ func TestStateStorage(t *testing.T) {
 	v, err := codecFor(reflect.TypeFor[omitAny]()).decodeJSON(b)
 	if err != nil || v != (omitAny{V: false}) {
 		t.Errorf("got %#v, %v", v, err)
+	}
+}
+
+// TestInterfaceValues: values decoded into interface fields take the
+// shapes JSON gives them (string map keys), with integers kept integers.
+func TestInterfaceValues(t *testing.T) {
+	in := map[string]any{"ints": map[int]string{1: "a", -2: "b"}, "n": 3, "f": 1.5, "s": []string{"x"}}
+	b, err := appendState(nil, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := codecFor(reflect.TypeFor[any]()).decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"ints": map[string]any{"1": "a", "-2": "b"}, "n": int64(3), "f": 1.5, "s": []any{"x"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
 	}
 }

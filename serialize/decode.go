@@ -19,7 +19,7 @@ import (
 type v1 struct{}
 
 func (v1) machine(c *machine.Charter, body []byte) (*instance.Instance, []message.Message, error) {
-	d := decoder{c: c, r: newReader(body)}
+	d := decoder{c: c, r: newReader(body), slabs: &slabs{}}
 	var root *instance.Instance
 	var history []message.Message
 	err := d.fields("machine", func(k []byte) error {
@@ -44,7 +44,7 @@ func (v1) machine(c *machine.Charter, body []byte) (*instance.Instance, []messag
 }
 
 func (v1) tree(c *machine.Charter, body []byte) (*instance.Instance, error) {
-	d := decoder{c: c, r: newReader(body)}
+	d := decoder{c: c, r: newReader(body), slabs: &slabs{}}
 	root, err := d.instance(1)
 	if err == nil {
 		err = d.end()
@@ -52,8 +52,8 @@ func (v1) tree(c *machine.Charter, body []byte) (*instance.Instance, error) {
 	return root, err
 }
 
-func (v1) message(body []byte) (message.Message, error) {
-	d := decoder{r: newReader(body)}
+func (v1) message(body []byte, s *slabs) (message.Message, error) {
+	d := decoder{r: newReader(body), slabs: s}
 	var m message.Message
 	err := d.message(&m)
 	if err == nil {
@@ -66,42 +66,52 @@ func (v1) message(body []byte) (message.Message, error) {
 type decoder struct {
 	c *machine.Charter
 	r *reader
-	// slab and bins hand out the parts and raw bytes of many messages from
-	// a few allocations; every slice handed out is capped, so appending to
-	// one never reaches another.
-	slab []message.Part
-	bins []byte
+	*slabs
+}
+
+// slabs hand out the parts and raw bytes of many messages from a few
+// allocations; every slice handed out is capped, so appending to one never
+// reaches another. With exact set (one message alone) they allocate what
+// is asked.
+type slabs struct {
+	parts []message.Part
+	bins  []byte
+	exact bool
 }
 
 // newParts returns n zero parts.
-func (d *decoder) newParts(n int) []message.Part {
-	if n > len(d.slab) {
-		if n > 64 {
+func (s *slabs) newParts(n int) []message.Part {
+	if n > len(s.parts) {
+		if s.exact || n > 64 {
 			return make([]message.Part, n)
 		}
-		d.slab = make([]message.Part, 256)
+		s.parts = make([]message.Part, 256)
 	}
-	p := d.slab[:n:n]
-	d.slab = d.slab[n:]
+	p := s.parts[:n:n]
+	s.parts = s.parts[n:]
 	return p
 }
 
-// bin reads raw bytes (nil when empty) into slab memory.
+// newBytes returns n bytes.
+func (s *slabs) newBytes(n int) []byte {
+	if n > len(s.bins) {
+		if s.exact || n > 1024 {
+			return make([]byte, n)
+		}
+		s.bins = make([]byte, 8192)
+	}
+	p := s.bins[:n:n]
+	s.bins = s.bins[n:]
+	return p
+}
+
+// bin reads raw bytes (nil when empty).
 func (d *decoder) bin() ([]byte, error) {
 	n, err := d.r.bytesLen()
 	if err != nil || n <= 0 {
 		return nil, err
 	}
-	if n > len(d.bins) {
-		if n > 1024 {
-			p := make([]byte, n)
-			d.r.off += copy(p, d.r.b[d.r.off:])
-			return p, nil
-		}
-		d.bins = make([]byte, 8192)
-	}
-	p := d.bins[:n:n]
-	d.bins = d.bins[n:]
+	p := d.newBytes(n)
 	d.r.off += copy(p, d.r.b[d.r.off:])
 	return p, nil
 }

@@ -41,27 +41,39 @@
 //	CRC-32C of the body (4 bytes, big endian)  body (one msgpack value)
 //
 // The body is the wire model: msgpack maps with short string keys, empty
-// fields omitted. A machine is {r: instance, h: [message]}; an instance is
-// {i: ID, n: node, s: state | sj: state as JSON, c: [child instance],
-// p: {pack: state} | pj: {pack: state as JSON}, u: suspension, d: idle,
-// m: max-tokens streak}; a suspension is {c: [call], r: held reply}; a
-// call is {i: suspend ID, n: instance ID, u: tool-use ID, k: kind,
-// b: initiator, a: name, in: input, md: metadata, r: reason,
-// at: suspended at, dl: deadline, ot: {r: resume, p: payload, e: is error},
-// s: status, g: stage}; a held reply is {m: message, r: [result part],
-// t: {k: effect kind, t: target, s: state JSON, c: [{i, n, s}], x: cede
-// content JSON}, x: terminal}; a message is {r: role, p: [part],
-// s: {i: instance ID, n: node, t: to}, q: silent}; a part is {k: kind,
-// t: text, i: ID, n: name, d: data, e: is error, g: signature,
-// u: suspend ID}. Raw JSON (inputs, metadata, payloads, data) is msgpack
-// bin, byte for byte; times are msgpack timestamps. The unexported wire
-// structs in wire.go are the reference; a new version adds a decoder and
-// keeps the old ones, and testdata holds blobs of every version.
+// fields omitted ([x] is a list of x, a|b either key):
 //
-// The JSON form is the same model:
-// {"format":"markov","version":1,"r":{…},"h":[…]} with states as JSON
-// values under "s" and "p" and raw JSON embedded as JSON (compacted). Data
-// or input that is not valid JSON is kept as base64 under "db" or "inb".
+//	machine   {r: instance, h: [message]}
+//	instance  {i: ID, n: node, s: state | sj: state JSON, c: [instance],
+//	           p: {pack: state} | pj: {pack: state JSON}, u: suspension,
+//	           d: idle, m: max-tokens streak}
+//	suspension {c: [call], r: held reply}
+//	call      {i: suspend ID, n: instance ID, u: tool-use ID, k: kind,
+//	           b: initiator, a: name, in: input, md: metadata, r: reason,
+//	           at: suspended at, dl: deadline,
+//	           ot: {r: resume, p: payload, e: is error}, s: status, g: stage}
+//	held reply {m: message, r: [result part], x: terminal,
+//	           t: {k: effect kind, t: target, s: state JSON,
+//	               c: [{i: ID, n: node, s: state JSON}], x: cede content JSON}}
+//	message   {r: role, p: [part], s: {i: instance ID, n: node, t: to}, q: silent}
+//	part      {k: kind, t: text, i: ID, n: name, d: data, e: is error,
+//	           g: signature, u: suspend ID}
+//
+// Raw JSON (inputs, metadata, payloads, data) is msgpack bin, byte for
+// byte; times are msgpack timestamps. IDs, names, roles, kinds and
+// statuses are interned as the msgpack library's intern option does: the
+// first occurrence of such a string is written in full and numbered, later
+// ones are a 3- or 4-byte reference. The unexported wire structs in
+// wire.go are the reference; a new version adds a decoder and keeps the
+// old ones, and testdata holds blobs of every version.
+//
+// The JSON form is the same model,
+// {"format":"markov","version":1,"r":{…},"h":[…]}, with states as JSON
+// values under "s" and "p", raw JSON embedded as JSON (compacted), no
+// interning, and data or input that is not valid JSON kept as base64 under
+// "db" or "inb". Its strings are JSON strings, so invalid UTF-8 in them is
+// replaced; the same holds for what the msgpack form stores as JSON
+// (states of JSON-only types, held transitions).
 //
 // # Hostile input
 //

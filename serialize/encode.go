@@ -161,7 +161,6 @@ func (e *encoder) state(v any, asJSON bool) error {
 	return nil
 }
 
-
 func (e *encoder) instance(in *instance.Instance, depth int) error {
 	if in == nil {
 		return fmt.Errorf("%w: nil instance", ErrEncode)
@@ -285,23 +284,19 @@ func (e *encoder) call(c *instance.SuspendedCall) {
 	e.b = optBin(e.b, "in", c.Input)
 	e.b = optBin(e.b, "md", c.Metadata)
 	e.optStr("r", c.Reason)
-	b := e.b
 	if !c.SuspendedAt.IsZero() {
-		b = appendKey(b, "at")
-		b = appendTime(b, c.SuspendedAt)
+		e.b = appendTime(appendKey(e.b, "at"), c.SuspendedAt)
 	}
 	if !c.Deadline.IsZero() {
-		b = appendKey(b, "dl")
-		b = appendTime(b, c.Deadline)
+		e.b = appendTime(appendKey(e.b, "dl"), c.Deadline)
 	}
 	if t := &c.OnTimeout; !timeoutZero(t) {
-		b = appendKey(b, "ot")
-		b = appendMapLen(b, count(t.Resume, len(t.Payload) > 0, t.IsError))
-		b = optBool(b, "r", t.Resume)
-		b = optBin(b, "p", t.Payload)
-		b = optBool(b, "e", t.IsError)
+		e.b = appendKey(e.b, "ot")
+		e.b = appendMapLen(e.b, count(t.Resume, len(t.Payload) > 0, t.IsError))
+		e.b = optBool(e.b, "r", t.Resume)
+		e.b = optBin(e.b, "p", t.Payload)
+		e.b = optBool(e.b, "e", t.IsError)
 	}
-	e.b = b
 	e.optIstr("s", string(c.Status))
 	if c.Stage != 0 {
 		e.b = appendKey(e.b, "g")

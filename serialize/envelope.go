@@ -61,9 +61,15 @@ func open(data []byte, want byte) (byte, []byte, error) {
 		return 0, nil, fmt.Errorf("%w: truncated: %d bytes, the header alone takes %d", ErrCorrupt, len(data), headerSize)
 	}
 	if string(data[:len(magic)]) != magic {
+		if data[0] == '{' {
+			return 0, nil, fmt.Errorf("%w: not msgpack markov data (JSON? use UnmarshalJSON)", ErrCorrupt)
+		}
 		return 0, nil, fmt.Errorf("%w: not markov data (bad magic %q)", ErrCorrupt, data[:len(magic)])
 	}
 	v := data[4]
+	if v == 0 {
+		return 0, nil, fmt.Errorf("%w: format version 0", ErrCorrupt)
+	}
 	if _, ok := versions[v]; !ok {
 		return 0, nil, fmt.Errorf("%w: format version %d (this build reads %s)", ErrVersion, v, readable())
 	}

@@ -48,7 +48,9 @@ type researchState struct {
 // its JSON methods: it is stored as JSON in the msgpack form.
 type vaultState struct{ secret string }
 
-func (v vaultState) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]string{"s": v.secret}) }
+func (v vaultState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"s": v.secret})
+}
 func (v *vaultState) UnmarshalJSON(b []byte) error {
 	var m map[string]string
 	if err := json.Unmarshal(b, &m); err != nil {

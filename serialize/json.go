@@ -1,6 +1,7 @@
 package serialize
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,10 +67,16 @@ func UnmarshalJSON(c *machine.Charter, data []byte) (*machine.Machine, error) {
 		if json.Unmarshal(data, &h) == nil && h.Format == jsonFormat && h.Version > Version {
 			return nil, fmt.Errorf("%w: format version %d (this build reads %s)", ErrVersion, h.Version, readable())
 		}
+		if bytes.HasPrefix(data, []byte(magic)) {
+			return nil, fmt.Errorf("%w: msgpack data, not JSON: use Unmarshal", ErrCorrupt)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if doc.Format != jsonFormat {
 		return nil, fmt.Errorf("%w: not a markov machine (format %q)", ErrCorrupt, doc.Format)
+	}
+	if doc.Version < 1 {
+		return nil, fmt.Errorf("%w: no format version", ErrCorrupt)
 	}
 	if doc.Version != Version {
 		return nil, fmt.Errorf("%w: format version %d (this build reads %s)", ErrVersion, doc.Version, readable())

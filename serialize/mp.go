@@ -178,13 +178,6 @@ func (r *reader) eof() error { return r.errAt("unexpected end of data") }
 
 func (r *reader) left() int { return len(r.b) - r.off }
 
-func (r *reader) peek() (byte, error) {
-	if r.off >= len(r.b) {
-		return 0, r.eof()
-	}
-	return r.b[r.off], nil
-}
-
 func (r *reader) byte() (byte, error) {
 	if r.off >= len(r.b) {
 		return 0, r.eof()

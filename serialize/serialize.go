@@ -47,7 +47,7 @@ var (
 type bodyDecoder interface {
 	machine(c *machine.Charter, body []byte) (*instance.Instance, []message.Message, error)
 	tree(c *machine.Charter, body []byte) (*instance.Instance, error)
-	message(body []byte) (message.Message, error)
+	message(body []byte, s *slabs) (message.Message, error)
 }
 
 // versions are the format versions this build reads. A new version adds
@@ -162,11 +162,15 @@ func MarshalMessage(msg message.Message) ([]byte, error) {
 
 // UnmarshalMessage decodes a message written by MarshalMessage.
 func UnmarshalMessage(data []byte) (message.Message, error) {
+	return unmarshalMessage(data, &slabs{exact: true})
+}
+
+func unmarshalMessage(data []byte, s *slabs) (message.Message, error) {
 	v, body, err := open(data, kindMessage)
 	if err != nil {
 		return message.Message{}, err
 	}
-	return versions[v].message(body)
+	return versions[v].message(body, s)
 }
 
 // Assemble rebuilds a machine from a tree written by MarshalTree and the
@@ -187,8 +191,9 @@ func Assemble(c *machine.Charter, tree []byte, history [][]byte) (*machine.Machi
 	var h []message.Message
 	if len(history) > 0 {
 		h = make([]message.Message, len(history))
+		s := &slabs{}
 		for i, data := range history {
-			if h[i], err = UnmarshalMessage(data); err != nil {
+			if h[i], err = unmarshalMessage(data, s); err != nil {
 				return nil, fmt.Errorf("history message %d: %w", i, err)
 			}
 		}

@@ -241,7 +241,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"short", good[:5], []error{ErrCorrupt}},
 		{"bad magic", append([]byte("XXXX"), good[4:]...), []error{ErrCorrupt}},
 		{"future version", future, []error{ErrVersion}},
-		{"version zero", zero, []error{ErrVersion}},
+		{"version zero", zero, []error{ErrCorrupt}},
 		{"tree for machine", tree, []error{ErrCorrupt}},
 		{"truncated", good[:len(good)-3], []error{ErrCorrupt}},
 		{"bit flip", flipped, []error{ErrCorrupt}},
@@ -252,6 +252,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"huge array", reseal([]byte{0x81, 0xa1, 'h', 0xdd, 0xff, 0xff, 0xff, 0xff}), []error{ErrCorrupt}},
 		{"huge map", reseal([]byte{0xdf, 0xff, 0xff, 0xff, 0xff}), []error{ErrCorrupt}},
 		{"huge string", reseal([]byte{0x81, 0xa1, 'r', 0x81, 0xa1, 'i', 0xdb, 0x7f, 0xff, 0xff, 0xff}), []error{ErrCorrupt}},
+		// msgpack/v5 would allocate the whole claimed slice up front.
+		{"state with a huge array", reseal(rootOnly("support", []byte{0x81, 0xa6, 'o', 'r', 'd', 'e', 'r', 's', 0xdd, 0x7f, 0xff, 0xff, 0xff})), []error{ErrCorrupt}},
 		{"deep tree", reseal(deepTree(MaxDepth + 1)), []error{ErrCorrupt, ErrLimit}},
 		{"deep state", reseal(deepState(maxStateDepth + 10)), []error{ErrCorrupt, ErrLimit}},
 		{"very deep state", reseal(deepState(1 << 20)), []error{ErrCorrupt, ErrLimit}},
@@ -347,6 +349,7 @@ func TestDecodeJSONErrors(t *testing.T) {
 		{"future version", `{"format":"markov","version":2,"r":{"i":"a","n":"support","s":{}}}`, []error{ErrVersion}},
 		{"future shape", `{"format":"markov","version":9,"r":[1,2]}`, []error{ErrVersion}},
 		{"no root", `{"format":"markov","version":1}`, []error{ErrCorrupt}},
+		{"no version", `{"format":"markov","r":{"i":"a","n":"support","s":{}}}`, []error{ErrCorrupt}},
 		{"truncated", `{"format":"markov","version":1,"r":{"i":"a","n":"support","s":{`, []error{ErrCorrupt}},
 		{"unknown node", `{"format":"markov","version":1,"r":{"i":"a","n":"who","s":{}}}`, []error{machine.ErrInvalidTree, instance.ErrUnknownNode}},
 		{"bad state", `{"format":"markov","version":1,"r":{"i":"a","n":"support","s":{"orders":"x"}}}`, []error{machine.ErrInvalidTree, instance.ErrInvalidState}},
@@ -412,5 +415,99 @@ func TestTimesDecodeAsUTC(t *testing.T) {
 	have, _ := json.Marshal(s)
 	if !bytes.Equal(want, have) {
 		t.Errorf("state renders differently:\n got %s\nwant %s", have, want)
+	}
+}
+
+func TestEncodeTooDeep(t *testing.T) {
+	c := charter(t)
+	root := &instance.Instance{ID: "d-0", Node: "review", State: reviewState{}}
+	in := root
+	for i := 1; i <= MaxDepth; i++ {
+		ch := &instance.Instance{ID: "d-" + strings.Repeat("x", i), Node: "review", State: reviewState{}}
+		in.Children = []*instance.Instance{ch}
+		in = ch
+	}
+	m, err := machine.Restore(c, root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []func(*machine.Machine) ([]byte, error){Marshal, MarshalJSON, MarshalTree} {
+		if _, err := f(m); !errors.Is(err, ErrEncode) || !errors.Is(err, ErrLimit) {
+			t.Errorf("tree of depth %d: %v", MaxDepth+1, err)
+		}
+	}
+	// MaxDepth levels are fine.
+	in = root
+	for range MaxDepth - 1 {
+		in = in.Children[0]
+	}
+	in.Children = nil
+	m, err = machine.Restore(c, root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unmarshal(c, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStoreErrors(t *testing.T) {
+	c := charter(t)
+	m := suspendedMachine(t)
+	tree, err := MarshalTree(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := MarshalMessage(m.History()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Assemble(c, whole, nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("machine as tree: %v", err)
+	}
+	if _, err := Assemble(c, tree, [][]byte{msg, tree}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "history message 1") {
+		t.Errorf("tree as message: %v", err)
+	}
+	if _, err := UnmarshalMessage(tree); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("tree as message: %v", err)
+	}
+	if _, err := Assemble(c, msg, nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("message as tree: %v", err)
+	}
+	// A reference to a string never numbered.
+	body := appendMapLen(nil, 1)
+	body = appendKey(body, "r")
+	body = append(body, mpFixExt1, internExt, 7)
+	if _, err := UnmarshalMessage(seal(append(header(nil, kindMessage), body...))); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("dangling reference: %v", err)
+	}
+	// Unknown keys are skipped.
+	body = appendMapLen(nil, 2)
+	body = appendKey(body, "zz")
+	body = append(body, deepState(3)...)
+	body = appendKey(body, "r")
+	body = appendStr(body, "user")
+	got, err := UnmarshalMessage(seal(append(header(nil, kindMessage), body...)))
+	if err != nil || got.Role != message.User {
+		t.Errorf("unknown key: %v, %v", got, err)
+	}
+	// Forms mixed up.
+	js, err := MarshalJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unmarshal(c, js); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "UnmarshalJSON") {
+		t.Errorf("JSON to Unmarshal: %v", err)
+	}
+	if _, err := UnmarshalJSON(c, whole); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "use Unmarshal") {
+		t.Errorf("msgpack to UnmarshalJSON: %v", err)
 	}
 }

@@ -92,11 +92,7 @@ type stateDecoder struct {
 }
 
 var (
-	encoders = sync.Pool{New: func() any {
-		e := &stateEncoder{enc: newEncoder()}
-		e.enc.ResetWriter(&e.w)
-		return e
-	}}
+	encoders = sync.Pool{New: func() any { return &stateEncoder{enc: newEncoder()} }}
 	decoders = sync.Pool{New: func() any {
 		d := &stateDecoder{dec: newDecoder()}
 		return d
@@ -132,15 +128,15 @@ func codecFor(t reflect.Type) *stateCodec {
 }
 
 var (
-	jsonMarshaler     = reflect.TypeFor[json.Marshaler]()
-	jsonUnmarshaler   = reflect.TypeFor[json.Unmarshaler]()
-	textMarshaler     = reflect.TypeFor[encoding.TextMarshaler]()
-	binaryMarshaler   = reflect.TypeFor[encoding.BinaryMarshaler]()
-	msgpackMarshaler  = reflect.TypeFor[msgpack.Marshaler]()
-	msgpackCustomEnc  = reflect.TypeFor[msgpack.CustomEncoder]()
-	timeType          = reflect.TypeFor[time.Time]()
-	byteSliceType     = reflect.TypeFor[[]byte]()
-	rawMessageType    = reflect.TypeFor[json.RawMessage]()
+	jsonMarshaler    = reflect.TypeFor[json.Marshaler]()
+	jsonUnmarshaler  = reflect.TypeFor[json.Unmarshaler]()
+	textMarshaler    = reflect.TypeFor[encoding.TextMarshaler]()
+	binaryMarshaler  = reflect.TypeFor[encoding.BinaryMarshaler]()
+	msgpackMarshaler = reflect.TypeFor[msgpack.Marshaler]()
+	msgpackCustomEnc = reflect.TypeFor[msgpack.CustomEncoder]()
+	timeType         = reflect.TypeFor[time.Time]()
+	byteSliceType    = reflect.TypeFor[[]byte]()
+	rawMessageType   = reflect.TypeFor[json.RawMessage]()
 )
 
 func implements(t, iface reflect.Type) bool {
@@ -175,6 +171,11 @@ func needsJSON(t reflect.Type, seen map[reflect.Type]bool) bool {
 			f := t.Field(i)
 			if !f.IsExported() && !f.Anonymous {
 				continue
+			}
+			if f.Anonymous && f.Type.Kind() == reflect.Pointer {
+				// msgpack gives a nil embedded pointer a value; JSON
+				// keeps it nil.
+				return true
 			}
 			if f.Type.Kind() == reflect.Interface && omitsEmpty(f) {
 				// msgpack omits an interface holding false, 0 or "" that
@@ -235,6 +236,7 @@ func mayHoldTime(t reflect.Type, seen map[reflect.Type]bool) bool {
 func appendState(b []byte, v any) ([]byte, error) {
 	e := encoders.Get().(*stateEncoder)
 	e.w.b = b
+	e.enc.ResetWriter(&e.w) // a fresh intern dictionary per state
 	err := e.enc.Encode(v)
 	b = e.w.b
 	e.w.b = nil
