@@ -312,7 +312,8 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 		f, out, err := e.call(ctx, leaf, ent, u, o.State, o.Packs)
 		var eff *instance.Effect
 		o.Results[i], calls[i], eff = e.settle(leaf, ent, u, out, err)
-		if err != nil || o.Results[i].IsError {
+		// A handler that suspends keeps the updates it made first.
+		if o.Results[i].IsError {
 			continue
 		}
 		switch {

@@ -629,3 +629,16 @@ func TestDuplicateIDsAreRejected(t *testing.T) {
 	require.True(t, res.IsError)
 	require.Contains(t, res.Text, `ID already in use: instance ID "dup"`)
 }
+
+func TestUpdateBeforeSuspendIsKept(t *testing.T) {
+	mark := node.NewTool("mark_and_ask", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		if err := ctx.Update(func(c *counter) { c.Label = "awaiting approval" }); err != nil {
+			return "", err
+		}
+		return "", ctx.Suspend("approval")
+	})
+	model := scripted.New(scripted.Tool("mark_and_ask", nil))
+	m := newMachine(t, charter(t, model, suspendNode(t, mark), doneNode(t)), "desk")
+	run(t, m, machine.UserText("go"))
+	require.Equal(t, counter{Label: "awaiting approval"}, m.Root().State)
+}
