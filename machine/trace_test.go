@@ -27,7 +27,7 @@ func TestSpans(t *testing.T) {
 		count[s.Name()]++
 		a := map[string]string{}
 		for _, kv := range s.Attributes() {
-			a[string(kv.Key)] = kv.Value.Emit()
+			a[string(kv.Key)] = kv.Value.String()
 		}
 		attrs[s.Name()] = a
 	}

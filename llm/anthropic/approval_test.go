@@ -1,7 +1,6 @@
 package anthropic_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,12 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	approval "github.com/markov-agents/markov/examples/approval/refund"
-	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/anthropic"
-	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/serialize"
 )
 
 // The approval flow end to end on this adapter, against a fake Messages
@@ -228,81 +224,19 @@ func approvalModel(t *testing.T, srv *approvalServer) *anthropic.Model {
 }
 
 func TestApprovalFlow(t *testing.T) {
-	tests := []struct {
-		name       string
-		decision   approval.Approval
-		wantResult string
-		wantLedger approval.Ledger
-	}{
-		{"approved", approval.Approval{Approved: true, Manager: "dana@example.com"},
-			"refund of $89.90 for order A-1042 issued, approved by dana@example.com",
-			approval.Ledger{Refunded: []string{"A-1042"}}},
-		{"declined", approval.Approval{Approved: false, Manager: "sam@example.com"},
-			"sam@example.com declined the refund for order A-1042",
-			approval.Ledger{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			srv := newApprovalServer(t, tt.wantResult)
-
-			// Process 1: run the customer's request until the tool suspends.
-			charter, err := approval.NewCharter(approvalModel(t, srv))
-			require.NoError(t, err)
-			m, err := charter.NewMachine(approval.NodeName, nil)
-			require.NoError(t, err)
-			var last machine.Step
-			for step, err := range m.Run(ctx, machine.UserText(approval.CustomerRequest)) {
-				require.NoError(t, err)
-				last = step
-			}
-			require.Equal(t, machine.Suspend, last.Reason)
-			require.True(t, last.NeedsResume())
-			require.Len(t, last.Suspensions, 1)
-			call := last.Suspensions[0]
-			require.Equal(t, instance.KindTool, call.Kind)
-			require.Equal(t, "request_refund", call.Name)
-			require.Equal(t, approvalToolUseID, call.ToolUseID)
-			require.JSONEq(t, `{"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}`, string(call.Input))
-			meta, err := instance.Decode[approval.RefundMeta](call.Metadata)
-			require.NoError(t, err)
-			require.Equal(t, approval.RefundMeta{OrderID: "A-1042", Amount: 89.9}, meta)
-			require.Len(t, last.Held, 1)
-			require.Equal(t, approvalHeldText, last.Held[0].Text())
-			require.Len(t, srv.requests(), 1)
-
-			data, err := serialize.Marshal(m)
-			require.NoError(t, err)
-
-			// Process 2: a fresh charter and model restore the machine and
-			// resume it with the manager's decision.
-			charter2, err := approval.NewCharter(approvalModel(t, srv))
-			require.NoError(t, err)
-			m2, err := serialize.Unmarshal(charter2, data)
-			require.NoError(t, err)
-			require.Len(t, m2.Pending(), 1)
-			var steps []machine.Step
-			for step, err := range m2.Run(ctx, machine.ResumeInput{SuspendID: call.SuspendID, Payload: tt.decision}) {
-				require.NoError(t, err)
-				steps = append(steps, step)
-			}
-			require.NotEmpty(t, steps)
-			final := steps[len(steps)-1]
-			require.Equal(t, machine.EndTurn, final.Reason)
-			require.True(t, final.Done)
-			require.False(t, final.NeedsResume())
-			h := m2.History()
-			require.Equal(t, approvalFinalText, h[len(h)-1].Text())
-			require.Equal(t, tt.wantLedger, m2.Root().State)
-			require.Empty(t, m2.Pending())
-
+	for _, c := range refundtest.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			srv := newApprovalServer(t, c.WantResult)
+			refundtest.Run(t, func() llm.Model { return approvalModel(t, srv) }, c, refundtest.Expect{
+				ToolUseID: approvalToolUseID, HeldText: approvalHeldText, FinalText: approvalFinalText,
+			})
 			// The request after the resume carries the tool result paired
 			// with the tool use.
 			reqs := srv.requests()
 			require.Len(t, reqs, 2)
 			var second approvalRequest
 			require.NoError(t, json.Unmarshal(reqs[1], &second))
-			require.NoError(t, checkApprovalPairing(second, tt.wantResult))
+			require.NoError(t, checkApprovalPairing(second, c.WantResult))
 		})
 	}
 }
