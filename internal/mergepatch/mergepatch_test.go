@@ -52,3 +52,28 @@ func TestApplyBadJSON(t *testing.T) {
 		t.Error("bad document: want error")
 	}
 }
+
+// FuzzApply checks that no input panics and that applying a patch twice
+// gives the same document (merge patches are idempotent).
+func FuzzApply(f *testing.F) {
+	f.Add([]byte(`{"a":"b"}`), []byte(`{"a":null,"c":{"d":1}}`))
+	f.Add([]byte(`[1,2]`), []byte(`{"x":[1]}`))
+	f.Add([]byte(`{}`), []byte(`"s"`))
+	f.Fuzz(func(t *testing.T, doc, patch []byte) {
+		once, err := Apply(doc, patch)
+		if err != nil {
+			return
+		}
+		twice, err := Apply(once, patch)
+		if err != nil {
+			t.Fatalf("second apply failed: %v", err)
+		}
+		var a, b any
+		if json.Unmarshal(once, &a) != nil || json.Unmarshal(twice, &b) != nil {
+			t.Fatal("Apply produced invalid JSON")
+		}
+		if d := cmp.Diff(a, b); d != "" {
+			t.Fatalf("not idempotent:\n%s", d)
+		}
+	})
+}
