@@ -118,7 +118,10 @@ type Machine struct {
 	root    *instance.Instance
 	history []message.Message
 	running atomic.Bool
-	leaves  map[string]*leafCache
+	// atBoundary is set while Run hands a step to the caller, who may then
+	// call Suspend.
+	atBoundary atomic.Bool
+	leaves     map[string]*leafCache
 	// unreported is what Apply added that the next Run reports.
 	unreported *report
 }
@@ -159,12 +162,15 @@ func (m *Machine) Pending() []instance.SuspendedCall {
 
 // Suspend parks the primary leaf at this step boundary: the whole instance
 // waits until a ResumeInput names the returned suspend ID. A payload given
-// with the resume reaches the instance as a message.
+// with the resume reaches the instance as a message. Call it between runs,
+// or inside a Run loop's body: the run then stops after that step, with a
+// last AwaitingResume step, unless workers still have work.
 func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string, error) {
-	if !m.running.CompareAndSwap(false, true) {
+	if m.running.CompareAndSwap(false, true) {
+		defer m.running.Store(false)
+	} else if !m.atBoundary.Load() {
 		return "", ErrRunning
 	}
-	defer m.running.Store(false)
 	leaf := m.primaryLeaf()
 	if leaf == nil {
 		return "", ErrNoPrimary

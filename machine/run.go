@@ -57,10 +57,10 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 	}
 	carry = m.unreported.merge(carry)
 	m.unreported = nil
-	yielded := false
 	emit := func(s Step) bool {
-		yielded = true
 		m.finishStep(&s)
+		m.atBoundary.Store(true)
+		defer m.atBoundary.Store(false)
 		return yield(s, nil)
 	}
 	for i, s := range pre {
@@ -89,15 +89,17 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 			return
 		}
 	}
+	// No step said Done: either none ran, or the caller suspended the
+	// primary leaf at the last step boundary.
 	switch {
 	case !carry.empty():
 		s := m.newTx(ctx, m.root, carry).step(EndTurn)
-		if m.root.Suspended() || len(m.Pending()) > 0 {
+		if len(m.Pending()) > 0 {
 			s.Reason = AwaitingResume
 		}
 		s.Done = true
 		emit(s)
-	case !yielded && len(m.Pending()) > 0:
+	case len(m.Pending()) > 0:
 		emit(Step{Reason: AwaitingResume, Done: true})
 	}
 }

@@ -642,3 +642,25 @@ func TestUpdateBeforeSuspendIsKept(t *testing.T) {
 	run(t, m, machine.UserText("go"))
 	require.Equal(t, counter{Label: "awaiting approval"}, m.Root().State)
 }
+
+func TestCallerSuspendInsideTheLoop(t *testing.T) {
+	model := scripted.New(scripted.Tool("add1", nil), scripted.Tool("add1", nil), scripted.Text("done"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	var got []machine.Step
+	var id string
+	for s, err := range m.Run(context.Background(), machine.UserText("go")) {
+		require.NoError(t, err)
+		got = append(got, s)
+		if id == "" {
+			var err error
+			id, err = m.Suspend("operator review")
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, []machine.YieldReason{machine.ToolUse, machine.AwaitingResume}, reasons(got))
+	require.True(t, got[1].Done)
+	require.Equal(t, id, got[1].Suspensions[0].SuspendID)
+	require.Equal(t, 1, model.Calls())
+	steps := run(t, m, machine.ResumeInput{SuspendID: id})
+	require.Equal(t, []machine.YieldReason{machine.ToolUse, machine.EndTurn}, reasons(steps))
+}
