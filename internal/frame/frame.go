@@ -93,27 +93,84 @@ func OpsFor[S any](validate func(S) error) StateOps {
 }
 
 // ClonerFor returns a deep-copy function for values of S: the identity for
-// types without references (copying the value is a deep copy), a JSON
-// round trip otherwise.
+// types without references (copying the value is a deep copy), a
+// reflective deep copy otherwise.
 func ClonerFor[S any]() func(any) any {
 	if plain(reflect.TypeFor[S](), 0) {
 		return func(v any) any { return v }
 	}
-	return func(v any) any {
-		s, ok := v.(S)
-		if !ok {
+	return DeepCopy
+}
+
+// maxCopyDepth bounds DeepCopy on cyclic or absurdly deep values: deeper
+// references are shared.
+const maxCopyDepth = 1000
+
+// DeepCopy returns a copy of v that shares no maps, slices or pointers with
+// it (down to maxCopyDepth). Unexported fields are copied as values, so
+// references inside them stay shared; interface values keep their dynamic
+// types.
+func DeepCopy(v any) any {
+	if v == nil {
+		return nil
+	}
+	return deepCopy(reflect.ValueOf(v), 0).Interface()
+}
+
+func deepCopy(v reflect.Value, depth int) reflect.Value {
+	if depth > maxCopyDepth {
+		return v
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
 			return v
 		}
-		b, err := json.Marshal(s)
-		if err != nil {
+		out := reflect.New(v.Type().Elem())
+		out.Elem().Set(deepCopy(v.Elem(), depth+1))
+		return out
+	case reflect.Interface:
+		if v.IsNil() {
 			return v
 		}
-		var out S
-		if json.Unmarshal(b, &out) != nil {
+		out := reflect.New(v.Type()).Elem()
+		out.Set(deepCopy(v.Elem(), depth+1))
+		return out
+	case reflect.Slice:
+		if v.IsNil() {
 			return v
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(deepCopy(v.Index(i), depth+1))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(it.Key(), deepCopy(it.Value(), depth+1))
+		}
+		return out
+	case reflect.Array:
+		out := reflect.New(v.Type()).Elem()
+		for i := range v.Len() {
+			out.Index(i).Set(deepCopy(v.Index(i), depth+1))
+		}
+		return out
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		for i := range v.NumField() {
+			if f := out.Field(i); f.CanSet() {
+				f.Set(deepCopy(v.Field(i), depth+1))
+			}
 		}
 		return out
 	}
+	return v
 }
 
 // plain reports whether t holds no references.
