@@ -98,12 +98,25 @@ type Step struct {
 	Command *command.Result
 	// CedeContent is what the first cede of the round handed up.
 	CedeContent any
+	// Cedes are every cede of the round, in leaf order.
+	Cedes []Ceded
 	// Events are the suspension lifecycle events of the step.
 	Events []instance.Event
 	// Usage sums the tokens of the round's model calls.
 	Usage llm.Usage
 	// Root is a deep copy of the tree after the step.
 	Root *instance.Instance
+}
+
+// Ceded is one instance handing its result to its parent.
+type Ceded struct {
+	// InstanceID and Node name the instance that ceded (now removed).
+	InstanceID string
+	Node       string
+	// To is the parent's instance ID.
+	To string
+	// Content is what it handed up.
+	Content any
 }
 
 // NeedsResume reports whether the run ended waiting for suspensions to be

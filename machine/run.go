@@ -416,9 +416,7 @@ func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, byModel boo
 			Source: message.Source{InstanceID: in.ID, Node: in.Node, To: parent.ID},
 		})
 		parent.Idle = false
-		if !t.ceded {
-			t.ceded, t.cedeContent = true, eff.Content
-		}
+		t.cedes = append(t.cedes, Ceded{InstanceID: in.ID, Node: in.Node, To: parent.ID, Content: eff.Content})
 		return true
 	}
 	return false

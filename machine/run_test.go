@@ -160,6 +160,10 @@ func TestSeveralCedesInOneRoundArriveInLeafOrder(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"one", "two"}, got)
+	require.Len(t, steps[1].Cedes, 2)
+	require.Equal(t, "w1", steps[1].Cedes[0].Node)
+	require.Equal(t, "two", steps[1].Cedes[1].Content)
+	require.Equal(t, m.Root().ID, steps[1].Cedes[1].To)
 	// The root's next request holds both, in leaf order.
 	reqs := model.Requests()
 	msgs := reqs[len(reqs)-1].Messages

@@ -30,8 +30,7 @@ type tx struct {
 	// went to history and into a step.
 	committed, reported, eventsReported int
 	usage                               llm.Usage
-	ceded                               bool
-	cedeContent                         any
+	cedes                               []Ceded
 	held                                []message.Message
 }
 
@@ -93,14 +92,14 @@ func (t *tx) step(r YieldReason) Step {
 	if len(t.held) > 0 {
 		s.Held, t.held = message.CloneAll(t.held), nil
 	}
-	if t.ceded {
-		s.CedeContent = t.cedeContent
+	if len(t.cedes) > 0 {
+		s.Cedes, s.CedeContent = t.cedes, t.cedes[0].Content
 		if s.Reason != Suspend {
 			s.Reason = Cede
 		}
 	}
 	t.reported, t.eventsReported = len(t.added), len(t.events)
-	t.usage, t.ceded, t.cedeContent = llm.Usage{}, false, nil
+	t.usage, t.cedes = llm.Usage{}, nil
 	return s
 }
 
