@@ -88,18 +88,24 @@ func BenchmarkRunRound(b *testing.B) {
 				oneRound(b, m) // builds the transcript once, outside the timer
 				return m
 			}
-			m := fresh()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				if i%1000 == 999 {
-					b.StopTimer()
-					m = fresh()
-					b.StartTimer()
-				}
-				oneRound(b, m)
-			}
+			loop(b, 1000, fresh, func(m *machine.Machine) { oneRound(b, m) })
 		})
+	}
+}
+
+// loop runs body b.N times, on a fresh machine every `every` iterations
+// (built outside the timer) so the history stays near its starting size.
+func loop(b *testing.B, every int, fresh func() *machine.Machine, body func(*machine.Machine)) {
+	m := fresh()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%every == every-1 {
+			b.StopTimer()
+			m = fresh()
+			b.StartTimer()
+		}
+		body(m)
 	}
 }
 
@@ -118,17 +124,7 @@ func BenchmarkWorkers(b *testing.B) {
 		oneRound(b, m)
 		return m
 	}
-	m := fresh()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if i%20 == 19 {
-			b.StopTimer()
-			m = fresh()
-			b.StartTimer()
-		}
-		oneRound(b, m)
-	}
+	loop(b, 20, fresh, func(m *machine.Machine) { oneRound(b, m) })
 }
 
 // scriptedPair answers a user message with a suspending tool call and a
@@ -156,16 +152,8 @@ func BenchmarkSuspendResume(b *testing.B) {
 	fresh := func() *machine.Machine {
 		return must(machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: state{}, Idle: true}, history(100)))
 	}
-	m := fresh()
 	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if i%1000 == 999 {
-			b.StopTimer()
-			m = fresh()
-			b.StartTimer()
-		}
+	loop(b, 1000, fresh, func(m *machine.Machine) {
 		var id string
 		for s, err := range m.Run(ctx, machine.UserText("approve")) {
 			if err != nil {
@@ -178,5 +166,5 @@ func BenchmarkSuspendResume(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-	}
+	})
 }
