@@ -184,7 +184,7 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 	} else if !m.atBoundary.Load() {
 		return "", ErrRunning
 	}
-	leaf := m.primaryLeaf()
+	leaf := m.charter.primaryLeaf(m.root)
 	if leaf == nil {
 		return "", ErrNoPrimary
 	}
@@ -203,10 +203,11 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 	return call.SuspendID, nil
 }
 
-// primaryLeaf returns the non-worker leaf, or nil.
-func (m *Machine) primaryLeaf() *instance.Instance {
-	for l := range m.root.Leaves() {
-		if n := m.charter.Node(l.Node); n != nil && !n.Worker() {
+// primaryLeaf returns the non-worker leaf of root, suspended or not, or
+// nil.
+func (c *Charter) primaryLeaf(root *instance.Instance) *instance.Instance {
+	for l := range root.Leaves() {
+		if n := c.Node(l.Node); n != nil && !n.Worker() {
 			return l
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -151,26 +152,32 @@ func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *rep
 // bad ID fails the whole call.
 func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 	seen := map[string]bool{}
+	claim := func(id string) error {
+		if seen[id] {
+			return fmt.Errorf("suspension %s named twice in one run: %w", id, instance.ErrAlreadyResolved)
+		}
+		seen[id] = true
+		return nil
+	}
 	for _, in := range inputs {
 		switch v := in.(type) {
 		case message.Message, *message.Message, command.Invocation:
 		case ResumeInput:
-			if seen[v.SuspendID] {
-				return fmt.Errorf("resume %s twice in one run: %w", v.SuspendID, instance.ErrAlreadyResolved)
+			if err := claim(v.SuspendID); err != nil {
+				return err
 			}
-			seen[v.SuspendID] = true
-			if err := m.checkResumable(v.SuspendID, now); err != nil {
+			if err := m.checkResumable(m.root, v.SuspendID, now); err != nil {
 				return err
 			}
 			if _, err := instance.EncodePayload(v.Payload); err != nil {
 				return fmt.Errorf("resume %s: %w", v.SuspendID, err)
 			}
 		case CancelInput:
-			if seen[v.SuspendID] {
-				return fmt.Errorf("cancel %s twice in one run: %w", v.SuspendID, instance.ErrAlreadyResolved)
+			if err := claim(v.SuspendID); err != nil {
+				return err
 			}
-			seen[v.SuspendID] = true
-			if err := m.checkResumable(v.SuspendID, time.Time{}); err != nil {
+			// A cancel is accepted past the deadline.
+			if err := m.checkResumable(m.root, v.SuspendID, time.Time{}); err != nil {
 				return err
 			}
 		default:
@@ -180,14 +187,15 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 	return nil
 }
 
-// checkResumable reports why suspendID cannot be resumed now, if it can't.
-func (m *Machine) checkResumable(id string, now time.Time) error {
-	_, c := m.root.FindCall(id)
+// checkResumable reports why suspension id of root cannot be resumed at
+// now (the zero time: whatever its deadline), if it can't.
+func (m *Machine) checkResumable(root *instance.Instance, id string, now time.Time) error {
+	_, c := root.FindCall(id)
 	if c == nil {
 		if m.resolvedBefore(id) {
 			return fmt.Errorf("suspension %s: %w", id, instance.ErrAlreadyResolved)
 		}
-		if !m.root.Suspended() && len(m.Pending()) == 0 {
+		if _, pending := next(root.Pending()); !pending {
 			return fmt.Errorf("suspension %s: %w: %w", id, instance.ErrUnknownSuspendID, instance.ErrNotSuspended)
 		}
 		return fmt.Errorf("suspension %s: %w", id, instance.ErrUnknownSuspendID)
@@ -227,14 +235,8 @@ func (t *tx) userMessage(msg message.Message) {
 	if caughtUp {
 		t.reported++
 	}
-	if msg.Silent {
-		return
-	}
-	for l := range t.root.Leaves() {
-		if n := t.m.charter.Node(l.Node); n != nil && !n.Worker() {
-			l.Idle = false
-			return
-		}
+	if l := t.m.charter.primaryLeaf(t.root); l != nil && !msg.Silent {
+		l.Idle = false
 	}
 }
 
@@ -274,7 +276,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	}
 	steps := []Step{}
 	for _, r := range co.Resumes {
-		if err := t.m.checkResumableIn(t.root, r.SuspendID); err != nil {
+		if err := t.m.checkResumable(t.root, r.SuspendID, t.m.charter.now()); err != nil {
 			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 		}
 		s, err := t.resume(ResumeInput{SuspendID: r.SuspendID, Payload: r.Payload, IsError: r.IsError}, instance.CauseCommand)
@@ -293,13 +295,13 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	return append([]Step{s}, steps...), nil
 }
 
-// checkResumableIn is checkResumable against a working tree.
-func (m *Machine) checkResumableIn(root *instance.Instance, id string) error {
-	_, c := root.FindCall(id)
-	if c == nil {
-		return fmt.Errorf("suspension %s: %w", id, instance.ErrUnknownSuspendID)
+// next returns the first value of seq, if any.
+func next[T any](seq iter.Seq[T]) (T, bool) {
+	for v := range seq {
+		return v, true
 	}
-	return c.CheckPending()
+	var zero T
+	return zero, false
 }
 
 // record adds an instance record to history.
@@ -326,10 +328,8 @@ func (t *tx) target(id string) (*instance.Instance, error) {
 		}
 		return nil, fmt.Errorf("%w: instance %q", command.ErrNoTarget, id)
 	}
-	for l := range t.root.Leaves() {
-		if n := t.m.charter.Node(l.Node); n != nil && !n.Worker() {
-			return l, nil
-		}
+	if l := t.m.charter.primaryLeaf(t.root); l != nil {
+		return l, nil
 	}
 	return nil, command.ErrNoTarget
 }
