@@ -75,6 +75,9 @@ var layers = map[string]rule{
 	"examples/...":  {layer: topLayer, anything: true},
 	// bench holds the runtime benchmarks (test files only).
 	"bench": {layer: topLayer, anything: true},
+	// fakeapi is the adapters' test scaffolding, imported by their tests
+	// only: placed like an adapter, so no library package may import it.
+	"llm/internal/fakeapi": {layer: adapterLayer, restricted: true, only: []string{"llm", "message"}},
 }
 
 // msgpackImporters may import msgpack.
@@ -274,6 +277,8 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"store subpackage imports machine", p("store/sqlite", "machine"), "may import only store of the project"},
 		{"message imports third party", p("message", "github.com/google/uuid"), "standard library only"},
 		{"adapter imports instance", p("llm/anthropic", "instance"), "may import only llm, message of the project"},
+		{"fakeapi imports instance", p("llm/internal/fakeapi", "instance"), "may import only llm, message of the project"},
+		{"library imports fakeapi", p("machine", "llm/internal/fakeapi"), "llm/internal/fakeapi is layer 90"},
 		{"unknown package", p("newpkg", "std:fmt"), "package newpkg has no layer: add it to the layers table"},
 		{"unknown internal package", p("internal/cache"), "package internal/cache has no layer"},
 		{"import of an unknown package", p("machine", "secret"), "secret has no layer"},
@@ -287,6 +292,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"storetest imports store", p("store/storetest", "store", "std:testing", "github.com/google/go-cmp/cmp"), ""},
 		{"store driver", p("store/sqlite", "store", "modernc.org/sqlite"), ""},
 		{"adapter", p("llm/openai", "llm", "message", "github.com/openai/openai-go/v3"), ""},
+		{"fakeapi", p("llm/internal/fakeapi", "llm", "message", "std:testing", "github.com/stretchr/testify/require"), ""},
 		{"command line", p("cmd/markov", "durable", "llm/anthropic", "store/sqlite"), ""},
 		{"example", p("examples/research", "machine", "llm/scripted"), ""},
 	}

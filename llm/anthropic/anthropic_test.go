@@ -1,16 +1,10 @@
 package anthropic_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,135 +15,24 @@ import (
 
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/anthropic"
+	"github.com/markov-agents/markov/llm/internal/fakeapi"
 	"github.com/markov-agents/markov/message"
 )
 
-// reply is one canned HTTP response: a status and a testdata file (or a
-// literal body).
-type reply struct {
-	status int
-	file   string
-	body   string
-	header map[string]string
+// messagesAPI is the fake Messages API: fixtures in testdata, streamed
+// replies in .sse files.
+var messagesAPI = fakeapi.API{
+	Header:       map[string]string{"Request-Id": "req_test"},
+	ContentTypes: map[string]string{".sse": "text/event-stream"},
 }
-
-// recorded is one request the fake server received.
-type recorded struct {
-	method, path string
-	header       http.Header
-	body         []byte
-}
-
-// fakeServer serves its replies in order and records every request.
-type fakeServer struct {
-	*httptest.Server
-	t        *testing.T
-	mu       sync.Mutex
-	replies  []reply
-	requests []recorded
-}
-
-func newServer(t *testing.T, replies ...reply) *fakeServer {
-	t.Helper()
-	s := &fakeServer{t: t, replies: replies}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		s.t.Errorf("reading request body: %v", err)
-	}
-	s.mu.Lock()
-	s.requests = append(s.requests, recorded{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body})
-	if len(s.replies) == 0 {
-		s.mu.Unlock()
-		s.t.Errorf("unexpected request %d to %s", len(s.requests), r.URL.Path)
-		http.Error(w, "no reply left", http.StatusTeapot)
-		return
-	}
-	rep := s.replies[0]
-	s.replies = s.replies[1:]
-	s.mu.Unlock()
-
-	data := []byte(rep.body)
-	if rep.file != "" {
-		data = readFile(s.t, rep.file)
-	}
-	if strings.HasSuffix(rep.file, ".sse") {
-		w.Header().Set("Content-Type", "text/event-stream")
-	} else {
-		w.Header().Set("Content-Type", "application/json")
-	}
-	w.Header().Set("Request-Id", "req_test")
-	for k, v := range rep.header {
-		w.Header().Set(k, v)
-	}
-	status := rep.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
-}
-
-// Requests returns what the server received so far.
-func (s *fakeServer) Requests() []recorded {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]recorded(nil), s.requests...)
-}
-
-// lastBody returns the JSON body of the last request, decoded.
-func (s *fakeServer) lastBody(t *testing.T) map[string]any {
-	t.Helper()
-	reqs := s.Requests()
-	require.NotEmpty(t, reqs, "no request received")
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(reqs[len(reqs)-1].body, &m))
-	return m
-}
-
-func readFile(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatalf("reading fixture: %v", err)
-	}
-	return data
-}
-
-var update = flag.Bool("update", false, "rewrite the golden request files in testdata")
-
-// requireJSONEqual compares a request body with a golden file semantically.
-// With -update it rewrites the golden file instead (review the diff).
-func requireJSONEqual(t *testing.T, goldenFile string, got []byte) {
-	t.Helper()
-	if *update {
-		var buf bytes.Buffer
-		require.NoError(t, json.Indent(&buf, got, "", "  "))
-		buf.WriteByte('\n')
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", goldenFile), buf.Bytes(), 0o644))
-	}
-	var want, have any
-	require.NoError(t, json.Unmarshal(readFile(t, goldenFile), &want), "golden %s", goldenFile)
-	require.NoError(t, json.Unmarshal(got, &have))
-	if d := cmp.Diff(want, have); d != "" {
-		t.Fatalf("request body differs from %s (-want +got):\n%s\ngot: %s", goldenFile, d, got)
-	}
-}
-
-func intPtr(n int) *int { return &n }
 
 // newModel returns a hermetic model pointed at srv with retries off.
-func newModel(t *testing.T, srv *fakeServer, edit ...func(*anthropic.Config)) *anthropic.Model {
+func newModel(t *testing.T, srv *fakeapi.Server, edit ...func(*anthropic.Config)) *anthropic.Model {
 	t.Helper()
 	cfg := anthropic.Config{
 		APIKey:            "test-key",
 		BaseURL:           srv.URL,
-		MaxRetries:        intPtr(0),
+		MaxRetries:        new(0),
 		IgnoreEnvironment: true,
 		DefaultSettings:   llm.Settings{Model: "claude-sonnet-4-5"},
 	}
@@ -161,21 +44,8 @@ func newModel(t *testing.T, srv *fakeServer, edit ...func(*anthropic.Config)) *a
 	return m
 }
 
-var (
-	lookupOrder = llm.ToolSpec{
-		Name:        "lookup_order",
-		Description: "Look up an order by ID.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"integer"}},"required":["order_id"],"additionalProperties":false}`),
-	}
-	refund = llm.ToolSpec{
-		Name:        "refund",
-		Description: "Refund an order.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"integer"},"reason":{"type":"string"}},"required":["order_id"]}`),
-	}
-)
-
 func TestGenerateText(t *testing.T) {
-	srv := newServer(t, reply{file: "text.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
 	m := newModel(t, srv)
 
 	resp, err := m.Generate(context.Background(), &llm.Request{
@@ -195,22 +65,22 @@ func TestGenerateText(t *testing.T) {
 
 	reqs := srv.Requests()
 	require.Len(t, reqs, 1)
-	require.Equal(t, http.MethodPost, reqs[0].method)
-	require.Equal(t, "/v1/messages", reqs[0].path)
-	require.Equal(t, "test-key", reqs[0].header.Get("X-Api-Key"))
-	require.NotEmpty(t, reqs[0].header.Get("Anthropic-Version"))
-	requireJSONEqual(t, "text.request.json", reqs[0].body)
+	require.Equal(t, http.MethodPost, reqs[0].Method)
+	require.Equal(t, "/v1/messages", reqs[0].Path)
+	require.Equal(t, "test-key", reqs[0].Header.Get("X-Api-Key"))
+	require.NotEmpty(t, reqs[0].Header.Get("Anthropic-Version"))
+	messagesAPI.Golden(t, "text.request.json", reqs[0].Body)
 }
 
 func TestToolRoundTrip(t *testing.T) {
-	srv := newServer(t, reply{file: "tool_use.json"}, reply{file: "final.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "tool_use.json"}, fakeapi.Reply{File: "final.json"})
 	m := newModel(t, srv)
 	ctx := context.Background()
 
 	req := &llm.Request{
 		System:   "You handle refunds.",
 		Messages: []message.Message{message.UserText("Refund order 42, it arrived broken.")},
-		Tools:    []llm.ToolSpec{lookupOrder, refund},
+		Tools:    []llm.ToolSpec{fakeapi.LookupOrderTool, fakeapi.RefundTool},
 	}
 	first, err := m.Generate(ctx, req)
 	require.NoError(t, err)
@@ -239,11 +109,11 @@ func TestToolRoundTrip(t *testing.T) {
 
 	reqs := srv.Requests()
 	require.Len(t, reqs, 2)
-	requireJSONEqual(t, "tool_round_trip.request.json", reqs[1].body)
+	messagesAPI.Golden(t, "tool_round_trip.request.json", reqs[1].Body)
 }
 
 func TestParallelToolCallsAndErrorResult(t *testing.T) {
-	srv := newServer(t, reply{file: "parallel_tool_use.json"}, reply{file: "final.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "parallel_tool_use.json"}, fakeapi.Reply{File: "final.json"})
 	m := newModel(t, srv)
 	ctx := context.Background()
 
@@ -274,11 +144,11 @@ func TestParallelToolCallsAndErrorResult(t *testing.T) {
 	)
 	_, err = m.Generate(ctx, req)
 	require.NoError(t, err)
-	requireJSONEqual(t, "parallel_tool_results.request.json", srv.Requests()[1].body)
+	messagesAPI.Golden(t, "parallel_tool_results.request.json", srv.Requests()[1].Body)
 }
 
 func TestMaxTokens(t *testing.T) {
-	srv := newServer(t, reply{file: "max_tokens.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "max_tokens.json"})
 	m := newModel(t, srv)
 	resp, err := m.Generate(context.Background(), &llm.Request{
 		Messages: []message.Message{message.UserText("Tell me a long story.")},
@@ -287,11 +157,11 @@ func TestMaxTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, llm.MaxTokens, resp.StopReason)
 	require.Equal(t, "Once upon a time, in a land far", resp.Message.Text())
-	require.EqualValues(t, 10, srv.lastBody(t)["max_tokens"])
+	require.EqualValues(t, 10, srv.LastBody(t)["max_tokens"])
 }
 
 func TestThinkingReplayedUnchanged(t *testing.T) {
-	srv := newServer(t, reply{file: "thinking_tool_use.json"}, reply{file: "final.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "thinking_tool_use.json"}, fakeapi.Reply{File: "final.json"})
 	m := newModel(t, srv)
 	ctx := context.Background()
 
@@ -308,7 +178,7 @@ func TestThinkingReplayedUnchanged(t *testing.T) {
 			Type, Thinking, Signature, Data string
 		}
 	}
-	require.NoError(t, json.Unmarshal(readFile(t, "thinking_tool_use.json"), &fixture))
+	require.NoError(t, json.Unmarshal(messagesAPI.ReadFile(t, "thinking_tool_use.json"), &fixture))
 	thinking, redacted := fixture.Content[0], fixture.Content[1]
 
 	wantParts := []message.Part{
@@ -327,7 +197,7 @@ func TestThinkingReplayedUnchanged(t *testing.T) {
 	_, err = m.Generate(ctx, req)
 	require.NoError(t, err)
 
-	body := srv.lastBody(t)
+	body := srv.LastBody(t)
 	msgs := body["messages"].([]any)
 	require.Len(t, msgs, 3)
 	asst := msgs[1].(map[string]any)
@@ -343,7 +213,7 @@ func TestThinkingReplayedUnchanged(t *testing.T) {
 }
 
 func TestStructuredOutput(t *testing.T) {
-	srv := newServer(t, reply{file: "structured.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "structured.json"})
 	m := newModel(t, srv)
 	// Property order differs from alphabetical on purpose: the schema must
 	// reach the API byte for byte.
@@ -359,7 +229,7 @@ func TestStructuredOutput(t *testing.T) {
 	require.JSONEq(t, `{"verdict":"approve","amount":42.5,"reasons":["damaged on arrival"]}`, string(p.Data))
 	require.Equal(t, `{"verdict":"approve","amount":42.5,"reasons":["damaged on arrival"]}`, p.Text)
 
-	body := srv.Requests()[0].body
+	body := srv.Requests()[0].Body
 	require.Contains(t, string(body), `"output_config":{"format":{"schema":`+schema+`,"type":"json_schema"}}`)
 	require.NotContains(t, string(body), `"tools"`, "structured output is native, not a forced tool")
 }
@@ -401,14 +271,14 @@ func TestSettingsMergedOverDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{file: "text.json"})
+			srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
 			m := newModel(t, srv, func(c *anthropic.Config) { c.DefaultSettings = tt.defaults })
 			_, err := m.Generate(context.Background(), &llm.Request{
 				Messages: []message.Message{message.UserText("Hi")},
 				Settings: tt.request,
 			})
 			require.NoError(t, err)
-			body := srv.lastBody(t)
+			body := srv.LastBody(t)
 			got := map[string]any{"model": body["model"], "max_tokens": body["max_tokens"], "temperature": body["temperature"]}
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Fatalf("settings (-want +got):\n%s", d)
@@ -434,7 +304,7 @@ func TestStopReasons(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.wire, func(t *testing.T) {
 			body := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"x"}],"stop_reason":"` + tt.wire + `","usage":{"input_tokens":1,"output_tokens":1}}`
-			srv := newServer(t, reply{body: body})
+			srv := messagesAPI.NewServer(t, fakeapi.Reply{Body: body})
 			resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 			require.NoError(t, err)
 			require.Equal(t, tt.want, resp.StopReason)
@@ -446,7 +316,7 @@ func TestAPIErrors(t *testing.T) {
 	fast := map[string]string{"Retry-After-Ms": "1"}
 	tests := []struct {
 		name       string
-		replies    []reply
+		replies    []fakeapi.Reply
 		retries    int
 		wantStatus int
 		wantType   string
@@ -454,26 +324,26 @@ func TestAPIErrors(t *testing.T) {
 	}{
 		{
 			name:       "429 without retries",
-			replies:    []reply{{status: 429, file: "error_429.json", header: fast}},
+			replies:    []fakeapi.Reply{{Status: 429, File: "error_429.json", Header: fast}},
 			wantStatus: 429, wantType: "rate_limit_error", wantCalls: 1,
 		},
 		{
 			name:       "529 overloaded, retried once",
-			replies:    []reply{{status: 529, file: "error_529.json", header: fast}, {status: 529, file: "error_529.json", header: fast}},
+			replies:    []fakeapi.Reply{{Status: 529, File: "error_529.json", Header: fast}, {Status: 529, File: "error_529.json", Header: fast}},
 			retries:    1,
 			wantStatus: 529, wantType: "overloaded_error", wantCalls: 2,
 		},
 		{
 			name:       "500 retried twice",
-			replies:    []reply{{status: 500, file: "error_500.json", header: fast}, {status: 500, file: "error_500.json", header: fast}, {status: 500, file: "error_500.json", header: fast}},
+			replies:    []fakeapi.Reply{{Status: 500, File: "error_500.json", Header: fast}, {Status: 500, File: "error_500.json", Header: fast}, {Status: 500, File: "error_500.json", Header: fast}},
 			retries:    2,
 			wantStatus: 500, wantType: "api_error", wantCalls: 3,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, tt.replies...)
-			m := newModel(t, srv, func(c *anthropic.Config) { c.MaxRetries = intPtr(tt.retries) })
+			srv := messagesAPI.NewServer(t, tt.replies...)
+			m := newModel(t, srv, func(c *anthropic.Config) { c.MaxRetries = new(tt.retries) })
 			_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 			require.Error(t, err)
 			require.True(t, strings.HasPrefix(err.Error(), "anthropic: "), "error %q does not name the provider", err)
@@ -487,11 +357,11 @@ func TestAPIErrors(t *testing.T) {
 }
 
 func TestRetryThenSuccess(t *testing.T) {
-	srv := newServer(t,
-		reply{status: 529, file: "error_529.json", header: map[string]string{"Retry-After-Ms": "1"}},
-		reply{file: "text.json"},
+	srv := messagesAPI.NewServer(t,
+		fakeapi.Reply{Status: 529, File: "error_529.json", Header: map[string]string{"Retry-After-Ms": "1"}},
+		fakeapi.Reply{File: "text.json"},
 	)
-	m := newModel(t, srv, func(c *anthropic.Config) { c.MaxRetries = intPtr(2) })
+	m := newModel(t, srv, func(c *anthropic.Config) { c.MaxRetries = new(2) })
 	resp, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 	require.NoError(t, err)
 	require.Equal(t, "Hello! How can I help you today?", resp.Message.Text())
@@ -499,14 +369,14 @@ func TestRetryThenSuccess(t *testing.T) {
 }
 
 func TestMalformedResponse(t *testing.T) {
-	srv := newServer(t, reply{file: "malformed.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "malformed.json"})
 	_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 	require.Error(t, err)
 	require.True(t, strings.HasPrefix(err.Error(), "anthropic: "), "error %q does not name the provider", err)
 }
 
 func TestMalformedHistoryNeverSent(t *testing.T) {
-	srv := newServer(t)
+	srv := messagesAPI.NewServer(t)
 	m := newModel(t, srv)
 	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{
 		message.UserText("Refund order 42"),
@@ -548,7 +418,7 @@ func TestRequestErrorsBeforeSending(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t)
+			srv := messagesAPI.NewServer(t)
 			var edits []func(*anthropic.Config)
 			if tt.cfg != nil {
 				edits = append(edits, tt.cfg)
@@ -573,7 +443,7 @@ func TestStreaming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{file: "stream.sse"})
+			srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "stream.sse"})
 			m := newModel(t, srv, tt.cfg)
 			resp, err := m.Generate(context.Background(), &llm.Request{
 				Messages: []message.Message{message.UserText("Weather in Paris?")},
@@ -581,7 +451,7 @@ func TestStreaming(t *testing.T) {
 				Settings: tt.set,
 			})
 			require.NoError(t, err)
-			require.Equal(t, true, srv.lastBody(t)["stream"])
+			require.Equal(t, true, srv.LastBody(t)["stream"])
 			want := &llm.Response{
 				Message: message.Message{Role: message.Assistant, Parts: []message.Part{
 					message.Text("Let me check the weather."),
@@ -598,7 +468,7 @@ func TestStreaming(t *testing.T) {
 }
 
 func TestStreamingError(t *testing.T) {
-	srv := newServer(t, reply{status: 529, file: "error_529.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{Status: 529, File: "error_529.json"})
 	m := newModel(t, srv, func(c *anthropic.Config) { c.Stream = true })
 	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 	var apiErr *sdk.Error
@@ -608,7 +478,7 @@ func TestStreamingError(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	_, err := anthropic.New(anthropic.Config{MaxRetries: intPtr(-1)})
+	_, err := anthropic.New(anthropic.Config{MaxRetries: new(-1)})
 	require.Error(t, err)
 	_, err = anthropic.New(anthropic.Config{DefaultSettings: llm.Settings{MaxTokens: -1}})
 	require.Error(t, err)
@@ -616,11 +486,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 func TestConcurrentGenerate(t *testing.T) {
 	const n = 8
-	replies := make([]reply, n)
+	replies := make([]fakeapi.Reply, n)
 	for i := range replies {
-		replies[i] = reply{file: "text.json"}
+		replies[i] = fakeapi.Reply{File: "text.json"}
 	}
-	srv := newServer(t, replies...)
+	srv := messagesAPI.NewServer(t, replies...)
 	m := newModel(t, srv)
 	req := &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
 	var wg sync.WaitGroup
@@ -640,7 +510,7 @@ func TestConcurrentGenerate(t *testing.T) {
 }
 
 func TestContextCanceled(t *testing.T) {
-	srv := newServer(t)
+	srv := messagesAPI.NewServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := newModel(t, srv).Generate(ctx, &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
@@ -648,7 +518,7 @@ func TestContextCanceled(t *testing.T) {
 }
 
 func TestTranscriptMapping(t *testing.T) {
-	srv := newServer(t, reply{file: "text.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
 	_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{
 		message.UserText("first"),
 		// Consecutive user messages merge into one turn; empty text and
@@ -665,12 +535,12 @@ func TestTranscriptMapping(t *testing.T) {
 		message.UserText("third"),
 	}})
 	require.NoError(t, err)
-	requireJSONEqual(t, "transcript.request.json", srv.Requests()[0].body)
+	messagesAPI.Golden(t, "transcript.request.json", srv.Requests()[0].Body)
 }
 
 func TestIgnoreEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "from-env")
-	srv := newServer(t, reply{file: "text.json"}, reply{file: "text.json"})
+	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "text.json"}, fakeapi.Reply{File: "text.json"})
 	req := &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
 
 	_, err := newModel(t, srv, func(c *anthropic.Config) { c.APIKey = "" }).Generate(context.Background(), req)
@@ -679,6 +549,6 @@ func TestIgnoreEnvironment(t *testing.T) {
 	require.NoError(t, err)
 
 	reqs := srv.Requests()
-	require.Empty(t, reqs[0].header.Get("X-Api-Key"))
-	require.Equal(t, "from-env", reqs[1].header.Get("X-Api-Key"))
+	require.Empty(t, reqs[0].Header.Get("X-Api-Key"))
+	require.Equal(t, "from-env", reqs[1].Header.Get("X-Api-Key"))
 }

@@ -3,17 +3,14 @@ package anthropic_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/llm"
-	"github.com/markov-agents/markov/llm/anthropic"
+	"github.com/markov-agents/markov/llm/internal/fakeapi"
 )
 
 // The approval flow end to end on this adapter, against a fake Messages
@@ -86,81 +83,39 @@ func approvalBlocks(raw json.RawMessage) ([]approvalBlock, error) {
 	return bs, nil
 }
 
-// approvalServer is a fake Messages API for the approval flow. It checks
-// every request and records the bodies.
-type approvalServer struct {
-	*httptest.Server
-	t *testing.T
-	// wantResult is the tool result the second request must carry.
-	wantResult string
-
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func newApprovalServer(t *testing.T, wantResult string) *approvalServer {
-	s := &approvalServer{t: t, wantResult: wantResult}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *approvalServer) requests() [][]byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([][]byte(nil), s.bodies...)
-}
-
-func (s *approvalServer) serve(w http.ResponseWriter, r *http.Request) {
-	t := s.t
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		t.Errorf("read body: %v", err)
-	}
-	s.mu.Lock()
-	s.bodies = append(s.bodies, body)
-	n := len(s.bodies)
-	s.mu.Unlock()
-
-	fail := func(format string, args ...any) {
-		t.Errorf("request %d: "+format, append([]any{n}, args...)...)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`)
-	}
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
-		fail("unexpected %s %s", r.Method, r.URL.Path)
-		return
-	}
-	var req approvalRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		fail("body is not JSON: %v", err)
-		return
-	}
-	if len(req.Tools) != 1 || req.Tools[0].Name != "request_refund" {
-		fail("want the one tool request_refund, got %+v", req.Tools)
-		return
-	}
-	var reply string
-	switch n {
-	case 1:
-		if len(req.Messages) != 1 || req.Messages[0].Role != "user" {
-			fail("want the customer's message alone, got %s", body)
-			return
+// newApprovalServer starts a fake Messages API for the approval flow. It
+// checks every request; the second must carry the tool result wantResult.
+func newApprovalServer(t *testing.T, wantResult string) *fakeapi.Server {
+	return messagesAPI.NewResponder(t, func(n int, r fakeapi.Request) fakeapi.Reply {
+		fail := func(format string, args ...any) fakeapi.Reply {
+			t.Errorf("request %d: "+format, append([]any{n}, args...)...)
+			return fakeapi.Reply{Status: http.StatusBadRequest, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`}
 		}
-		reply = approvalToolUseReply
-	case 2:
-		if err := checkApprovalPairing(req, s.wantResult); err != nil {
-			fail("%v: %s", err, body)
-			return
+		if r.Method != http.MethodPost || r.Path != "/v1/messages" {
+			return fail("unexpected %s %s", r.Method, r.Path)
 		}
-		reply = approvalFinalReply
-	default:
-		fail("unexpected request")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, reply)
+		var req approvalRequest
+		if err := json.Unmarshal(r.Body, &req); err != nil {
+			return fail("body is not JSON: %v", err)
+		}
+		if len(req.Tools) != 1 || req.Tools[0].Name != "request_refund" {
+			return fail("want the one tool request_refund, got %+v", req.Tools)
+		}
+		switch n {
+		case 1:
+			if len(req.Messages) != 1 || req.Messages[0].Role != "user" {
+				return fail("want the customer's message alone, got %s", r.Body)
+			}
+			return fakeapi.Reply{Body: approvalToolUseReply}
+		case 2:
+			if err := checkApprovalPairing(req, wantResult); err != nil {
+				return fail("%v: %s", err, r.Body)
+			}
+			return fakeapi.Reply{Body: approvalFinalReply}
+		default:
+			return fail("unexpected request")
+		}
+	})
 }
 
 // checkApprovalPairing checks the request after the resume: the customer's
@@ -208,34 +163,19 @@ func checkApprovalPairing(req approvalRequest, want string) error {
 	return nil
 }
 
-// approvalModel is the adapter pointed at srv, hermetic.
-func approvalModel(t *testing.T, srv *approvalServer) *anthropic.Model {
-	t.Helper()
-	retries := 0
-	m, err := anthropic.New(anthropic.Config{
-		APIKey:            "test-key",
-		BaseURL:           srv.URL,
-		MaxRetries:        &retries,
-		IgnoreEnvironment: true,
-		DefaultSettings:   llm.Settings{Model: "claude-sonnet-4-5"},
-	})
-	require.NoError(t, err)
-	return m
-}
-
 func TestApprovalFlow(t *testing.T) {
 	for _, c := range refundtest.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			srv := newApprovalServer(t, c.WantResult)
-			refundtest.Run(t, func() llm.Model { return approvalModel(t, srv) }, c, refundtest.Expect{
+			refundtest.Run(t, func() llm.Model { return newModel(t, srv) }, c, refundtest.Expect{
 				ToolUseID: approvalToolUseID, HeldText: approvalHeldText, FinalText: approvalFinalText,
 			})
 			// The request after the resume carries the tool result paired
 			// with the tool use.
-			reqs := srv.requests()
+			reqs := srv.Requests()
 			require.Len(t, reqs, 2)
 			var second approvalRequest
-			require.NoError(t, json.Unmarshal(reqs[1], &second))
+			require.NoError(t, json.Unmarshal(reqs[1].Body, &second))
 			require.NoError(t, checkApprovalPairing(second, c.WantResult))
 		})
 	}

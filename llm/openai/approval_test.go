@@ -3,17 +3,15 @@ package openai_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/internal/fakeapi"
 	"github.com/markov-agents/markov/llm/openai"
 )
 
@@ -144,95 +142,45 @@ func checkApprovalPairing(req approvalRequest, want string) error {
 	return nil
 }
 
-// approvalServer is a fake Chat Completions API for the approval flow. It
-// checks every request and records the bodies.
-type approvalServer struct {
-	*httptest.Server
-	t *testing.T
-	// wantResult is the tool result the second request must carry.
-	wantResult string
-
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func newApprovalServer(t *testing.T, wantResult string) *approvalServer {
-	s := &approvalServer{t: t, wantResult: wantResult}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *approvalServer) requests() [][]byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([][]byte(nil), s.bodies...)
-}
-
-func (s *approvalServer) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		s.t.Errorf("read body: %v", err)
-	}
-	s.mu.Lock()
-	s.bodies = append(s.bodies, body)
-	n := len(s.bodies)
-	s.mu.Unlock()
-
-	fail := func(format string, args ...any) {
-		s.t.Errorf("request %d: "+format, append([]any{n}, args...)...)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`)
-	}
-	if r.Method != http.MethodPost || r.URL.Path != "/chat/completions" {
-		fail("unexpected %s %s", r.Method, r.URL.Path)
-		return
-	}
-	var req approvalRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		fail("body is not JSON: %v", err)
-		return
-	}
-	if len(req.Tools) != 1 || req.Tools[0].Function.Name != "request_refund" {
-		fail("want the one tool request_refund, got %+v", req.Tools)
-		return
-	}
-	var reply string
-	switch n {
-	case 1:
-		if msgs := approvalConversation(req); len(msgs) != 1 || msgs[0].Role != "user" {
-			fail("want the customer's message alone, got %s", body)
-			return
+// newApprovalServer starts a fake Chat Completions API for the approval
+// flow. It checks every request; the second must carry the tool result
+// wantResult.
+func newApprovalServer(t *testing.T, wantResult string) *fakeapi.Server {
+	return chatAPI.NewResponder(t, func(n int, r fakeapi.Request) fakeapi.Reply {
+		fail := func(format string, args ...any) fakeapi.Reply {
+			t.Errorf("request %d: "+format, append([]any{n}, args...)...)
+			return fakeapi.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`}
 		}
-		reply = approvalToolCallsReply
-	case 2:
-		if err := checkApprovalPairing(req, s.wantResult); err != nil {
-			fail("%v: %s", err, body)
-			return
+		if r.Method != http.MethodPost || r.Path != "/chat/completions" {
+			return fail("unexpected %s %s", r.Method, r.Path)
 		}
-		reply = approvalFinalReply
-	default:
-		fail("unexpected request")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, reply)
+		var req approvalRequest
+		if err := json.Unmarshal(r.Body, &req); err != nil {
+			return fail("body is not JSON: %v", err)
+		}
+		if len(req.Tools) != 1 || req.Tools[0].Function.Name != "request_refund" {
+			return fail("want the one tool request_refund, got %+v", req.Tools)
+		}
+		switch n {
+		case 1:
+			if msgs := approvalConversation(req); len(msgs) != 1 || msgs[0].Role != "user" {
+				return fail("want the customer's message alone, got %s", r.Body)
+			}
+			return fakeapi.Reply{Body: approvalToolCallsReply}
+		case 2:
+			if err := checkApprovalPairing(req, wantResult); err != nil {
+				return fail("%v: %s", err, r.Body)
+			}
+			return fakeapi.Reply{Body: approvalFinalReply}
+		default:
+			return fail("unexpected request")
+		}
+	})
 }
 
 // approvalModel is the adapter pointed at srv, hermetic.
-func approvalModel(t *testing.T, srv *approvalServer) *openai.Model {
-	t.Helper()
-	retries := 0
-	m, err := openai.New(openai.Config{
-		APIKey:            "test-key",
-		BaseURL:           srv.URL,
-		MaxRetries:        &retries,
-		IgnoreEnvironment: true,
-		DefaultSettings:   llm.Settings{Model: "gpt-4.1-mini"},
-	})
-	require.NoError(t, err)
-	return m
+func approvalModel(t *testing.T, srv *fakeapi.Server) *openai.Model {
+	return newModel(t, srv, func(c *openai.Config) { c.DefaultSettings = llm.Settings{Model: "gpt-4.1-mini"} })
 }
 
 func TestApprovalFlow(t *testing.T) {
@@ -244,10 +192,10 @@ func TestApprovalFlow(t *testing.T) {
 			})
 			// The request after the resume carries the tool result paired
 			// with the tool use.
-			reqs := srv.requests()
+			reqs := srv.Requests()
 			require.Len(t, reqs, 2)
 			var second approvalRequest
-			require.NoError(t, json.Unmarshal(reqs[1], &second))
+			require.NoError(t, json.Unmarshal(reqs[1].Body, &second))
 			require.NoError(t, checkApprovalPairing(second, c.WantResult))
 		})
 	}

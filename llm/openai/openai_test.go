@@ -1,16 +1,10 @@
 package openai_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,132 +14,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/internal/fakeapi"
 	"github.com/markov-agents/markov/llm/openai"
 	"github.com/markov-agents/markov/message"
 )
 
-// reply is one canned HTTP response: a status and a testdata file (or a
-// literal body).
-type reply struct {
-	status int
-	file   string
-	body   string
-	header map[string]string
-}
-
-// recorded is one request the fake server received.
-type recorded struct {
-	method, path string
-	header       http.Header
-	body         []byte
-}
-
-// fakeServer serves its replies in order and records every request.
-type fakeServer struct {
-	*httptest.Server
-	t        *testing.T
-	mu       sync.Mutex
-	replies  []reply
-	requests []recorded
-}
-
-func newServer(t *testing.T, replies ...reply) *fakeServer {
-	t.Helper()
-	s := &fakeServer{t: t, replies: replies}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		s.t.Errorf("reading request body: %v", err)
-	}
-	s.mu.Lock()
-	s.requests = append(s.requests, recorded{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body})
-	if len(s.replies) == 0 {
-		s.mu.Unlock()
-		s.t.Errorf("unexpected request %d to %s", len(s.requests), r.URL.Path)
-		http.Error(w, "no reply left", http.StatusTeapot)
-		return
-	}
-	rep := s.replies[0]
-	s.replies = s.replies[1:]
-	s.mu.Unlock()
-
-	data := []byte(rep.body)
-	if rep.file != "" {
-		data = readFile(s.t, rep.file)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Request-Id", "req_test")
-	for k, v := range rep.header {
-		w.Header().Set(k, v)
-	}
-	status := rep.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
-}
-
-// Requests returns what the server received so far.
-func (s *fakeServer) Requests() []recorded {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]recorded(nil), s.requests...)
-}
-
-// lastBody returns the JSON body of the last request, decoded.
-func (s *fakeServer) lastBody(t *testing.T) map[string]any {
-	t.Helper()
-	reqs := s.Requests()
-	require.NotEmpty(t, reqs, "no request received")
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(reqs[len(reqs)-1].body, &m))
-	return m
-}
-
-func readFile(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatalf("reading fixture: %v", err)
-	}
-	return data
-}
-
-var update = flag.Bool("update", false, "rewrite the golden request files in testdata")
-
-// requireJSONEqual compares a request body with a golden file semantically.
-// With -update it rewrites the golden file instead (review the diff).
-func requireJSONEqual(t *testing.T, goldenFile string, got []byte) {
-	t.Helper()
-	if *update {
-		var buf bytes.Buffer
-		require.NoError(t, json.Indent(&buf, got, "", "  "))
-		buf.WriteByte('\n')
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", goldenFile), buf.Bytes(), 0o644))
-	}
-	var want, have any
-	require.NoError(t, json.Unmarshal(readFile(t, goldenFile), &want), "golden %s", goldenFile)
-	require.NoError(t, json.Unmarshal(got, &have))
-	if d := cmp.Diff(want, have); d != "" {
-		t.Fatalf("request body differs from %s (-want +got):\n%s\ngot: %s", goldenFile, d, got)
-	}
-}
-
-func intPtr(n int) *int { return &n }
+// chatAPI is the fake Chat Completions API: fixtures in testdata.
+var chatAPI = fakeapi.API{Header: map[string]string{"X-Request-Id": "req_test"}}
 
 // newModel returns a hermetic model pointed at srv with retries off.
-func newModel(t *testing.T, srv *fakeServer, edit ...func(*openai.Config)) *openai.Model {
+func newModel(t *testing.T, srv *fakeapi.Server, edit ...func(*openai.Config)) *openai.Model {
 	t.Helper()
 	cfg := openai.Config{
 		APIKey:            "test-key",
 		BaseURL:           srv.URL,
-		MaxRetries:        intPtr(0),
+		MaxRetries:        new(0),
 		IgnoreEnvironment: true,
 		DefaultSettings:   llm.Settings{Model: "gpt-4.1"},
 	}
@@ -157,21 +40,8 @@ func newModel(t *testing.T, srv *fakeServer, edit ...func(*openai.Config)) *open
 	return m
 }
 
-var (
-	lookupOrder = llm.ToolSpec{
-		Name:        "lookup_order",
-		Description: "Look up an order by ID.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"integer"}},"required":["order_id"],"additionalProperties":false}`),
-	}
-	refund = llm.ToolSpec{
-		Name:        "refund",
-		Description: "Refund an order.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"integer"},"reason":{"type":"string"}},"required":["order_id"]}`),
-	}
-)
-
 func TestGenerateText(t *testing.T) {
-	srv := newServer(t, reply{file: "text.json"})
+	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
 	m := newModel(t, srv)
 
 	resp, err := m.Generate(context.Background(), &llm.Request{
@@ -192,21 +62,21 @@ func TestGenerateText(t *testing.T) {
 
 	reqs := srv.Requests()
 	require.Len(t, reqs, 1)
-	require.Equal(t, http.MethodPost, reqs[0].method)
-	require.Equal(t, "/chat/completions", reqs[0].path)
-	require.Equal(t, "Bearer test-key", reqs[0].header.Get("Authorization"))
-	requireJSONEqual(t, "text.request.json", reqs[0].body)
+	require.Equal(t, http.MethodPost, reqs[0].Method)
+	require.Equal(t, "/chat/completions", reqs[0].Path)
+	require.Equal(t, "Bearer test-key", reqs[0].Header.Get("Authorization"))
+	chatAPI.Golden(t, "text.request.json", reqs[0].Body)
 }
 
 func TestToolRoundTrip(t *testing.T) {
-	srv := newServer(t, reply{file: "tool_calls.json"}, reply{file: "final.json"})
+	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "tool_calls.json"}, fakeapi.Reply{File: "final.json"})
 	m := newModel(t, srv)
 	ctx := context.Background()
 
 	req := &llm.Request{
 		System:   "You handle refunds.",
 		Messages: []message.Message{message.UserText("Refund order 42, it arrived broken.")},
-		Tools:    []llm.ToolSpec{lookupOrder, refund},
+		Tools:    []llm.ToolSpec{fakeapi.LookupOrderTool, fakeapi.RefundTool},
 	}
 	first, err := m.Generate(ctx, req)
 	require.NoError(t, err)
@@ -233,11 +103,11 @@ func TestToolRoundTrip(t *testing.T) {
 
 	reqs := srv.Requests()
 	require.Len(t, reqs, 2)
-	requireJSONEqual(t, "tool_round_trip.request.json", reqs[1].body)
+	chatAPI.Golden(t, "tool_round_trip.request.json", reqs[1].Body)
 }
 
 func TestParallelToolCallsAndErrorResult(t *testing.T) {
-	srv := newServer(t, reply{file: "parallel_tool_calls.json"}, reply{file: "final.json"})
+	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "parallel_tool_calls.json"}, fakeapi.Reply{File: "final.json"})
 	m := newModel(t, srv)
 	ctx := context.Background()
 
@@ -271,12 +141,12 @@ func TestParallelToolCallsAndErrorResult(t *testing.T) {
 	)
 	_, err = m.Generate(ctx, req)
 	require.NoError(t, err)
-	requireJSONEqual(t, "parallel_tool_results.request.json", srv.Requests()[1].body)
+	chatAPI.Golden(t, "parallel_tool_results.request.json", srv.Requests()[1].Body)
 }
 
 func TestInvalidToolArguments(t *testing.T) {
 	body := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\": 1"}}]}}]}`
-	srv := newServer(t, reply{body: body})
+	srv := chatAPI.NewServer(t, fakeapi.Reply{Body: body})
 	resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 	require.NoError(t, err)
 	uses := resp.Message.ToolUses()
@@ -299,7 +169,7 @@ func TestMaxTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{file: "length.json"})
+			srv := chatAPI.NewServer(t, fakeapi.Reply{File: "length.json"})
 			m := newModel(t, srv, func(c *openai.Config) { c.LegacyMaxTokens = tt.legacy })
 			resp, err := m.Generate(context.Background(), &llm.Request{
 				Messages: []message.Message{message.UserText("Tell me a long story.")},
@@ -308,7 +178,7 @@ func TestMaxTokens(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, llm.MaxTokens, resp.StopReason)
 			require.Equal(t, "Once upon a time, in a land far", resp.Message.Text())
-			body := srv.lastBody(t)
+			body := srv.LastBody(t)
 			require.EqualValues(t, 10, body[tt.field])
 			require.NotContains(t, body, tt.absent)
 		})
@@ -338,7 +208,7 @@ func TestStructuredOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{file: "structured.json"})
+			srv := chatAPI.NewServer(t, fakeapi.Reply{File: "structured.json"})
 			m := newModel(t, srv, func(c *openai.Config) { c.NonStrictOutput = tt.nonStrict })
 			resp, err := m.Generate(context.Background(), &llm.Request{
 				Messages: []message.Message{message.UserText("Should we refund order 42?")},
@@ -350,13 +220,13 @@ func TestStructuredOutput(t *testing.T) {
 			require.Equal(t, message.KindStructured, p.Kind)
 			require.JSONEq(t, `{"verdict":"approve","amount":42.5,"reasons":["damaged on arrival"]}`, string(p.Data))
 			require.Equal(t, `{"verdict":"approve","amount":42.5,"reasons":["damaged on arrival"]}`, p.Text)
-			require.Contains(t, string(srv.Requests()[0].body), tt.wantFormat)
+			require.Contains(t, string(srv.Requests()[0].Body), tt.wantFormat)
 		})
 	}
 }
 
 func TestRefusal(t *testing.T) {
-	srv := newServer(t, reply{file: "refusal.json"})
+	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "refusal.json"})
 	resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{
 		Messages: []message.Message{message.UserText("Something bad")},
 		Output:   &llm.OutputSpec{Name: "x", Schema: json.RawMessage(`{"type":"object"}`)},
@@ -398,14 +268,14 @@ func TestSettingsMergedOverDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, reply{file: "text.json"})
+			srv := chatAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
 			m := newModel(t, srv, func(c *openai.Config) { c.DefaultSettings = tt.defaults })
 			_, err := m.Generate(context.Background(), &llm.Request{
 				Messages: []message.Message{message.UserText("Hi")},
 				Settings: tt.request,
 			})
 			require.NoError(t, err)
-			body := srv.lastBody(t)
+			body := srv.LastBody(t)
 			got := map[string]any{"model": body["model"], "max_completion_tokens": body["max_completion_tokens"], "temperature": body["temperature"]}
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Fatalf("settings (-want +got):\n%s", d)
@@ -429,7 +299,7 @@ func TestFinishReasons(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.wire, func(t *testing.T) {
 			body := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"` + tt.wire + `","message":{"role":"assistant","content":"x"}}]}`
-			srv := newServer(t, reply{body: body})
+			srv := chatAPI.NewServer(t, fakeapi.Reply{Body: body})
 			resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 			require.NoError(t, err)
 			require.Equal(t, tt.want, resp.StopReason)
@@ -438,7 +308,7 @@ func TestFinishReasons(t *testing.T) {
 }
 
 func TestCompatibleServer(t *testing.T) {
-	srv := newServer(t, reply{file: "ollama_text.json"})
+	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "ollama_text.json"})
 	m := newModel(t, srv, func(c *openai.Config) {
 		c.APIKey = "" // local servers need none
 		c.BaseURL = srv.URL + "/v1/"
@@ -450,16 +320,16 @@ func TestCompatibleServer(t *testing.T) {
 	require.Equal(t, "Paris.", resp.Message.Text())
 	require.Equal(t, llm.Usage{InputTokens: 31, OutputTokens: 3}, resp.Usage)
 	reqs := srv.Requests()
-	require.Equal(t, "/v1/chat/completions", reqs[0].path)
-	require.Empty(t, reqs[0].header.Get("Authorization"))
-	require.EqualValues(t, 256, srv.lastBody(t)["max_tokens"])
+	require.Equal(t, "/v1/chat/completions", reqs[0].Path)
+	require.Empty(t, reqs[0].Header.Get("Authorization"))
+	require.EqualValues(t, 256, srv.LastBody(t)["max_tokens"])
 }
 
 func TestAPIErrors(t *testing.T) {
 	fast := map[string]string{"Retry-After-Ms": "1"}
 	tests := []struct {
 		name       string
-		replies    []reply
+		replies    []fakeapi.Reply
 		retries    int
 		wantStatus int
 		wantCode   string
@@ -467,26 +337,26 @@ func TestAPIErrors(t *testing.T) {
 	}{
 		{
 			name:       "429 without retries",
-			replies:    []reply{{status: 429, file: "error_429.json", header: fast}},
+			replies:    []fakeapi.Reply{{Status: 429, File: "error_429.json", Header: fast}},
 			wantStatus: 429, wantCode: "rate_limit_exceeded", wantCalls: 1,
 		},
 		{
 			name:       "503 retried once",
-			replies:    []reply{{status: 503, file: "error_503.json", header: fast}, {status: 503, file: "error_503.json", header: fast}},
+			replies:    []fakeapi.Reply{{Status: 503, File: "error_503.json", Header: fast}, {Status: 503, File: "error_503.json", Header: fast}},
 			retries:    1,
 			wantStatus: 503, wantCalls: 2,
 		},
 		{
 			name:       "500 retried twice",
-			replies:    []reply{{status: 500, file: "error_500.json", header: fast}, {status: 500, file: "error_500.json", header: fast}, {status: 500, file: "error_500.json", header: fast}},
+			replies:    []fakeapi.Reply{{Status: 500, File: "error_500.json", Header: fast}, {Status: 500, File: "error_500.json", Header: fast}, {Status: 500, File: "error_500.json", Header: fast}},
 			retries:    2,
 			wantStatus: 500, wantCalls: 3,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, tt.replies...)
-			m := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = intPtr(tt.retries) })
+			srv := chatAPI.NewServer(t, tt.replies...)
+			m := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = new(tt.retries) })
 			_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 			require.Error(t, err)
 			require.True(t, strings.HasPrefix(err.Error(), "openai: "), "error %q does not name the provider", err)
@@ -500,11 +370,11 @@ func TestAPIErrors(t *testing.T) {
 }
 
 func TestRetryThenSuccess(t *testing.T) {
-	srv := newServer(t,
-		reply{status: 429, file: "error_429.json", header: map[string]string{"Retry-After-Ms": "1"}},
-		reply{file: "text.json"},
+	srv := chatAPI.NewServer(t,
+		fakeapi.Reply{Status: 429, File: "error_429.json", Header: map[string]string{"Retry-After-Ms": "1"}},
+		fakeapi.Reply{File: "text.json"},
 	)
-	m := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = intPtr(2) })
+	m := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = new(2) })
 	resp, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 	require.NoError(t, err)
 	require.Equal(t, "Hello! How can I help you today?", resp.Message.Text())
@@ -514,7 +384,7 @@ func TestRetryThenSuccess(t *testing.T) {
 func TestMalformedResponse(t *testing.T) {
 	for _, file := range []string{"malformed.json", "no_choices.json"} {
 		t.Run(file, func(t *testing.T) {
-			srv := newServer(t, reply{file: file})
+			srv := chatAPI.NewServer(t, fakeapi.Reply{File: file})
 			_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 			require.Error(t, err)
 			require.True(t, strings.HasPrefix(err.Error(), "openai: "), "error %q does not name the provider", err)
@@ -523,7 +393,7 @@ func TestMalformedResponse(t *testing.T) {
 }
 
 func TestMalformedHistoryNeverSent(t *testing.T) {
-	srv := newServer(t)
+	srv := chatAPI.NewServer(t)
 	m := newModel(t, srv)
 	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{
 		message.UserText("Refund order 42"),
@@ -565,7 +435,7 @@ func TestRequestErrorsBeforeSending(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t)
+			srv := chatAPI.NewServer(t)
 			var edits []func(*openai.Config)
 			if tt.cfg != nil {
 				edits = append(edits, tt.cfg)
@@ -578,7 +448,7 @@ func TestRequestErrorsBeforeSending(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	_, err := openai.New(openai.Config{MaxRetries: intPtr(-1)})
+	_, err := openai.New(openai.Config{MaxRetries: new(-1)})
 	require.Error(t, err)
 	_, err = openai.New(openai.Config{DefaultSettings: llm.Settings{MaxTokens: -1}})
 	require.Error(t, err)
@@ -587,7 +457,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestIgnoreEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "from-env")
 	t.Setenv("OPENAI_ORG_ID", "org-from-env")
-	srv := newServer(t, reply{file: "text.json"}, reply{file: "text.json"})
+	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "text.json"}, fakeapi.Reply{File: "text.json"})
 
 	_, err := newModel(t, srv, func(c *openai.Config) { c.APIKey = "" }).
 		Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
@@ -597,19 +467,19 @@ func TestIgnoreEnvironment(t *testing.T) {
 	require.NoError(t, err)
 
 	reqs := srv.Requests()
-	require.Empty(t, reqs[0].header.Get("Authorization"))
-	require.Empty(t, reqs[0].header.Get("OpenAI-Organization"))
-	require.Equal(t, "Bearer from-env", reqs[1].header.Get("Authorization"))
-	require.Equal(t, "org-from-env", reqs[1].header.Get("OpenAI-Organization"))
+	require.Empty(t, reqs[0].Header.Get("Authorization"))
+	require.Empty(t, reqs[0].Header.Get("OpenAI-Organization"))
+	require.Equal(t, "Bearer from-env", reqs[1].Header.Get("Authorization"))
+	require.Equal(t, "org-from-env", reqs[1].Header.Get("OpenAI-Organization"))
 }
 
 func TestConcurrentGenerate(t *testing.T) {
 	const n = 8
-	replies := make([]reply, n)
+	replies := make([]fakeapi.Reply, n)
 	for i := range replies {
-		replies[i] = reply{file: "text.json"}
+		replies[i] = fakeapi.Reply{File: "text.json"}
 	}
-	srv := newServer(t, replies...)
+	srv := chatAPI.NewServer(t, replies...)
 	m := newModel(t, srv)
 	req := &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
 	var wg sync.WaitGroup
@@ -629,7 +499,7 @@ func TestConcurrentGenerate(t *testing.T) {
 }
 
 func TestContextCanceled(t *testing.T) {
-	srv := newServer(t)
+	srv := chatAPI.NewServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := newModel(t, srv).Generate(ctx, &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
