@@ -82,12 +82,14 @@
 // and path is the request's escaped URL path, followed by "?" and the raw
 // query when there is one (for example "/suspensions?status=pending"). The
 // handler compares signatures in constant time and refuses timestamps more
-// than Config.Window away from its clock, in either direction. Replays
-// inside the window are harmless for resumes and cancellations — a
-// suspension resolves once, and a second delivery is refused — but a
-// command replayed inside the window runs again: callers that need
-// exactly-once commands make them idempotent. Mount the handler at the root of the
-// server (or sign the path the handler sees), since the path is signed.
+// than Config.Window away from its clock, in either direction. A handler
+// also remembers the signatures of the POST and DELETE requests it served
+// within the window and refuses a second delivery of the same one (401
+// replayed_request): two identical commands signed in the same second are
+// one request, so give them a distinguishing request_id. Several handlers
+// each keep their own memory; resumes and cancellations still resolve once,
+// through the store. Mount the handler at the root of the server (or sign
+// the path the handler sees), since the path is signed.
 //
 // A client signs with [SignRequest] (or [Sign] for other HTTP stacks):
 //

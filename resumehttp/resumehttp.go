@@ -84,6 +84,7 @@ type Handler struct {
 	now     func() time.Time
 	log     *slog.Logger
 	mux     *http.ServeMux
+	replays replayCache
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -175,6 +176,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !verify(h.secret, r, ts, sig, body) {
 		h.writeError(w, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.replays.first(sig, h.now(), h.window) {
+		h.writeError(w, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -494,4 +495,28 @@ func TestSecretCopied(t *testing.T) {
 	require.NoError(t, err)
 	resumehttp.SignRequest(secret, req, nil, time.Now())
 	requireOK[resumehttp.Suspension](t, do(t, req))
+}
+
+func TestReplayedRequestsAreRefused(t *testing.T) {
+	e := memEnv(t)
+	mid := e.create(t)
+	path := "/machines/" + mid + "/commands/bump"
+	body := `{"input": {"by": 1}}`
+	first := e.signed(t, "POST", path, body)
+	replay := first.Clone(context.Background())
+	replay.Body = io.NopCloser(strings.NewReader(body))
+	requireOK[resumehttp.Summary](t, do(t, first))
+	before := e.fingerprint(t, mid)
+	requireError(t, do(t, replay), http.StatusUnauthorized, "replayed_request")
+	e.requireUnchanged(t, before, mid)
+
+	// The same invocation again, told apart by a request ID, runs.
+	sum := requireOK[resumehttp.Summary](t, e.call(t, "POST", path, `{"input": {"by": 1}, "request_id": "2"}`))
+	require.JSONEq(t, "2", string(sum.Command.Value))
+
+	// Reads may repeat.
+	get := e.signed(t, "GET", "/suspensions", "")
+	requireOK[resumehttp.SuspensionList](t, do(t, get))
+	again := get.Clone(context.Background())
+	requireOK[resumehttp.SuspensionList](t, do(t, again))
 }

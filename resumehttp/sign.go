@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -64,6 +65,41 @@ func signedPath(u *url.URL) string {
 		p += "?" + u.RawQuery
 	}
 	return p
+}
+
+// replayCache remembers the signatures of state-changing requests for the
+// replay window, so a captured request cannot be delivered twice to this
+// handler. (Several handlers behind a load balancer each keep their own:
+// resumes and cancellations are still resolved once, by the store.)
+type replayCache struct {
+	mu        sync.Mutex
+	seen      map[string]time.Time // signature → when it may be forgotten
+	lastPrune int
+}
+
+// first records sig and reports whether it is new.
+func (c *replayCache) first(sig []byte, now time.Time, window time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]time.Time{}
+	}
+	key := string(sig)
+	if until, ok := c.seen[key]; ok && now.Before(until) {
+		return false
+	}
+	// A request's timestamp is at most window in the future, so it stays
+	// acceptable for at most 2×window from now.
+	c.seen[key] = now.Add(2 * window)
+	if len(c.seen) > 2*c.lastPrune+64 {
+		for k, until := range c.seen {
+			if !now.Before(until) {
+				delete(c.seen, k)
+			}
+		}
+		c.lastPrune = len(c.seen)
+	}
+	return true
 }
 
 // authError is a failed authentication: its code and message.

@@ -31,6 +31,9 @@ type InvokeRequest struct {
 	Input json.RawMessage `json:"input,omitempty"`
 	// InstanceID targets an instance; empty means the primary leaf.
 	InstanceID string `json:"instance_id,omitempty"`
+	// RequestID is ignored by the handler; it tells two otherwise
+	// identical invocations apart, which would be refused as a replay.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Summary is the answer of a resume, a cancellation or a command: what the
