@@ -508,3 +508,29 @@ func TestMain(m *testing.M) {
 	os.Unsetenv("OPENAI_API_KEY")
 	os.Exit(m.Run())
 }
+
+func TestRunMachine(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, suspendID := parked(t, charter)
+
+	// While the refund waits, a message is kept and no model is called.
+	res := run(t, charter, "run", "--db", db, machineID, "any", "news?")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "[step: awaiting_resume, done: true]")
+	require.Contains(t, res.stdout, "1 call(s) still pending")
+	require.Contains(t, res.stdout, suspendID)
+
+	res = run(t, charter, "resume", "--db", db, suspendID, `{"approved":true,"manager":"dana@example.com"}`)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+
+	// Nothing left to do: the run ends at once.
+	res = run(t, charter, "run", "--db", db, machineID)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "machine "+machineID+" saved at revision")
+
+	res = run(t, charter, "run", "--db", db, "ghost")
+	require.Equal(t, ExitError, res.code)
+	require.Contains(t, res.stderr, "no machine ghost")
+	res = run(t, charter, "run", "--db", db)
+	require.Equal(t, ExitUsage, res.code)
+}

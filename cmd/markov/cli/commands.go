@@ -26,6 +26,7 @@ func builtins() []Command {
 		{Name: "inspect", Args: "[-n N] [--json] [machine-id]", Summary: "show a machine: tree, states, suspensions, last messages (no ID: list them)", Run: Inspect},
 		{Name: "resume", Args: "[--error] [--text] <suspend-id> <payload>", Summary: "resume a suspension with a JSON payload and run its machine on", Run: Resume},
 		{Name: "cancel", Args: "<suspend-id> [reason...]", Summary: "cancel a suspension (the call fails with the reason) and run its machine on", Run: Cancel},
+		{Name: "run", Args: "<machine-id> [message...]", Summary: "send a machine a user message (none: continue pending work) and run it", Run: RunMachine},
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
 		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
 	}
@@ -221,6 +222,39 @@ func Cancel(ctx context.Context, c *CLI, args []string) error {
 	})
 }
 
+// RunMachine sends a stored machine a user message, or continues its
+// pending work without one, and prints the steps.
+func RunMachine(ctx context.Context, c *CLI, args []string) error {
+	fs := c.FlagSet("run")
+	pos, err := c.Parse(fs, "run", args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return Usagef("run", "want a machine ID")
+	}
+	id := pos[0]
+	var inputs []machine.Input
+	if text := strings.Join(pos[1:], " "); text != "" {
+		inputs = append(inputs, machine.UserText(text))
+	}
+	db, err := c.Open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	c.PrintModel()
+	w := c.Out()
+	last, err := PrintSteps(w, db.Runner.Run(ctx, id, inputs...))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no machine %s in %s (list them with '%s inspect'): %w", id, db.Path, c.name(), err)
+		}
+		return c.explain(err, id, db)
+	}
+	return c.printOutcome(ctx, db, id, last)
+}
+
 // resolve finds suspension id, prints what it is, runs its machine with
 // run's steps and prints them and how the run ended.
 func (c *CLI) resolve(ctx context.Context, id, verb string, run func(*DB) runSteps) error {
@@ -247,11 +281,18 @@ func (c *CLI) resolve(ctx context.Context, id, verb string, run func(*DB) runSte
 	if err != nil {
 		return c.explain(err, id, db)
 	}
-	_, rev, err := db.Runner.Load(ctx, sus.MachineID)
+	return c.printOutcome(ctx, db, sus.MachineID, last)
+}
+
+// printOutcome prints the stored revision of machine id and how its run
+// ended: the calls still pending, or the final answer.
+func (c *CLI) printOutcome(ctx context.Context, db *DB, id string, last machine.Step) error {
+	w := c.Out()
+	_, rev, err := db.Runner.Load(ctx, id)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "machine %s saved at revision %d", sus.MachineID, rev)
+	fmt.Fprintf(w, "machine %s saved at revision %d", id, rev)
 	if last.NeedsResume() {
 		fmt.Fprintf(w, "; %d call(s) still pending:\n", len(last.Suspensions))
 		for _, call := range last.Suspensions {
