@@ -170,7 +170,9 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 			primaries++
 		}
 		if active(l) {
-			leaves = append(leaves, m.leaf(l))
+			lf := m.leafOf(m.root, l)
+			lf.Transcript = m.transcript(l.ID, m.cache(l.ID))
+			leaves = append(leaves, lf)
 		}
 	}
 	if primaries > 1 {
@@ -211,12 +213,19 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	return s, nil
 }
 
-// leaf assembles what the executor needs for one leaf.
-func (m *Machine) leaf(l *instance.Instance) *executor.Leaf {
-	path := m.root.Path(l.ID)
-	lf := &executor.Leaf{Instance: l, Node: m.charter.Node(l.Node), Packs: m.root.Packs}
-	c := m.cache(l.ID)
-	var key string
+// leafOf assembles what the executor needs for instance in of root (the
+// live tree, or a transaction's working copy): its ancestors, its tool set
+// (cached per node chain) and the ID check. Callers set PrimaryElsewhere,
+// and a round adds the transcript.
+func (m *Machine) leafOf(root, in *instance.Instance) *executor.Leaf {
+	path := root.Path(in.ID)
+	lf := &executor.Leaf{
+		Instance: in,
+		Node:     m.charter.Node(in.Node),
+		Packs:    root.Packs,
+		Taken:    func(id string) bool { return idTaken(root, id) },
+	}
+	key := in.Node
 	if len(path) > 1 {
 		lf.Ancestors = make([]executor.Ancestor, len(path)-1)
 		names := make([]string, len(path))
@@ -227,9 +236,8 @@ func (m *Machine) leaf(l *instance.Instance) *executor.Leaf {
 			}
 		}
 		key = strings.Join(names, "/")
-	} else {
-		key = l.Node
 	}
+	c := m.cache(in.ID)
 	if c.tools == nil || c.toolsKey != key {
 		anc := make([]*node.Node, len(lf.Ancestors))
 		for i, a := range lf.Ancestors {
@@ -238,14 +246,10 @@ func (m *Machine) leaf(l *instance.Instance) *executor.Leaf {
 		c.tools, c.toolsKey = executor.NewToolset(lf.Node, anc, m.charter.tools), key
 	}
 	lf.Tools = c.tools
-	lf.Transcript = m.transcript(l.ID, c)
-	lf.Taken = m.taken
 	return lf
 }
 
-// taken reports an instance or suspend ID in use in the tree.
-func (m *Machine) taken(id string) bool { return idTaken(m.root, id) }
-
+// idTaken reports an instance or suspend ID in use in the tree of root.
 func idTaken(root *instance.Instance, id string) bool {
 	if root.Find(id) != nil {
 		return true

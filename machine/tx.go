@@ -14,7 +14,6 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
-	"github.com/markov-agents/markov/node"
 )
 
 // tx is one batch of changes to a tree: applied to a working copy for
@@ -250,7 +249,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	if err != nil {
 		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 	}
-	lf := t.m.leafOf(t.root, target)
+	lf := t.m.leafFor(t.root, target)
 	co, err := t.m.charter.exec.Command(t.ctx, lf, inv.Name, input)
 	if err != nil {
 		return nil, err
@@ -351,19 +350,10 @@ func commandInput(v any) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// leafOf assembles an executor leaf for any instance of root (commands and
-// resume handlers), without touching the transcript cache.
-func (m *Machine) leafOf(root, in *instance.Instance) *executor.Leaf {
-	path := root.Path(in.ID)
-	lf := &executor.Leaf{Instance: in, Node: m.charter.Node(in.Node), Packs: root.Packs}
-	anc := make([]*node.Node, 0, len(path))
-	for _, a := range path[:len(path)-1] {
-		n := m.charter.Node(a.Node)
-		lf.Ancestors = append(lf.Ancestors, executor.Ancestor{InstanceID: a.ID, Node: n, State: a.State})
-		anc = append(anc, n)
-	}
-	lf.Tools = executor.NewToolset(lf.Node, anc, m.charter.tools)
-	lf.Taken = func(id string) bool { return idTaken(root, id) }
+// leafFor is leafOf for commands and resume handlers, which may target any
+// instance: it also works out whether another primary leaf exists.
+func (m *Machine) leafFor(root, in *instance.Instance) *executor.Leaf {
+	lf := m.leafOf(root, in)
 	for l := range root.Leaves() {
 		if l != in && !m.charter.Node(l.Node).Worker() {
 			lf.PrimaryElsewhere = true
@@ -443,7 +433,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		} else {
 			var state any
 			res := instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage}
-			part, state, again = t.m.charter.exec.Resolve(t.ctx, t.m.leafOf(t.root, in), &c, res)
+			part, state, again = t.m.charter.exec.Resolve(t.ctx, t.m.leafFor(t.root, in), &c, res)
 			in.State = state
 		}
 		if again != nil {
