@@ -438,11 +438,7 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 	case instance.EffectNone:
 		return "no change", nil
 	case instance.EffectGoto:
-		target := e.Nodes(eff.Target)
-		if target == nil {
-			return "", fmt.Errorf("%w: %q", instance.ErrUnknownNode, eff.Target)
-		}
-		s, err := target.NormalizeState(eff.State)
+		target, s, err := e.placement(eff.Target, eff.State)
 		if err != nil {
 			return "", err
 		}
@@ -461,11 +457,7 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 		children := make([]instance.Child, len(eff.Children))
 		ids := make([]string, len(children))
 		for i, c := range eff.Children {
-			n := e.Nodes(c.Node)
-			if n == nil {
-				return "", fmt.Errorf("%w: %q", instance.ErrUnknownNode, c.Node)
-			}
-			s, err := n.NormalizeState(c.State)
+			n, s, err := e.placement(c.Node, c.State)
 			if err != nil {
 				return "", err
 			}
@@ -493,6 +485,17 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 		return "ceded to " + leaf.Ancestors[len(leaf.Ancestors)-1].InstanceID, nil
 	}
 	return "", fmt.Errorf("unknown effect kind %d", eff.Kind)
+}
+
+// placement resolves the node a transition puts an instance on and the
+// state it starts with.
+func (e *Executor) placement(name string, state any) (*node.Node, any, error) {
+	n := e.Nodes(name)
+	if n == nil {
+		return nil, nil, fmt.Errorf("%w: %q", instance.ErrUnknownNode, name)
+	}
+	s, err := n.NormalizeState(state)
+	return n, s, err
 }
 
 func (e *Executor) checkPrimaries(leaf *Leaf, added int) error {
