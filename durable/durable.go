@@ -328,23 +328,21 @@ func (s *session) save(ctx context.Context) error {
 	}
 	// Keep the most recent entries that left pending, with their final
 	// status, so a late resume is told "already resolved".
-	var root *instance.Instance
 	var done []store.Suspension
-	for _, e := range s.indexed {
-		if current[e.ID] {
-			continue
-		}
-		if e.Status == store.StatusPending {
-			if root == nil {
-				root = s.m.Root()
+	s.m.View(func(root *instance.Instance, _ []message.Message) {
+		for _, e := range s.indexed {
+			if current[e.ID] {
+				continue
 			}
-			e.Status = string(instance.StatusResolved)
-			if _, c := root.FindCall(e.ID); c != nil {
-				e.Status = string(c.Status)
+			if e.Status == store.StatusPending {
+				e.Status = string(instance.StatusResolved)
+				if _, c := root.FindCall(e.ID); c != nil {
+					e.Status = string(c.Status)
+				}
 			}
+			done = append(done, e)
 		}
-		done = append(done, e)
-	}
+	})
 	slices.SortStableFunc(done, func(a, b store.Suspension) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	index = append(index, done[:min(len(done), ResolvedKept)]...)
 	rev, err := s.r.store.Save(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index})
