@@ -11,10 +11,11 @@
 // serialize.Unmarshal, resumes the suspension with the manager's decision
 // as a JSON payload, and finishes the run:
 //
-//	go run ./examples/restart resume state.bin <suspend-id> '{"approved":true,"by":"dana"}'
+//	go run ./examples/restart resume state.bin <suspend-id> '{"approved":true,"manager":"dana"}'
 //
-// Both processes build the same charter (nodes and tools are code; only
-// the machine is data). The model is scripted, so it runs offline.
+// Both processes build the same charter, the refund charter of the
+// approval example (nodes and tools are code; only the machine is data).
+// The model is scripted, so it runs offline.
 package main
 
 import (
@@ -27,81 +28,16 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/instance"
-	"github.com/markov-agents/markov/llm"
-	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
-	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/serialize"
 )
 
 const usage = `usage:
   restart start <file>                              run until the refund waits for approval; save the machine
   restart resume <file> <suspend-id> '<json>'       load the machine, resume with the JSON decision, finish`
-
-// Ledger is the support agent's state: the refunds it made.
-type Ledger struct {
-	Refunded []string `json:"refunded"`
-}
-
-// RefundRequest is the input of the request_refund tool.
-type RefundRequest struct {
-	OrderID string  `json:"order_id"`
-	Amount  float64 `json:"amount"`
-}
-
-// Decision is the manager's answer, the resume payload.
-type Decision struct {
-	Approved bool   `json:"approved"`
-	By       string `json:"by"`
-}
-
-const customerRequest = "Please refund order A-42 ($31.50), it arrived broken."
-
-// newCharter builds the charter both processes share.
-func newCharter() (*machine.Charter, error) {
-	refund := node.NewTool("request_refund", "Refund an order. A manager must approve it.",
-		func(ctx *node.ToolContext[Ledger], in RefundRequest) (string, error) {
-			return "", ctx.Suspend("refund needs a manager's approval", instance.WithMetadata(in))
-		},
-		node.OnResume(func(ctx *node.ToolContext[Ledger], in RefundRequest, r instance.Resolution) (string, error) {
-			d, err := instance.Decode[Decision](r.Payload)
-			if err != nil {
-				return "", err
-			}
-			if !d.Approved {
-				return fmt.Sprintf("refund of %s denied by %s", in.OrderID, d.By), nil
-			}
-			if err := ctx.Update(func(l *Ledger) { l.Refunded = append(l.Refunded, in.OrderID) }); err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("refund of %s ($%.2f) approved by %s", in.OrderID, in.Amount, d.By), nil
-		}))
-	support, err := node.New("support", node.Config[Ledger]{
-		Instructions: "Help customers with their orders.",
-		Initial:      Ledger{Refunded: []string{}},
-		Tools:        []node.Tool[Ledger]{refund},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return machine.NewCharter(machine.CharterConfig{
-		Name:  "restart",
-		Model: scripted.Func(reply),
-		Nodes: []*node.Node{support},
-	})
-}
-
-// reply is the scripted model: it asks for the refund when the customer
-// writes, and reports the tool's result when it comes back.
-func reply(req *llm.Request) (scripted.Reply, error) {
-	last := req.Messages[len(req.Messages)-1]
-	if last.Role == message.Tool {
-		return scripted.Text("Update on your order: " + last.Parts[0].Text + "."), nil
-	}
-	return scripted.Tool("request_refund", RefundRequest{OrderID: "A-42", Amount: 31.50}), nil
-}
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -123,17 +59,17 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 
 // start runs a new machine until it suspends and saves it to path.
 func start(ctx context.Context, path string, w io.Writer) error {
-	c, err := newCharter()
+	c, err := refund.NewCharter(refund.ScriptedModel())
 	if err != nil {
 		return err
 	}
-	m, err := c.NewMachine("support", nil)
+	m, err := c.NewMachine(refund.NodeName, nil)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "customer: %s\n", customerRequest)
+	fmt.Fprintf(w, "customer: %s\n", refund.CustomerRequest)
 	var pending []instance.SuspendedCall
-	for step, err := range m.Run(ctx, machine.UserText(customerRequest)) {
+	for step, err := range m.Run(ctx, machine.UserText(refund.CustomerRequest)) {
 		if err != nil {
 			return err
 		}
@@ -153,7 +89,7 @@ func start(ctx context.Context, path string, w io.Writer) error {
 	fmt.Fprintf(w, "suspended: %s %s (%s)\n", call.Name, call.Input, call.Reason)
 	fmt.Fprintf(w, "machine saved to %s (%d bytes)\n", path, len(data))
 	fmt.Fprintf(w, "suspend ID: %s\n", call.SuspendID)
-	fmt.Fprintf(w, "resume with: go run ./examples/restart resume %s %s '{\"approved\":true,\"by\":\"dana\"}'\n", path, call.SuspendID)
+	fmt.Fprintf(w, "resume with: go run ./examples/restart resume %s %s '{\"approved\":true,\"manager\":\"dana\"}'\n", path, call.SuspendID)
 	return nil
 }
 
@@ -163,7 +99,7 @@ func resume(ctx context.Context, path, suspendID, payload string, w io.Writer) e
 	if !json.Valid([]byte(payload)) {
 		return fmt.Errorf("payload is not JSON: %s", payload)
 	}
-	c, err := newCharter()
+	c, err := refund.NewCharter(refund.ScriptedModel())
 	if err != nil {
 		return err
 	}
@@ -194,7 +130,7 @@ func resume(ctx context.Context, path, suspendID, payload string, w io.Writer) e
 	if err := writeFile(path, data); err != nil {
 		return err
 	}
-	ledger, _ := m.Root().State.(Ledger)
+	ledger, _ := m.Root().State.(refund.Ledger)
 	refunded := strings.Join(ledger.Refunded, ", ")
 	if refunded == "" {
 		refunded = "nothing"

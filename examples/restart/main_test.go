@@ -26,8 +26,8 @@ func TestStartThenResume(t *testing.T) {
 	tests := []struct {
 		payload, answer, refunded string
 	}{
-		{`{"approved":true,"by":"dana"}`, "Update on your order: refund of A-42 ($31.50) approved by dana.", "refunded: A-42"},
-		{`{"approved":false,"by":"lee"}`, "Update on your order: refund of A-42 denied by lee.", "refunded: nothing"},
+		{`{"approved":true,"manager":"dana"}`, "Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana.", "refunded: A-1042"},
+		{`{"approved":false,"manager":"lee"}`, "Update on your refund: lee declined the refund for order A-1042.", "refunded: nothing"},
 	}
 	for _, tt := range tests {
 		path := filepath.Join(t.TempDir(), "state.bin")
@@ -90,11 +90,11 @@ func TestTwoProcesses(t *testing.T) {
 		t.Fatalf("start: %v\n%s", err, out)
 	}
 	id := suspendID(t, string(out))
-	out, err = exec.Command(bin, "resume", state, id, `{"approved":true,"by":"dana"}`).CombinedOutput()
+	out, err = exec.Command(bin, "resume", state, id, `{"approved":true,"manager":"dana"}`).CombinedOutput()
 	if err != nil {
 		t.Fatalf("resume: %v\n%s", err, out)
 	}
-	if want := "assistant: Update on your order: refund of A-42 ($31.50) approved by dana."; !strings.Contains(string(out), want) {
+	if want := "assistant: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana."; !strings.Contains(string(out), want) {
 		t.Errorf("resume output lacks %q:\n%s", want, out)
 	}
 }
