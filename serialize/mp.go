@@ -50,39 +50,31 @@ const (
 	mpTimeExt = -1
 )
 
-func appendMapLen(b []byte, n int) []byte {
+// appendLen appends a length header in its smallest form: fix|n when n is
+// below fixLimit, else the 8-bit form (when c8 is not 0), the 16-bit one or
+// the 32-bit one.
+func appendLen(b []byte, n int, fix byte, fixLimit int, c8, c16, c32 byte) []byte {
 	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
+	case n < fixLimit:
+		return append(b, fix|byte(n))
+	case c8 != 0 && n <= math.MaxUint8:
+		return append(b, c8, byte(n))
 	case n <= math.MaxUint16:
-		return append(b, mpMap16, byte(n>>8), byte(n))
+		return append(b, c16, byte(n>>8), byte(n))
 	}
-	return append(b, mpMap32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	return append(b, c32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendMapLen(b []byte, n int) []byte {
+	return appendLen(b, n, 0x80, 16, 0, mpMap16, mpMap32)
 }
 
 func appendArrayLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x90|byte(n))
-	case n <= math.MaxUint16:
-		return append(b, mpArray16, byte(n>>8), byte(n))
-	}
-	return append(b, mpArray32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	return appendLen(b, n, 0x90, 16, 0, mpArray16, mpArray32)
 }
 
 func appendStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n < 256:
-		b = append(b, mpStr8, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, mpStr16, byte(n>>8), byte(n))
-	default:
-		b = append(b, mpStr32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(b, s...)
+	return append(appendLen(b, len(s), 0xa0, 32, mpStr8, mpStr16, mpStr32), s...)
 }
 
 // appendKey appends a map key (a short string).
@@ -92,16 +84,7 @@ func appendKey(b []byte, k string) []byte {
 }
 
 func appendBin(b []byte, p []byte) []byte {
-	n := len(p)
-	switch {
-	case n < 256:
-		b = append(b, mpBin8, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, mpBin16, byte(n>>8), byte(n))
-	default:
-		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(b, p...)
+	return append(appendLen(b, len(p), 0, 0, mpBin8, mpBin16, mpBin32), p...)
 }
 
 func appendBool(b []byte, v bool) []byte {
