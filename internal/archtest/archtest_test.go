@@ -47,7 +47,7 @@ const (
 
 var adapter = rule{layer: adapterLayer, restricted: true, only: []string{"llm", "message"}}
 
-// layers is DESIGN.md §2 as data. Keys are package paths relative to the
+// layers is docs/ARCHITECTURE.md §2 as data. Keys are package paths relative to the
 // module; a key ending in "/..." matches every package below that path
 // (not the path itself). A package that matches no key fails the test:
 // add new packages here.
@@ -66,7 +66,7 @@ var layers = map[string]rule{
 	"store":               {layer: 6, restricted: true, stdlib: true},
 	"store/...":           {layer: 6, restricted: true, only: []string{"store"}},
 	"durable":             {layer: 7},
-	// resumehttp reaches durable through a small interface (DESIGN.md §2).
+	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp":    {layer: 7, also: []string{"durable"}},
 	"llm/anthropic": adapter,
 	"llm/openai":    adapter,
@@ -135,7 +135,7 @@ func check(table map[string]rule, pkgs []pkg) []string {
 		}
 		r, ok := lookup(table, rel)
 		if !ok {
-			out = append(out, fmt.Sprintf("package %s has no layer: add it to the layers table in internal/archtest (see DESIGN.md §2)", relOrRoot(rel)))
+			out = append(out, fmt.Sprintf("package %s has no layer: add it to the layers table in internal/archtest (see docs/ARCHITECTURE.md §2)", relOrRoot(rel)))
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -184,7 +184,7 @@ func checkImport(table map[string]rule, rel string, r rule, imp string) string {
 	case !known:
 		return fmt.Sprintf("%s has no layer in the archtest table", relOrRoot(target))
 	case tr.layer >= r.layer:
-		return fmt.Sprintf("layer %d may import only lower layers, and %s is layer %d (imports point downward: DESIGN.md §2)",
+		return fmt.Sprintf("layer %d may import only lower layers, and %s is layer %d (imports point downward: docs/ARCHITECTURE.md §2)",
 			r.layer, relOrRoot(target), tr.layer)
 	}
 	return ""
@@ -225,7 +225,7 @@ func listPackages(t *testing.T) []pkg {
 	return pkgs
 }
 
-// TestImportDirection enforces DESIGN.md §2 on the module's packages (the
+// TestImportDirection enforces docs/ARCHITECTURE.md §2 on the module's packages (the
 // imports of their non-test files).
 func TestImportDirection(t *testing.T) {
 	pkgs := listPackages(t)

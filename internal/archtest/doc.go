@@ -1,5 +1,5 @@
 // Package archtest holds no code: its test enforces the import direction of
-// DESIGN.md §2. Every project package has a row in the table in
+// docs/ARCHITECTURE.md §2. Every project package has a row in the table in
 // archtest_test.go; a package may import only project packages of lower
 // layers (plus a few listed exceptions), msgpack is imported only by
 // serialize, and store and its subpackages stay independent of the rest of
