@@ -234,7 +234,7 @@ func TestUpdateStateTool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := mustNode(t, "n", node.Config[counter]{Initial: counter{Count: 1, Label: "start"}, Validate: validCounter})
+			n := mustNode(t, "n", node.Config[counter]{Initial: counter{Count: 1, Label: "start"}, Validate: validCounter, StateTool: true})
 			model := scripted.New(scripted.Tool(node.UpdateStateTool, tt.patch), scripted.Text("ok"))
 			m := newMachine(t, charter(t, model, n), "n")
 			run(t, m, machine.UserText("go"))
@@ -446,7 +446,8 @@ func TestTransitions(t *testing.T) {
 		return instance.Goto("ghost", nil), nil
 	})
 	draft := mustNode(t, "draft", node.Config[counter]{
-		Initial: counter{Count: 1},
+		Initial:   counter{Count: 1},
+		StateTool: true,
 		Transitions: []node.Transition[counter]{
 			node.To[counter]("review", ""), node.To[counter]("draft", "start over"), codeGoto, toUnknown,
 			node.Ceder[counter](""),
@@ -508,7 +509,7 @@ func TestCharterValidation(t *testing.T) {
 	ok := mustNode(t, "ok", node.Config[empty]{})
 	_, err = machine.NewCharter(machine.CharterConfig{Model: scripted.New(), Nodes: []*node.Node{ok}, Tools: []node.Tool[any]{echoTool[any](node.UpdateStateTool)}})
 	require.NoError(t, err, "ok has no state, so no update_state to clash with")
-	withState := mustNode(t, "ws", node.Config[counter]{})
+	withState := mustNode(t, "ws", node.Config[counter]{StateTool: true})
 	_, err = machine.NewCharter(machine.CharterConfig{Model: scripted.New(), Nodes: []*node.Node{withState}, Tools: []node.Tool[any]{echoTool[any](node.UpdateStateTool)}})
 	require.ErrorIs(t, err, machine.ErrInvalidCharter)
 

@@ -38,7 +38,6 @@ func ExampleNewTool() {
 	clerk, err := node.New("clerk", node.Config[clerkState]{
 		Instructions: "Answer questions about orders.",
 		Tools:        []node.Tool[clerkState]{lookup},
-		NoStateTool:  true, // hide the built-in update_state tool
 	})
 	if err != nil {
 		panic(err)

@@ -24,7 +24,8 @@ import (
 var ErrInvalidNode = errors.New("invalid node")
 
 // UpdateStateTool is the name of the built-in tool that updates a node's
-// state with a JSON Merge Patch (RFC 7396).
+// state with a JSON Merge Patch (RFC 7396). Nodes offer it only when
+// Config.StateTool is set.
 const UpdateStateTool = "update_state"
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -57,8 +58,12 @@ type Config[S any] struct {
 	Settings llm.Settings
 	// Output, when set, asks the model for structured output.
 	Output *OutputSpec
-	// NoStateTool hides the built-in update_state tool.
-	NoStateTool bool
+	// StateTool offers the model the built-in update_state tool, which
+	// writes any field of the state (JSON Merge Patch, validated). It is off
+	// by default: a model that can write every field can also write the
+	// ones meant for humans, such as an approval status. Enable it only on
+	// nodes whose whole state the model may own.
+	StateTool bool
 }
 
 // Node is a built node, ready for a charter. It is immutable and safe for
@@ -127,7 +132,7 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 		}
 	}
 	n.all = append(n.all, n.tools...)
-	if !cfg.NoStateTool && n.stateType.Size() > 0 {
+	if cfg.StateTool && n.stateType.Size() > 0 {
 		n.all = append(n.all, updateStateTool(n))
 	}
 	n.all = append(n.all, n.transitions...)
@@ -241,7 +246,7 @@ func (n *Node) NormalizeState(v any) (any, error) {
 }
 
 // Tools returns the tools the model sees on this node, in order: its own
-// tools, update_state, then transitions.
+// tools, update_state (when Config.StateTool is set), then transitions.
 func (n *Node) Tools() []*frame.Tool { return n.all }
 
 // OwnTools returns the node's own tools (what descendants see as ancestor

@@ -127,7 +127,6 @@ func newCharter(model llm.Model) (*machine.Charter, error) {
 		Tools:        []node.Tool[Assignment]{search},
 		Transitions:  []node.Transition[Assignment]{node.Ceder[Assignment]("Hand your finding to the lead and finish.")},
 		Worker:       true,
-		NoStateTool:  true,
 	})
 	if err != nil {
 		return nil, err

@@ -416,7 +416,7 @@ func waitCharter(t *testing.T, model llm.Model, timeout time.Duration) *machine.
 			}
 			return "", ctx.Suspend("waiting for CI", opts...)
 		})
-	n, err := node.New("waiter", node.Config[empty]{Tools: []node.Tool[empty]{wait}, NoStateTool: true})
+	n, err := node.New("waiter", node.Config[empty]{Tools: []node.Tool[empty]{wait}})
 	require.NoError(t, err)
 	c, err := machine.NewCharter(machine.CharterConfig{Name: "waits", Model: model, Nodes: []*node.Node{n}})
 	require.NoError(t, err)

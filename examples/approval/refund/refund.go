@@ -100,7 +100,6 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 	support, err := node.New(NodeName, node.Config[Ledger]{
 		Instructions: "Help customers with their orders. Refunds need a manager's approval: request them with request_refund.",
 		Tools:        []node.Tool[Ledger]{requestRefund},
-		NoStateTool:  true,
 	})
 	if err != nil {
 		return nil, err
