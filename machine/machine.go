@@ -30,6 +30,9 @@ var (
 	ErrNoPrimary = errors.New("no primary leaf")
 	// ErrInvalidTree: a restored tree does not fit its charter.
 	ErrInvalidTree = errors.New("invalid instance tree")
+	// ErrIterReused: the sequence Run returned was ranged over a second
+	// time; it is single-use (call Run again instead).
+	ErrIterReused = errors.New("run sequence already used")
 )
 
 // YieldReason says why a step was yielded.

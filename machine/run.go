@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -30,13 +31,22 @@ import (
 // boundary; Run again with no inputs continues. Every goroutine a round
 // starts is joined before its step is yielded. Cancelling ctx stops the
 // run with ctx.Err() and discards the unfinished round.
+//
+// The sequence is single-use: it applies its inputs when first ranged
+// over, and ranging over it again yields ErrIterReused once and changes
+// nothing. Call Run again to continue.
 func (m *Machine) Run(ctx context.Context, inputs ...Input) iter.Seq2[Step, error] {
+	var used atomic.Bool
 	return func(yield func(Step, error) bool) {
 		if !m.running.CompareAndSwap(false, true) {
 			yield(Step{}, ErrRunning)
 			return
 		}
 		defer m.running.Store(false)
+		if used.Swap(true) {
+			yield(Step{}, ErrIterReused)
+			return
+		}
 		m.run(ctx, inputs, yield)
 	}
 }

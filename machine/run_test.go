@@ -685,3 +685,23 @@ func TestCharterTools(t *testing.T) {
 	run(t, m, machine.UserText("go"))
 	require.Equal(t, m.Root().ID+" at 3", lastToolResults(m.History())[0].Text)
 }
+
+func TestRunSequenceIsSingleUse(t *testing.T) {
+	model := scripted.New(scripted.Text("hello"), scripted.Text("again"))
+	m := newMachine(t, charter(t, model, mustNode(t, "chat", node.Config[empty]{})), "chat")
+	seq := m.Run(context.Background(), machine.UserText("hi"))
+	_, err := collect(seq)
+	require.NoError(t, err)
+	before := snap(m)
+	var errs []error
+	for s, err := range seq {
+		require.Equal(t, machine.Step{}, s)
+		errs = append(errs, err)
+	}
+	require.Len(t, errs, 1, "one error, then the sequence ends")
+	require.ErrorIs(t, errs[0], machine.ErrIterReused)
+	requireUnchanged(t, before, m)
+	require.Equal(t, 1, model.Calls())
+	// A fresh Run still works.
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(run(t, m, machine.UserText("hi again"))))
+}
