@@ -30,7 +30,8 @@ import (
 // sequence ends. Breaking out of the loop leaves the machine at a step
 // boundary; Run again with no inputs continues. Every goroutine a round
 // starts is joined before its step is yielded. Cancelling ctx stops the
-// run with ctx.Err() and discards the unfinished round.
+// run with ctx.Err() and discards the unfinished round; a ctx already
+// cancelled when the run starts applies none of the inputs.
 //
 // The sequence is single-use: it applies its inputs when first ranged
 // over, and ranging over it again yields ErrIterReused once and changes
@@ -52,6 +53,10 @@ func (m *Machine) Run(ctx context.Context, inputs ...Input) iter.Seq2[Step, erro
 }
 
 func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, error) bool) {
+	if err := ctx.Err(); err != nil {
+		yield(Step{}, err)
+		return
+	}
 	ctx, span := m.charter.tracer.Start(ctx, "markov.run")
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("markov.root", m.root.ID), attribute.Int("markov.inputs", len(inputs)))
@@ -141,12 +146,16 @@ func active(l *instance.Instance) bool { return !l.Idle && !l.Suspended() }
 // but runs no round: it returns the command steps, and the next Run
 // continues from there (reporting what the inputs added in its first
 // step). Durable runners apply, persist, then run, so that two processes
-// racing to resume the same suspension conflict before any model call.
+// racing to resume the same suspension conflict before any model call. A
+// cancelled ctx applies nothing and returns ctx.Err().
 func (m *Machine) Apply(ctx context.Context, inputs ...Input) ([]Step, error) {
 	if !m.running.CompareAndSwap(false, true) {
 		return nil, ErrRunning
 	}
 	defer m.running.Store(false)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	pre, carry, err := m.applyInputs(ctx, inputs)
 	if err != nil {
 		return nil, err

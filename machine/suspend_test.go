@@ -174,6 +174,8 @@ func TestResumeErrorsChangeNothing(t *testing.T) {
 		want   error
 	}{
 		{"unknown ID", []machine.Input{machine.ResumeInput{SuspendID: "nope"}}, instance.ErrUnknownSuspendID},
+		{"empty ID", []machine.Input{machine.ResumeInput{SuspendID: ""}}, instance.ErrUnknownSuspendID},
+		{"empty ID to cancel", []machine.Input{machine.CancelInput{SuspendID: ""}}, instance.ErrUnknownSuspendID},
 		{"double resume", []machine.Input{machine.ResumeInput{SuspendID: ids[0], Payload: "again"}}, instance.ErrAlreadyResolved},
 		{"same ID twice in a batch", []machine.Input{machine.ResumeInput{SuspendID: ids[1]}, machine.ResumeInput{SuspendID: ids[1]}}, instance.ErrAlreadyResolved},
 		{"batch with one bad ID", []machine.Input{machine.UserText("hi"), machine.ResumeInput{SuspendID: ids[1], Payload: "b"}, machine.ResumeInput{SuspendID: "bad"}}, instance.ErrUnknownSuspendID},
@@ -663,4 +665,23 @@ func TestCallerSuspendInsideTheLoop(t *testing.T) {
 	require.Equal(t, 1, model.Calls())
 	steps := run(t, m, machine.ResumeInput{SuspendID: id})
 	require.Equal(t, []machine.YieldReason{machine.ToolUse, machine.EndTurn}, reasons(steps))
+}
+
+func TestCancelledContextAppliesNothing(t *testing.T) {
+	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("done"))
+	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	before := snap(m)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	resume := machine.ResumeInput{SuspendID: ids[0], Payload: "ok"}
+	_, err := collect(m.Run(ctx, resume, machine.UserText("more")))
+	require.ErrorIs(t, err, context.Canceled)
+	requireUnchanged(t, before, m)
+	_, err = m.Apply(ctx, resume)
+	require.ErrorIs(t, err, context.Canceled)
+	requireUnchanged(t, before, m)
+	require.Equal(t, 1, model.Calls())
+	// Retrying with a live context resumes: nothing was consumed.
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(run(t, m, resume)))
 }

@@ -189,6 +189,9 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 // checkResumable reports why suspension id of root cannot be resumed at
 // now (the zero time: whatever its deadline), if it can't.
 func (m *Machine) checkResumable(root *instance.Instance, id string, now time.Time) error {
+	if id == "" {
+		return fmt.Errorf("empty suspend ID: %w", instance.ErrUnknownSuspendID)
+	}
 	_, c := root.FindCall(id)
 	if c == nil {
 		if m.resolvedBefore(id) {
