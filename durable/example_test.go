@@ -32,7 +32,7 @@ func Example() {
 		func(ctx *node.ToolContext[struct{}], in Refund) (string, error) {
 			return "", ctx.Suspend(fmt.Sprintf("refund of $%.2f for %s", in.Amount, in.Order))
 		})
-	desk, err := node.New("desk", node.Config[struct{}]{Tools: []node.Tool[struct{}]{approve}, NoStateTool: true})
+	desk, err := node.New("desk", node.Config[struct{}]{Tools: []node.Tool[struct{}]{approve}})
 	if err != nil {
 		panic(err)
 	}
