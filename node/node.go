@@ -1,6 +1,36 @@
 // Package node defines nodes, the blueprints of agent behaviour: the
 // instructions, typed state, tools, transitions, commands and packs an
 // instance of the node runs with.
+//
+// # State evolution
+//
+// A node's state type S is also its persisted form: serialize stores
+// states by their field names and decodes them strictly, so a state saved
+// with a field that S no longer has (renamed or removed) fails to load,
+// with an error naming the fields, rather than loading without its data.
+// When S changes that way, raise Config.StateVersion and give
+// Config.Migrate, which receives every state saved at an older version as
+// JSON, with the version it was saved at, and returns the current S:
+//
+//	type cart struct {
+//		Entries []string `json:"entries"` // was Items `json:"items"` in version 0
+//	}
+//	node.Config[cart]{
+//		StateVersion: 1,
+//		Migrate: func(from int, raw json.RawMessage) (cart, error) {
+//			var old struct {
+//				Items []string `json:"items"`
+//			}
+//			if err := json.Unmarshal(raw, &old); err != nil {
+//				return cart{}, err
+//			}
+//			return cart{Entries: old.Items}, nil
+//		},
+//	}
+//
+// Adding a field needs no new version: states saved without it load with
+// its zero value. A migration error fails the load with an error wrapping
+// ErrMigration and instance.ErrInvalidState.
 package node
 
 import (
@@ -22,6 +52,12 @@ import (
 // built: a bad or duplicate name, an input type without an object schema,
 // an initial state that fails validation.
 var ErrInvalidNode = errors.New("invalid node")
+
+// ErrMigration reports a persisted state that Config.Migrate could not turn
+// into a valid state: the error Migrate returned (wrapped), a panic in it,
+// or a migrated state that fails validation. It comes with
+// instance.ErrInvalidState.
+var ErrMigration = errors.New("state migration failed")
 
 // UpdateStateTool is the name of the built-in tool that updates a node's
 // state with a JSON Merge Patch (RFC 7396). Nodes offer it only when
@@ -64,6 +100,15 @@ type Config[S any] struct {
 	// ones meant for humans, such as an approval status. Enable it only on
 	// nodes whose whole state the model may own.
 	StateTool bool
+	// StateVersion is the version of S as persisted (0: unversioned).
+	// Raise it, with Migrate, when S changes so that states saved before
+	// no longer decode into it: a field renamed, removed or retyped.
+	StateVersion int
+	// Migrate turns a state saved at an older StateVersion (from) into an
+	// S. raw is the saved state as JSON, with the field names it was saved
+	// with. Required when StateVersion is above 0; a returned state is
+	// validated like any other.
+	Migrate func(from int, raw json.RawMessage) (S, error)
 }
 
 // Node is a built node, ready for a charter. It is immutable and safe for
@@ -75,6 +120,8 @@ type Node struct {
 	stateType    reflect.Type
 	ops          frame.StateOps
 	decode       func(json.RawMessage) (any, error)
+	version      int
+	migrate      func(from int, raw json.RawMessage) (any, error)
 	tools        []*frame.Tool // own tools, in order
 	transitions  []*frame.Tool
 	all          []*frame.Tool // own tools, update_state, transitions
@@ -102,6 +149,18 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 		worker:       cfg.Worker,
 		settings:     cfg.Settings,
 		output:       cfg.Output,
+		version:      cfg.StateVersion,
+	}
+	switch {
+	case cfg.StateVersion < 0:
+		return nil, fmt.Errorf("%w: node %s: negative StateVersion %d", ErrInvalidNode, name, cfg.StateVersion)
+	case cfg.StateVersion > 0 && cfg.Migrate == nil:
+		return nil, fmt.Errorf("%w: node %s: StateVersion %d without Migrate", ErrInvalidNode, name, cfg.StateVersion)
+	case cfg.StateVersion == 0 && cfg.Migrate != nil:
+		return nil, fmt.Errorf("%w: node %s: Migrate without a StateVersion above 0", ErrInvalidNode, name)
+	}
+	if cfg.Migrate != nil {
+		n.migrate = migration(n, cfg.Migrate)
 	}
 	n.decode = func(raw json.RawMessage) (any, error) {
 		var s S
@@ -158,6 +217,26 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// migration wraps fn: its errors and panics become ErrMigration, and the
+// state it returns is validated.
+func migration[S any](n *Node, fn func(int, json.RawMessage) (S, error)) func(int, json.RawMessage) (any, error) {
+	return func(from int, raw json.RawMessage) (v any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				v, err = nil, fmt.Errorf("%w: %w: node %s, from state version %d: Migrate panicked: %v", instance.ErrInvalidState, ErrMigration, n.name, from, r)
+			}
+		}()
+		s, err := fn(from, raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w: node %s, from state version %d: %w", instance.ErrInvalidState, ErrMigration, n.name, from, err)
+		}
+		if err := n.ops.Validate(s); err != nil {
+			return nil, fmt.Errorf("%w: node %s, from state version %d: %w", ErrMigration, n.name, from, err)
+		}
+		return s, nil
+	}
 }
 
 func checkTool(t *frame.Tool, seen map[string]bool) error {
@@ -225,6 +304,21 @@ func (n *Node) StateOps() frame.StateOps { return n.ops }
 
 // DecodeState decodes JSON into a validated state of this node.
 func (n *Node) DecodeState(raw json.RawMessage) (any, error) { return n.decode(raw) }
+
+// StateVersion returns the version of the node's persisted state
+// (Config.StateVersion).
+func (n *Node) StateVersion() int { return n.version }
+
+// MigrateState turns a state saved at state version from, below the
+// node's, into a valid state of this node with Config.Migrate; raw is the
+// saved state as JSON. Errors wrap ErrMigration and
+// instance.ErrInvalidState.
+func (n *Node) MigrateState(from int, raw json.RawMessage) (any, error) {
+	if n.migrate == nil || from < 0 || from >= n.version {
+		return nil, fmt.Errorf("%w: %w: node %s is at state version %d and migrates none from %d", instance.ErrInvalidState, ErrMigration, n.name, n.version, from)
+	}
+	return n.migrate(from, raw)
+}
 
 // NormalizeState turns a state given to a transition into a valid state of
 // this node: nil is the initial state, raw JSON is decoded, anything else

@@ -2,6 +2,7 @@ package serialize
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -259,6 +260,7 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 	}
 	in := &instance.Instance{}
 	var state, stateJSON []byte
+	var version int
 	var packs, packsJSON []rawPack
 	inChild := false // an error from a child names its own instance
 	err := d.fields("instance", func(k []byte) error {
@@ -272,6 +274,8 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 			state, err = d.r.value(maxStateDepth)
 		case "sj":
 			stateJSON, err = d.r.bin()
+		case "sv":
+			version, err = d.version()
 		case "c":
 			err = d.array("children", func(n int) error {
 				if n == 0 {
@@ -315,9 +319,9 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 	if n == nil {
 		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, in.ID, instance.ErrUnknownNode, in.Node)
 	}
-	in.State, err = decodeStateValue(n.StateType(), state, stateJSON)
+	in.State, err = nodeState(n, version, state, stateJSON)
 	if err != nil {
-		return nil, fmt.Errorf("%w: instance %s: state of node %s: %w: %v", machine.ErrInvalidTree, in.ID, in.Node, instance.ErrInvalidState, err)
+		return nil, fmt.Errorf("%w: instance %s: state of node %s: %w", machine.ErrInvalidTree, in.ID, in.Node, invalidState(err))
 	}
 	if len(packs)+len(packsJSON) > 0 {
 		in.Packs = make(map[string]any, len(packs)+len(packsJSON))
@@ -334,13 +338,28 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 					v, err = decodeStateValue(p.StateType(), rp.raw, nil)
 				}
 				if err != nil {
-					return nil, fmt.Errorf("%w: pack %s: %w: %v", machine.ErrInvalidTree, rp.name, instance.ErrInvalidState, err)
+					return nil, fmt.Errorf("%w: pack %s: %w", machine.ErrInvalidTree, rp.name, invalidState(err))
 				}
 				in.Packs[rp.name] = v
 			}
 		}
 	}
 	return in, nil
+}
+
+// invalidState returns err, a state's decoding error, wrapping
+// instance.ErrInvalidState.
+func invalidState(err error) error {
+	if errors.Is(err, instance.ErrInvalidState) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", instance.ErrInvalidState, err)
+}
+
+// version reads a state version: a non-negative int.
+func (d *decoder) version() (int, error) {
+	v, err := d.r.intRange(0, 1<<31-1)
+	return int(v), err
 }
 
 // decodeStateValue decodes a state of type t from its msgpack or JSON
@@ -510,6 +529,8 @@ func (d *decoder) effect(w *wireEffect) error {
 			w.Target, err = d.r.istring()
 		case "s":
 			w.State, err = d.r.bin()
+		case "sv":
+			w.StateVersion, err = d.version()
 		case "c":
 			err = d.array("spawned children", func(n int) error {
 				if n == 0 {
@@ -527,6 +548,8 @@ func (d *decoder) effect(w *wireEffect) error {
 							c.Node, err = d.r.istring()
 						case "s":
 							c.State, err = d.r.bin()
+						case "sv":
+							c.StateVersion, err = d.version()
 						default:
 							err = d.r.skip()
 						}
@@ -554,7 +577,7 @@ func fromWireEffect(c *machine.Charter, w *wireEffect) (*instance.Effect, error)
 	eff := &instance.Effect{Kind: instance.EffectKind(w.Kind), Target: w.Target}
 	var err error
 	if len(w.State) > 0 {
-		if eff.State, err = effectState(c, w.Target, w.State); err != nil {
+		if eff.State, err = effectState(c, w.Target, w.StateVersion, w.State); err != nil {
 			return nil, err
 		}
 	}
@@ -563,7 +586,7 @@ func fromWireEffect(c *machine.Charter, w *wireEffect) (*instance.Effect, error)
 		for i, ch := range w.Children {
 			eff.Children[i] = instance.Child{ID: ch.ID, Node: ch.Node}
 			if len(ch.State) > 0 {
-				if eff.Children[i].State, err = effectState(c, ch.Node, ch.State); err != nil {
+				if eff.Children[i].State, err = effectState(c, ch.Node, ch.StateVersion, ch.State); err != nil {
 					return nil, err
 				}
 			}
@@ -583,15 +606,16 @@ func fromWireEffect(c *machine.Charter, w *wireEffect) (*instance.Effect, error)
 	return eff, nil
 }
 
-// effectState decodes the JSON state of a held transition to node name.
-func effectState(c *machine.Charter, name string, raw []byte) (any, error) {
+// effectState decodes the JSON state, saved at state version version, of
+// a held transition to node name.
+func effectState(c *machine.Charter, name string, version int, raw []byte) (any, error) {
 	n := c.Node(name)
 	if n == nil {
 		return nil, fmt.Errorf("%w: held transition: %w: %q", machine.ErrInvalidTree, instance.ErrUnknownNode, name)
 	}
-	v, err := codecFor(n.StateType()).decodeJSON(raw)
+	v, err := nodeState(n, version, nil, raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: held transition state of node %s: %w: %v", machine.ErrInvalidTree, name, instance.ErrInvalidState, err)
+		return nil, fmt.Errorf("%w: held transition state of node %s: %w", machine.ErrInvalidTree, name, invalidState(err))
 	}
 	if err := n.ValidateState(v); err != nil {
 		return nil, fmt.Errorf("%w: held transition state of node %s: %w", machine.ErrInvalidTree, name, err)

@@ -23,13 +23,24 @@
 // when present), map keys sorted and times as UTC timestamps; a state type
 // with JSON encoding methods msgpack does not use (MarshalJSON without
 // MarshalText, MarshalBinary or EncodeMsgpack) is stored as its JSON
-// instead. Unknown fields are ignored, so a field removed from a state type
-// does not strand machines persisted before. Values in interface fields
-// come back as JSON would give them, except numbers: int64, uint64 or
-// float64 as they were encoded.
+// instead. Values in interface fields come back as JSON would give them,
+// except numbers: int64, uint64 or float64 as they were encoded.
+//
+// States decode strictly, in both forms and at any depth: a persisted
+// state (or pack state) with a field its type lacks — renamed or removed
+// since it was saved — fails to load with an *UnknownFieldsError naming
+// every such field (wrapping ErrUnknownFields, instance.ErrInvalidState and
+// machine.ErrInvalidTree), rather than loading without that field's data.
+// A node whose state type changed declares node.Config.StateVersion and
+// Migrate: every state is saved with its node's state version (omitted
+// when 0), and a state saved at an older version is handed to Migrate as
+// JSON, with that version, instead of being decoded; a failed migration
+// wraps node.ErrMigration. A state saved at a version above the node's
+// (by a newer build) fails with ErrStateVersion.
 //
 // A transition held until a suspension is resolved keeps its states as
-// JSON, decoded with the target node's type and validated. Its cede
+// JSON, with their state version, decoded (or migrated) with the target
+// node's type and validated. Its cede
 // content is JSON too: it comes back as a string when it was one, and as
 // json.RawMessage otherwise (so the text the parent receives is the same).
 //
@@ -44,7 +55,7 @@
 // fields omitted ([x] is a list of x, a|b either key):
 //
 //	machine   {r: instance, h: [message]}
-//	instance  {i: ID, n: node, s: state | sj: state JSON, c: [instance],
+//	instance  {i: ID, n: node, s: state | sj: state JSON, sv: state version, c: [instance],
 //	           p: {pack: state} | pj: {pack: state JSON}, u: suspension,
 //	           d: idle, m: max-tokens streak}
 //	suspension {c: [call], r: held reply}
@@ -53,8 +64,9 @@
 //	           at: suspended at, dl: deadline,
 //	           ot: {r: resume, p: payload, e: is error}, s: status, g: stage}
 //	held reply {m: message, r: [result part], x: terminal,
-//	           t: {k: effect kind, t: target, s: state JSON,
-//	               c: [{i: ID, n: node, s: state JSON}], x: cede content JSON}}
+//	           t: {k: effect kind, t: target, s: state JSON, sv: state version,
+//	               c: [{i: ID, n: node, s: state JSON, sv: state version}],
+//	               x: cede content JSON}}
 //	message   {r: role, p: [part], s: {i: instance ID, n: node, t: to}, q: silent}
 //	part      {k: kind, t: text, i: ID, n: name, d: data, e: is error,
 //	           g: signature, u: suspend ID}

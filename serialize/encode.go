@@ -112,6 +112,15 @@ func (e *encoder) stateType(node string, v any) reflect.Type {
 	return dynamicType(v)
 }
 
+// stateVersion returns the state version of node name (0 for a node the
+// charter does not know).
+func (e *encoder) stateVersion(node string) int {
+	if n := e.c.Node(node); n != nil {
+		return n.StateVersion()
+	}
+	return 0
+}
+
 func (e *encoder) packType(name string, v any) reflect.Type {
 	if p := e.c.Pack(name); p != nil {
 		return p.StateType()
@@ -181,8 +190,9 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 		slices.Sort(packs)
 		slices.Sort(packsJSON)
 	}
+	version := e.stateVersion(in.Node)
 	n := 3 // i, n, s or sj
-	n += count(len(in.Children) > 0, len(packs) > 0, len(packsJSON) > 0, in.Suspension != nil, in.Idle, in.MaxTokensStreak != 0)
+	n += count(version != 0, len(in.Children) > 0, len(packs) > 0, len(packsJSON) > 0, in.Suspension != nil, in.Idle, in.MaxTokensStreak != 0)
 	e.b = appendMapLen(e.b, n)
 	e.b = appendKey(e.b, "i")
 	e.istr(in.ID)
@@ -196,6 +206,7 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 	if err := e.state(in.State, stateJSON); err != nil {
 		return fmt.Errorf("instance %s: %w", in.ID, err)
 	}
+	e.b = optInt(e.b, "sv", version)
 	if len(in.Children) > 0 {
 		e.b = appendKey(e.b, "c")
 		e.b = appendArrayLen(e.b, len(in.Children))
@@ -231,10 +242,7 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 		e.b = appendKey(e.b, "d")
 		e.b = appendBool(e.b, true)
 	}
-	if in.MaxTokensStreak != 0 {
-		e.b = appendKey(e.b, "m")
-		e.b = appendInt(e.b, int64(in.MaxTokensStreak))
-	}
+	e.b = optInt(e.b, "m", in.MaxTokensStreak)
 	return nil
 }
 
@@ -298,10 +306,7 @@ func (e *encoder) call(c *instance.SuspendedCall) {
 		e.b = optBool(e.b, "e", t.IsError)
 	}
 	e.optIstr("s", string(c.Status))
-	if c.Stage != 0 {
-		e.b = appendKey(e.b, "g")
-		e.b = appendInt(e.b, int64(c.Stage))
-	}
+	e.b = optInt(e.b, "g", c.Stage)
 }
 
 func optBin(b []byte, k string, v []byte) []byte {
@@ -309,6 +314,13 @@ func optBin(b []byte, k string, v []byte) []byte {
 		return b
 	}
 	return appendBin(appendKey(b, k), v)
+}
+
+func optInt(b []byte, k string, v int) []byte {
+	if v == 0 {
+		return b
+	}
+	return appendInt(appendKey(b, k), int64(v))
 }
 
 func optBool(b []byte, k string, v bool) []byte {
@@ -321,7 +333,7 @@ func optBool(b []byte, k string, v bool) []byte {
 func (e *encoder) reply(r *instance.HeldReply) error {
 	var eff *wireEffect
 	if r.Transition != nil {
-		w, err := toWireEffect(r.Transition)
+		w, err := e.toWireEffect(r.Transition)
 		if err != nil {
 			return err
 		}
@@ -348,14 +360,16 @@ func (e *encoder) reply(r *instance.HeldReply) error {
 	return nil
 }
 
-// toWireEffect encodes a held transition: states and content as JSON.
-func toWireEffect(eff *instance.Effect) (wireEffect, error) {
+// toWireEffect encodes a held transition: states, with their node's state
+// version, and content as JSON.
+func (e *encoder) toWireEffect(eff *instance.Effect) (wireEffect, error) {
 	w := wireEffect{Kind: uint8(eff.Kind), Target: eff.Target}
 	var err error
 	if eff.State != nil {
 		if w.State, err = encodeJSON(eff.State); err != nil {
 			return w, fmt.Errorf("%w: held transition state: %w", ErrEncode, err)
 		}
+		w.StateVersion = e.stateVersion(eff.Target)
 	}
 	if eff.Content != nil {
 		if w.Content, err = encodeJSON(eff.Content); err != nil {
@@ -370,6 +384,7 @@ func toWireEffect(eff *instance.Effect) (wireEffect, error) {
 				if w.Children[i].State, err = encodeJSON(c.State); err != nil {
 					return w, fmt.Errorf("%w: held spawn state: %w", ErrEncode, err)
 				}
+				w.Children[i].StateVersion = e.stateVersion(c.Node)
 			}
 		}
 	}
@@ -377,20 +392,22 @@ func toWireEffect(eff *instance.Effect) (wireEffect, error) {
 }
 
 func (e *encoder) effect(w *wireEffect) {
-	e.b = appendMapLen(e.b, 1+count(w.Target != "", len(w.State) > 0, len(w.Children) > 0, len(w.Content) > 0))
+	e.b = appendMapLen(e.b, 1+count(w.Target != "", len(w.State) > 0, w.StateVersion != 0, len(w.Children) > 0, len(w.Content) > 0))
 	e.b = appendKey(e.b, "k")
 	e.b = appendUint(e.b, uint64(w.Kind))
 	e.optIstr("t", w.Target)
 	e.b = optBin(e.b, "s", w.State)
+	e.b = optInt(e.b, "sv", w.StateVersion)
 	if len(w.Children) > 0 {
 		e.b = appendKey(e.b, "c")
 		e.b = appendArrayLen(e.b, len(w.Children))
 		for _, c := range w.Children {
-			e.b = appendMapLen(e.b, 1+count(c.ID != "", len(c.State) > 0))
+			e.b = appendMapLen(e.b, 1+count(c.ID != "", len(c.State) > 0, c.StateVersion != 0))
 			e.optIstr("i", c.ID)
 			e.b = appendKey(e.b, "n")
 			e.istr(c.Node)
 			e.b = optBin(e.b, "s", c.State)
+			e.b = optInt(e.b, "sv", c.StateVersion)
 		}
 	}
 	e.b = optBin(e.b, "x", w.Content)

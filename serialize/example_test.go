@@ -2,6 +2,8 @@ package serialize_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -95,4 +97,53 @@ func describe(msg message.Message) string {
 		}
 	}
 	return strings.Join(s, "; ")
+}
+
+// A state saved with a field its node's type has since renamed fails to
+// load, naming the field, until the node declares a new state version and
+// a migration from the older form.
+func ExampleUnmarshal_stateVersion() {
+	type cartV0 struct {
+		Items []string `json:"items"`
+	}
+	type cart struct {
+		Entries []string `json:"entries"` // was "items"
+	}
+	build := func(n *node.Node, err error) *machine.Charter {
+		if err != nil {
+			panic(err)
+		}
+		c, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(), Nodes: []*node.Node{n}})
+		if err != nil {
+			panic(err)
+		}
+		return c
+	}
+	before := build(node.New("cart", node.Config[cartV0]{}))
+	m, _ := before.NewMachine("cart", cartV0{Items: []string{"first"}})
+	data, _ := serialize.Marshal(m)
+
+	renamed := build(node.New("cart", node.Config[cart]{}))
+	_, err := serialize.Unmarshal(renamed, data)
+	var unknown *serialize.UnknownFieldsError
+	if errors.As(err, &unknown) {
+		fmt.Println("unknown fields:", unknown.Fields)
+	}
+
+	migrated := build(node.New("cart", node.Config[cart]{
+		StateVersion: 1,
+		Migrate: func(from int, raw json.RawMessage) (cart, error) {
+			var old cartV0 // the only older version: 0
+			err := json.Unmarshal(raw, &old)
+			return cart{Entries: old.Items}, err
+		},
+	}))
+	m, err = serialize.Unmarshal(migrated, data)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%+v\n", m.Root().State)
+	// Output:
+	// unknown fields: [items]
+	// {Entries:[first]}
 }

@@ -69,6 +69,39 @@ type auditState struct {
 	Entries []vaultState `json:"entries"`
 }
 
+// ledgerState is at state version 2. Version 0 kept the lines as strings
+// under "items"; version 1 renamed them "entries"; version 2 gave entries
+// an amount.
+type ledgerState struct {
+	Entries []ledgerEntry `json:"entries"`
+}
+
+type ledgerEntry struct {
+	Label  string `json:"label"`
+	Amount int    `json:"amount"`
+}
+
+// migrateLedger brings a ledger state saved at version 0 or 1 to version
+// 2.
+func migrateLedger(from int, raw json.RawMessage) (ledgerState, error) {
+	var old struct {
+		Items   []string `json:"items"`   // version 0
+		Entries []string `json:"entries"` // version 1
+	}
+	if err := json.Unmarshal(raw, &old); err != nil {
+		return ledgerState{}, err
+	}
+	lines := old.Entries
+	if from == 0 {
+		lines = old.Items
+	}
+	s := ledgerState{Entries: []ledgerEntry{}}
+	for _, l := range lines {
+		s.Entries = append(s.Entries, ledgerEntry{Label: l})
+	}
+	return s, nil
+}
+
 type refundIn struct {
 	OrderID int `json:"order_id"`
 }
@@ -179,7 +212,13 @@ func buildNodes() []*node.Node {
 		Transitions:  []node.Transition[researchState]{node.Ceder[researchState]("hand back findings")},
 	}))
 	vault := must(node.New("vault", node.Config[vaultState]{Instructions: "Keep the secret.", Worker: true}))
-	return []*node.Node{support, review, researcher, vault}
+	ledger := must(node.New("ledger", node.Config[ledgerState]{
+		Instructions: "Keep the books.",
+		Initial:      ledgerState{Entries: []ledgerEntry{}},
+		StateVersion: 2,
+		Migrate:      migrateLedger,
+	}))
+	return []*node.Node{support, review, researcher, vault, ledger}
 }
 
 func must[T any](v T, err error) T {
@@ -299,6 +338,28 @@ func workersMachine(t testing.TB) *machine.Machine {
 	return m
 }
 
+// versionedMachine: a node at state version 2, suspended with a held
+// transition to a state of the same node (both states carry the version).
+func versionedMachine(t testing.TB) *machine.Machine {
+	tu := message.ToolUse("tu-1", "post", json.RawMessage(`{"amount":5}`))
+	root := &instance.Instance{
+		ID: "root", Node: "ledger",
+		State: ledgerState{Entries: []ledgerEntry{{Label: "tea", Amount: 3}}},
+		Suspension: &instance.SuspensionState{
+			Calls: []instance.SuspendedCall{{
+				SuspendID: "s-1", InstanceID: "root", ToolUseID: "tu-1", Kind: instance.KindTool, Initiator: instance.ByTool,
+				Name: "post", Input: json.RawMessage(`{"amount":5}`), Reason: "needs approval", SuspendedAt: t0, Status: instance.StatusPending,
+			}},
+			Reply: &instance.HeldReply{
+				Message:    message.Message{Role: message.Assistant, Parts: []message.Part{tu}, Source: message.Source{InstanceID: "root", Node: "ledger", To: "root"}},
+				Results:    []message.Part{{}},
+				Transition: &instance.Effect{Kind: instance.EffectGoto, Target: "ledger", State: ledgerState{Entries: []ledgerEntry{{Label: "cake", Amount: 5}}}},
+			},
+		},
+	}
+	return must(machine.Restore(charter(t), root, []message.Message{message.UserText("post 5 for cake")}))
+}
+
 var scenarios = []struct {
 	name  string
 	build func(testing.TB) *machine.Machine
@@ -306,6 +367,7 @@ var scenarios = []struct {
 	{"plain", plainMachine},
 	{"suspended", suspendedMachine},
 	{"workers", workersMachine},
+	{"versioned", versionedMachine},
 }
 
 // cmpOpts compare trees and histories: unexported state fields included,

@@ -132,7 +132,7 @@ func (e *encoder) toWireInstance(in *instance.Instance, depth int, f stateForm) 
 	if depth > MaxDepth {
 		return nil, fmt.Errorf("%w: %w: instance tree deeper than %d", ErrEncode, ErrLimit, MaxDepth)
 	}
-	w := &wireInstance{ID: in.ID, Node: in.Node, Idle: in.Idle, MaxTokensStreak: in.MaxTokensStreak}
+	w := &wireInstance{ID: in.ID, Node: in.Node, StateVersion: e.stateVersion(in.Node), Idle: in.Idle, MaxTokensStreak: in.MaxTokensStreak}
 	var err error
 	if w.State, w.StateJSON, err = f.encode(e.stateType(in.Node, in.State), in.State); err != nil {
 		return nil, fmt.Errorf("instance %s: %w", in.ID, err)
@@ -182,7 +182,7 @@ func (e *encoder) toWireInstance(in *instance.Instance, depth int, f stateForm) 
 				wr.Results = append(wr.Results, toWirePart(&r.Results[i], f.jsonForm()))
 			}
 			if r.Transition != nil {
-				eff, err := toWireEffect(r.Transition)
+				eff, err := e.toWireEffect(r.Transition)
 				if err != nil {
 					return nil, fmt.Errorf("instance %s: %w", in.ID, err)
 				}
@@ -286,8 +286,11 @@ func fromWireInstance(c *machine.Charter, w *wireInstance, depth int) (*instance
 		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, w.ID, instance.ErrUnknownNode, w.Node)
 	}
 	var err error
-	if in.State, err = wireState(n.StateType(), w.State, w.StateJSON); err != nil {
-		return nil, fmt.Errorf("%w: instance %s: state of node %s: %w: %w", machine.ErrInvalidTree, w.ID, w.Node, instance.ErrInvalidState, err)
+	if err = checkState(w.State, w.StateJSON); err == nil {
+		in.State, err = nodeState(n, w.StateVersion, w.State, w.StateJSON)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: instance %s: state of node %s: %w", machine.ErrInvalidTree, w.ID, w.Node, invalidState(err))
 	}
 	if len(w.Packs)+len(w.PacksJSON) > 0 {
 		in.Packs = make(map[string]any, len(w.Packs)+len(w.PacksJSON))
@@ -337,27 +340,31 @@ func wirePack(c *machine.Charter, packs map[string]any, name string, mp, js []by
 	if p == nil {
 		return fmt.Errorf("%w: unknown pack %q", machine.ErrInvalidTree, name)
 	}
-	v, err := wireState(p.StateType(), mp, js)
+	err := checkState(mp, js)
+	var v any
+	if err == nil {
+		v, err = decodeStateValue(p.StateType(), mp, js)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: pack %s: %w: %w", machine.ErrInvalidTree, name, instance.ErrInvalidState, err)
+		return fmt.Errorf("%w: pack %s: %w", machine.ErrInvalidTree, name, invalidState(err))
 	}
 	packs[name] = v
 	return nil
 }
 
-// wireState decodes a state from the wire model: msgpack bytes (checked
-// for structure first) or JSON.
-func wireState(t reflect.Type, mp, js []byte) (any, error) {
+// checkState checks the structure of a state's msgpack bytes in the wire
+// model before they are decoded (JSON needs no check).
+func checkState(mp, js []byte) error {
 	if len(js) == 0 && len(mp) > 0 {
 		r := newReader(mp)
 		if _, err := r.value(maxStateDepth); err != nil {
-			return nil, err
+			return err
 		}
 		if r.left() != 0 {
-			return nil, r.errAt("trailing bytes after state")
+			return r.errAt("trailing bytes after state")
 		}
 	}
-	return decodeStateValue(t, mp, js)
+	return nil
 }
 
 func fromWireCall(w *wireCall) instance.SuspendedCall {

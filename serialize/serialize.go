@@ -26,7 +26,8 @@ const MaxDepth = 256
 // ErrVersion or machine.ErrInvalidTree (a well-formed machine that does not
 // fit the charter: unknown node — also instance.ErrUnknownNode —, unknown
 // pack, a state that does not decode into its node's type or fails its
-// validation — also instance.ErrInvalidState —, duplicate IDs).
+// validation — also instance.ErrInvalidState, and ErrUnknownFields,
+// ErrStateVersion or node.ErrMigration when that is why —, duplicate IDs).
 var (
 	// ErrCorrupt: the data is not a well-formed encoding: not markov data,
 	// the wrong kind of blob, truncated, altered (checksum mismatch),
@@ -41,6 +42,13 @@ var (
 	// ErrEncode: a value cannot be encoded (a state the msgpack or JSON
 	// encoder refuses, a tree deeper than MaxDepth, a nil machine).
 	ErrEncode = errors.New("cannot encode")
+	// ErrUnknownFields: a persisted state has fields its type lacks (a
+	// field renamed or removed since it was saved, and no migration of the
+	// node handles it). The error is an *UnknownFieldsError naming them.
+	ErrUnknownFields = errors.New("state has fields its type lacks")
+	// ErrStateVersion: a state was saved at a node.Config.StateVersion
+	// above the node's (written by a newer build of the node).
+	ErrStateVersion = errors.New("state version newer than the node's")
 )
 
 // bodyDecoder reads the bodies of one format version.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -25,7 +27,9 @@ import (
 //   - values decoded into interface fields use int64, uint64, float64,
 //     string, []any and map[string]any (UseLooseInterfaceDecoding and a
 //     map decoder with string keys), the shapes JSON gives them;
-//   - times are timestamps, decoded as UTC.
+//   - times are timestamps, decoded as UTC;
+//   - decoding into a struct fails on a key the struct has no field for
+//     (DisallowUnknownFields), at any depth.
 func newEncoder() *msgpack.Encoder {
 	e := msgpack.NewEncoder(nil)
 	e.SetSortMapKeys(true)
@@ -39,6 +43,7 @@ func newDecoder() *msgpack.Decoder {
 	d.SetCustomStructTag("json")
 	d.UseLooseInterfaceDecoding(true)
 	d.SetMapDecoder(decodeStringMap)
+	d.DisallowUnknownFields(true)
 	return d
 }
 
@@ -134,6 +139,11 @@ var (
 	binaryMarshaler  = reflect.TypeFor[encoding.BinaryMarshaler]()
 	msgpackMarshaler = reflect.TypeFor[msgpack.Marshaler]()
 	msgpackCustomEnc = reflect.TypeFor[msgpack.CustomEncoder]()
+	textDecoder      = reflect.TypeFor[encoding.TextUnmarshaler]()
+	binaryDecoder    = reflect.TypeFor[encoding.BinaryUnmarshaler]()
+	msgpackDecoder   = reflect.TypeFor[msgpack.Unmarshaler]()
+	msgpackCustomDec = reflect.TypeFor[msgpack.CustomDecoder]()
+	anyType          = reflect.TypeFor[any]()
 	timeType         = reflect.TypeFor[time.Time]()
 	byteSliceType    = reflect.TypeFor[[]byte]()
 	rawMessageType   = reflect.TypeFor[json.RawMessage]()
@@ -263,7 +273,14 @@ func (c *stateCodec) decode(raw []byte) (v any, err error) {
 		decoders.Put(d)
 	}()
 	if err := d.dec.DecodeValue(p.Elem()); err != nil {
-		return nil, err
+		if c.typ == anyType {
+			return nil, err
+		}
+		untyped, uerr := codecFor(anyType).decode(raw)
+		if uerr != nil {
+			return nil, err
+		}
+		return nil, strictError(c.typ, untyped, true, err)
 	}
 	if d.r.Len() != 0 {
 		return nil, fmt.Errorf("%d trailing bytes", d.r.Len())
@@ -286,12 +303,21 @@ func encodeJSON(v any) ([]byte, error) {
 	return b[:len(b)-1], nil // drop Encode's newline
 }
 
-// decodeJSON decodes JSON into a new value of the codec's type. Unknown
-// fields are ignored, as they are in the msgpack form.
+// decodeJSON decodes JSON into a new value of the codec's type, strictly
+// as in the msgpack form: a field the type lacks is an error.
 func (c *stateCodec) decodeJSON(raw []byte) (any, error) {
 	p := reflect.New(c.typ)
-	if err := json.Unmarshal(raw, p.Interface()); err != nil {
-		return nil, err
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p.Interface()); err != nil {
+		var untyped any
+		if json.Unmarshal(raw, &untyped) != nil {
+			return nil, err
+		}
+		return nil, strictError(c.typ, untyped, false, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after state")
 	}
 	return p.Elem().Interface(), nil
 }

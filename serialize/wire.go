@@ -38,11 +38,14 @@ type wireMachine struct {
 // msgpack form natively under "s" (and "p"), or as JSON bytes under "sj"
 // (and "pj") when the type has JSON encoding methods msgpack does not
 // understand; in the JSON form as JSON values under "s" (and "p").
+// StateVersion is the node's state version (node.Config.StateVersion) the
+// state was saved at; omitted when 0.
 type wireInstance struct {
 	ID              string                        `msgpack:"i,intern" json:"i"`
 	Node            string                        `msgpack:"n,intern" json:"n"`
 	State           msgpack.RawMessage            `msgpack:"s,omitempty" json:"-"`
 	StateJSON       json.RawMessage               `msgpack:"sj,omitempty" json:"s,omitempty"`
+	StateVersion    int                           `msgpack:"sv,omitempty" json:"sv,omitempty"`
 	Children        []*wireInstance               `msgpack:"c,omitempty" json:"c,omitempty"`
 	Packs           map[string]msgpack.RawMessage `msgpack:"p,omitempty" json:"-"`
 	PacksJSON       map[string]json.RawMessage    `msgpack:"pj,omitempty" json:"p,omitempty"`
@@ -93,20 +96,23 @@ type wireReply struct {
 }
 
 // wireEffect is a held instance.Effect. States are JSON of the target
-// node's state type; Content is the JSON of the cede content.
+// node's state type, at the state version after them (omitted when 0);
+// Content is the JSON of the cede content.
 type wireEffect struct {
-	Kind     uint8           `msgpack:"k" json:"k"`
-	Target   string          `msgpack:"t,omitempty,intern" json:"t,omitempty"`
-	State    json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
-	Children []wireChild     `msgpack:"c,omitempty" json:"c,omitempty"`
-	Content  json.RawMessage `msgpack:"x,omitempty" json:"x,omitempty"`
+	Kind         uint8           `msgpack:"k" json:"k"`
+	Target       string          `msgpack:"t,omitempty,intern" json:"t,omitempty"`
+	State        json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
+	StateVersion int             `msgpack:"sv,omitempty" json:"sv,omitempty"`
+	Children     []wireChild     `msgpack:"c,omitempty" json:"c,omitempty"`
+	Content      json.RawMessage `msgpack:"x,omitempty" json:"x,omitempty"`
 }
 
 // wireChild is instance.Child.
 type wireChild struct {
-	ID    string          `msgpack:"i,omitempty,intern" json:"i,omitempty"`
-	Node  string          `msgpack:"n,intern" json:"n"`
-	State json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
+	ID           string          `msgpack:"i,omitempty,intern" json:"i,omitempty"`
+	Node         string          `msgpack:"n,intern" json:"n"`
+	State        json.RawMessage `msgpack:"s,omitempty" json:"s,omitempty"`
+	StateVersion int             `msgpack:"sv,omitempty" json:"sv,omitempty"`
 }
 
 // wireMessage is message.Message.
