@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors reported by every [Store]. Implementations wrap them with context
@@ -46,8 +47,8 @@ var (
 	// another writer saved (or deleted, or created) the machine first. Nothing
 	// was written; reload and retry, or give up.
 	ErrConflict = errors.New("store: revision conflict")
-	// ErrInvalid reports a malformed request (an empty machine ID, suspend ID
-	// or status, a negative revision, duplicate suspend IDs in one save, a
+	// ErrInvalid reports a malformed request (a machine or suspend ID that
+	// is not a [ValidID], an empty status, a negative revision, duplicate suspend IDs in one save, a
 	// non-positive lease) or a suspend ID already owned by another machine.
 	// Nothing was written; retrying the same request fails again.
 	ErrInvalid = errors.New("store: invalid request")
@@ -106,16 +107,16 @@ type Save struct {
 // Validate reports a malformed save, wrapping [ErrInvalid]. Stores call it
 // before writing anything.
 func (s *Save) Validate() error {
-	if s.MachineID == "" {
-		return fmt.Errorf("%w: empty machine ID", ErrInvalid)
+	if p := idProblem(s.MachineID); p != "" {
+		return fmt.Errorf("%w: machine ID %s", ErrInvalid, p)
 	}
 	if s.Revision < 0 {
 		return fmt.Errorf("%w: machine %q: negative revision %d", ErrInvalid, s.MachineID, s.Revision)
 	}
 	seen := make(map[string]struct{}, len(s.Suspensions))
 	for i, sp := range s.Suspensions {
-		if sp.ID == "" {
-			return fmt.Errorf("%w: machine %q: suspension %d has an empty ID", ErrInvalid, s.MachineID, i)
+		if p := idProblem(sp.ID); p != "" {
+			return fmt.Errorf("%w: machine %q: the ID of suspension %d %s", ErrInvalid, s.MachineID, i, p)
 		}
 		if sp.Status == "" {
 			return fmt.Errorf("%w: machine %q: suspension %q has an empty status", ErrInvalid, s.MachineID, sp.ID)
@@ -126,6 +127,42 @@ func (s *Save) Validate() error {
 		seen[sp.ID] = struct{}{}
 	}
 	return nil
+}
+
+// MaxIDLen is the length, in bytes, of the longest machine or suspend ID
+// a store keeps.
+const MaxIDLen = 256
+
+// ValidID reports whether id can name a machine or a suspension in every
+// store: not empty, at most [MaxIDLen] bytes, valid UTF-8 and without NUL
+// bytes (which PostgreSQL's text type refuses). A save naming another ID
+// fails with [ErrInvalid]; a lookup of one finds nothing ([CheckID]).
+func ValidID(id string) bool { return idProblem(id) == "" }
+
+// CheckID returns nil for a [ValidID], and otherwise an error wrapping
+// [ErrNotFound]: no machine or suspension can have that ID. Stores call it
+// before looking an ID up, so that every store answers a malformed ID
+// alike, without a query.
+func CheckID(id string) error {
+	if p := idProblem(id); p != "" {
+		return fmt.Errorf("%w: the ID %s", ErrNotFound, p)
+	}
+	return nil
+}
+
+// idProblem says what makes id invalid ("is empty", ...), or "".
+func idProblem(id string) string {
+	switch {
+	case id == "":
+		return "is empty"
+	case len(id) > MaxIDLen:
+		return fmt.Sprintf("is longer than %d bytes", MaxIDLen)
+	case !utf8.ValidString(id):
+		return "is not valid UTF-8"
+	case strings.IndexByte(id, 0) >= 0:
+		return "contains a NUL byte"
+	}
+	return ""
 }
 
 // Suspension is one entry of the suspension index.
@@ -181,6 +218,13 @@ type Filter struct {
 	DeadlineBefore time.Time
 	// Limit, if positive, caps the number of suspensions returned.
 	Limit int
+}
+
+// Selective reports whether the filter can select anything: its MachineID
+// and Status, when set, are [ValidID]s. Stores answer an empty list to a
+// filter that is not, without a query.
+func (f Filter) Selective() bool {
+	return (f.MachineID == "" || ValidID(f.MachineID)) && (f.Status == "" || ValidID(f.Status))
 }
 
 // Match reports whether s passes the filter, ignoring Limit. Stores that

@@ -266,7 +266,10 @@ func nonNil(b []byte) []byte {
 func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
 	snap := &store.Snapshot{MachineID: machineID}
 	var updated time.Time
-	err := s.pool.QueryRow(ctx, s.q.load, machineID).Scan(&snap.Revision, &snap.Tree, &updated, &snap.History)
+	err := store.CheckID(machineID)
+	if err == nil {
+		err = s.pool.QueryRow(ctx, s.q.load, machineID).Scan(&snap.Revision, &snap.Tree, &updated, &snap.History)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -371,6 +374,9 @@ func (s *Store) replaceSuspensions(ctx context.Context, tx pgx.Tx, sv store.Save
 
 // Delete implements [store.Store].
 func (s *Store) Delete(ctx context.Context, machineID string) error {
+	if err := store.CheckID(machineID); err != nil {
+		return fmt.Errorf("postgres: delete machine %q: %w", machineID, err)
+	}
 	tag, err := s.pool.Exec(ctx, s.q.deleteMachine, machineID)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
@@ -411,6 +417,9 @@ func collectSuspensions(rows pgx.Rows, err error) ([]store.Suspension, error) {
 
 // FindSuspension implements [store.Store].
 func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Suspension, error) {
+	if err := store.CheckID(suspendID); err != nil {
+		return store.Suspension{}, fmt.Errorf("postgres: find suspension %q: %w", suspendID, err)
+	}
 	got, err := collectSuspensions(s.pool.Query(ctx, s.q.findSuspension, suspendID))
 	if err == nil && len(got) == 0 {
 		err = store.ErrNotFound
@@ -432,6 +441,9 @@ func optional[T comparable](v T) *T {
 
 // ListSuspensions implements [store.Store].
 func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	if !f.Selective() {
+		return nil, nil
+	}
 	var before *time.Time
 	if !f.DeadlineBefore.IsZero() {
 		before = &f.DeadlineBefore

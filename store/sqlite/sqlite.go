@@ -10,6 +10,12 @@
 // snapshot without blocking writers. Within one process writers also queue
 // on a semaphore, to avoid SQLite's busy polling.
 //
+// Config.ReadOnly opens a database for reading only (SQLite's mode=ro), for
+// tools that list or inspect it with no write access to the file or its
+// directory. SQLite reads a WAL database through its -shm file; in a
+// directory the process cannot write, and with no -wal file present (no
+// writer has the database open), the database is read as immutable.
+//
 // The schema is created and upgraded by [Open], with ordered migrations
 // tracked in PRAGMA user_version:
 //
@@ -50,6 +56,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -74,13 +82,24 @@ type Config struct {
 	Synchronous string
 	// Now is the clock used for Snapshot.UpdatedAt; nil means time.Now.
 	Now func() time.Time
+	// ReadOnly opens the database read-only (SQLite's mode=ro): the file
+	// must exist with the current schema, the process needs no write
+	// access to it, and Save, Delete and ClaimExpired fail with
+	// [ErrReadOnly]. Listing and inspecting tools use it. (Without it, a
+	// database already at [SchemaVersion] is opened without a write too;
+	// only an upgrade writes.)
+	ReadOnly bool
 }
+
+// ErrReadOnly reports a write to a store opened with Config.ReadOnly.
+var ErrReadOnly = errors.New("sqlite: store is read-only")
 
 // Store is a [store.Store] backed by one SQLite file. Its methods are safe
 // for concurrent use; see the package documentation for several processes.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db       *sql.DB
+	now      func() time.Time
+	readOnly bool
 	// writeSem serializes this process's write transactions.
 	writeSem chan struct{}
 }
@@ -89,7 +108,10 @@ var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
 // schema up to date. A database written by a newer version of this package
-// (a schema version it does not know) is refused.
+// (a schema version it does not know) is refused. Opening a database that
+// is up to date reads its schema version and writes nothing, so it needs
+// no write access; with cfg.ReadOnly, a database that is not up to date is
+// refused rather than upgraded.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("sqlite: open: empty path")
@@ -111,22 +133,42 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	// _txlock=immediate makes every read-write BeginTx a BEGIN IMMEDIATE;
 	// read-only ones stay deferred. The pragmas run on every new connection.
-	dsn := cfg.Path + "?_txlock=immediate" +
-		fmt.Sprintf("&_pragma=busy_timeout(%d)", busy.Milliseconds()) +
-		"&_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(" + syncMode + ")" +
-		"&_pragma=foreign_keys(1)"
-	db, err := sql.Open("sqlite", dsn)
+	// A read-only store opens a "file:" URI with mode=ro and leaves the
+	// journal mode as the writers set it.
+	dsn := cfg.Path + "?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(" + syncMode + ")&"
+	if cfg.ReadOnly {
+		dsn = "file:" + (&url.URL{Path: cfg.Path}).EscapedPath() + "?mode=ro&"
+	}
+	dsn += fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()) + "&_pragma=foreign_keys(1)"
+	s, err := open(ctx, cfg, dsn)
+	if err != nil && cfg.ReadOnly {
+		// SQLite reads a WAL database through its -shm file, which it
+		// cannot create in a directory the process may not write. With no
+		// -wal file beside the database no writer has it open, and every
+		// commit is in the file itself: read it as immutable.
+		if _, statErr := os.Stat(cfg.Path + "-wal"); errors.Is(statErr, os.ErrNotExist) {
+			s, err = open(ctx, cfg, dsn+"&immutable=1")
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
 	}
-	s := &Store{db: db, now: cfg.Now, writeSem: make(chan struct{}, 1)}
+	return s, nil
+}
+
+// open opens the store at dsn and migrates it.
+func open(ctx context.Context, cfg Config, dsn string) (*Store, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, now: cfg.Now, readOnly: cfg.ReadOnly, writeSem: make(chan struct{}, 1)}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -166,14 +208,22 @@ var migrations = [...]string{
 // migrations, kept in the database's PRAGMA user_version.
 const SchemaVersion = len(migrations)
 
+// migrate brings the schema up to date. It reads the version first and
+// opens a write transaction only when there is something to migrate, so
+// that an up-to-date database needs no write access.
 func (s *Store) migrate(ctx context.Context) error {
+	v, err := schemaVersion(ctx, s.db)
+	switch {
+	case err != nil || v == len(migrations):
+		return err
+	case s.readOnly:
+		return fmt.Errorf("schema version %d is older than this package's %d: open the database once with write access to upgrade it", v, len(migrations))
+	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		var v int
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-			return fmt.Errorf("read schema version: %w", err)
-		}
-		if v > len(migrations) {
-			return fmt.Errorf("schema version %d is newer than this package's %d", v, len(migrations))
+		// Another process may have migrated since the read above.
+		v, err := schemaVersion(ctx, tx)
+		if err != nil {
+			return err
 		}
 		for i := v; i < len(migrations); i++ {
 			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
@@ -190,9 +240,27 @@ func (s *Store) migrate(ctx context.Context) error {
 	})
 }
 
+// schemaVersion reads PRAGMA user_version and refuses a version newer than
+// this package's.
+func schemaVersion(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (int, error) {
+	var v int
+	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if v > len(migrations) {
+		return 0, fmt.Errorf("schema version %d is newer than this package's %d", v, len(migrations))
+	}
+	return v, nil
+}
+
 // write runs fn in a BEGIN IMMEDIATE transaction, committing if it returns
-// nil and rolling back otherwise.
+// nil and rolling back otherwise. A read-only store refuses at once.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	select {
 	case s.writeSem <- struct{}{}:
 	case <-ctx.Done():
@@ -246,6 +314,9 @@ func nonNil(b []byte) []byte {
 // Load implements [store.Store].
 func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
 	snap := &store.Snapshot{MachineID: machineID}
+	if err := store.CheckID(machineID); err != nil {
+		return nil, fmt.Errorf("sqlite: load machine %q: %w", machineID, err)
+	}
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var n int64
 		var updated int64
@@ -388,6 +459,9 @@ func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save) error {
 
 // Delete implements [store.Store].
 func (s *Store) Delete(ctx context.Context, machineID string) error {
+	if err := store.CheckID(machineID); err != nil {
+		return fmt.Errorf("sqlite: delete machine %q: %w", machineID, err)
+	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM machines WHERE id = ?`, machineID)
 		if err != nil {
@@ -464,6 +538,9 @@ func querySuspensions(ctx context.Context, q querier, query string, args ...any)
 
 // FindSuspension implements [store.Store].
 func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Suspension, error) {
+	if err := store.CheckID(suspendID); err != nil {
+		return store.Suspension{}, fmt.Errorf("sqlite: find suspension %q: %w", suspendID, err)
+	}
 	got, err := querySuspensions(ctx, s.db, `SELECT `+suspensionColumns+` FROM suspensions WHERE id = ?`, suspendID)
 	if err == nil && len(got) == 0 {
 		err = store.ErrNotFound
@@ -476,6 +553,9 @@ func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Sus
 
 // ListSuspensions implements [store.Store].
 func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	if !f.Selective() {
+		return nil, nil
+	}
 	var where []string
 	var args []any
 	if f.MachineID != "" {

@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}{
 		{"CreateAndLoad", testCreateAndLoad},
 		{"NotFound", testNotFound},
+		{"MalformedIDs", testMalformedIDs},
 		{"Conflicts", testConflicts},
 		{"Invalid", testInvalid},
 		{"SuspendIDOwnedByOtherMachine", testForeignSuspendID},
@@ -214,6 +215,51 @@ func testNotFound(t *testing.T, s store.Store) {
 	got, err := s.ClaimExpired(ctx, t0, 10, time.Minute)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("ClaimExpired on empty store = %v, %v", got, err)
+	}
+}
+
+// malformedIDs are IDs no store keeps: each is refused alike, as not found
+// on lookups and invalid in saves, whatever the database's text rules.
+var malformedIDs = map[string]string{
+	"NUL":                "m\x001",
+	"invalid UTF-8":      "m\xff\xfe",
+	"truncated UTF-8":    "m\xe2\x82",
+	"overlong":           strings.Repeat("m", store.MaxIDLen+1),
+	"overlong multibyte": strings.Repeat("é", store.MaxIDLen/2+1),
+}
+
+func testMalformedIDs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t1"), Append: bs("a"), Suspensions: []store.Suspension{pending("s1", t0)}})
+	want := stateOf(t, s, "m1")
+	longest := strings.Repeat("m", store.MaxIDLen)
+	mustSave(t, s, store.Save{MachineID: longest, Tree: []byte("t"), Suspensions: []store.Suspension{pending(longest, t0)}})
+	if got, err := s.FindSuspension(ctx, longest); err != nil || got.MachineID != longest {
+		t.Fatalf("FindSuspension of the longest ID = %+v, %v", got, err)
+	}
+	for name, id := range malformedIDs {
+		t.Run(name, func(t *testing.T) {
+			if store.ValidID(id) {
+				t.Fatalf("ValidID(%q) = true", id)
+			}
+			_, err := s.Load(ctx, id)
+			wantErr(t, "Load", err, store.ErrNotFound)
+			wantErr(t, "Delete", s.Delete(ctx, id), store.ErrNotFound)
+			_, err = s.FindSuspension(ctx, id)
+			wantErr(t, "FindSuspension", err, store.ErrNotFound)
+			for _, f := range []store.Filter{{MachineID: id}, {Status: id}} {
+				got, err := s.ListSuspensions(ctx, f)
+				if err != nil || len(got) != 0 {
+					t.Fatalf("ListSuspensions(%+v) = %v, %v; want nothing", f, got, err)
+				}
+			}
+			_, err = s.Save(ctx, store.Save{MachineID: id, Tree: []byte("t")})
+			wantErr(t, "Save with the machine ID", err, store.ErrInvalid)
+			_, err = s.Save(ctx, store.Save{MachineID: "m1", Revision: 1, Tree: []byte("x"), Append: bs("x"),
+				Suspensions: []store.Suspension{pending(id, t0)}})
+			wantErr(t, "Save with the suspend ID", err, store.ErrInvalid)
+			wantState(t, s, "m1", want)
+		})
 	}
 }
 

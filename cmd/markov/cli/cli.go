@@ -307,13 +307,25 @@ func (c *CLI) SetDB(path string) { c.db, c.dbSet = path, false }
 // Open opens the database the command line chose (--db). When mustExist
 // is set, a missing file is an error rather than a new, empty database.
 func (c *CLI) Open(ctx context.Context, mustExist bool) (*DB, error) {
+	return c.open(ctx, mustExist, false)
+}
+
+// OpenReadOnly opens the database the command line chose (--db) for
+// reading (sqlite.Config.ReadOnly): it must exist with the current schema,
+// and the process needs no write access to it or to its directory. The
+// listing commands (pending, inspect) use it.
+func (c *CLI) OpenReadOnly(ctx context.Context) (*DB, error) {
+	return c.open(ctx, true, true)
+}
+
+func (c *CLI) open(ctx context.Context, mustExist, readOnly bool) (*DB, error) {
 	path, _ := c.DB()
 	if mustExist {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("database %s does not exist (pass --db FILE, or create one with '%s demo --db %s')", path, c.name(), path)
 		}
 	}
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, ReadOnly: readOnly})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -533,4 +534,37 @@ func TestRunMachine(t *testing.T) {
 	require.Contains(t, res.stderr, "no machine ghost")
 	res = run(t, charter, "run", "--db", db)
 	require.Equal(t, ExitUsage, res.code)
+}
+
+// pending and inspect open the database read-only: they neither migrate
+// an unmigrated file nor wait for the write lock another process holds.
+func TestListingWritesNothing(t *testing.T) {
+	charter := refundCharter(t)
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	for _, cmd := range []string{"pending", "inspect"} {
+		res := run(t, charter, cmd, "--db", empty)
+		require.Equal(t, ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "open the database once with write access")
+		fi, err := os.Stat(empty)
+		require.NoError(t, err)
+		require.Zero(t, fi.Size(), "%s wrote to the database", cmd)
+	}
+
+	db, machineID, suspendID := parked(t, charter)
+	sqldb, err := sql.Open("sqlite", db)
+	require.NoError(t, err)
+	defer sqldb.Close()
+	conn, err := sqldb.Conn(context.Background())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // cleanup
+	res := run(t, charter, "pending", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, suspendID)
+	res = run(t, charter, "inspect", "--db", db, machineID)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "machine "+machineID)
 }

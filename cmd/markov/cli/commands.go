@@ -45,7 +45,7 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 	if len(pos) > 0 {
 		return Usagef("pending", "unexpected argument %q", pos[0])
 	}
-	db, err := c.Open(ctx, true)
+	db, err := c.OpenReadOnly(ctx)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 	if len(pos) > 1 {
 		return Usagef("inspect", "want one machine ID, got %d arguments", len(pos))
 	}
-	db, err := c.Open(ctx, true)
+	db, err := c.OpenReadOnly(ctx)
 	if err != nil {
 		return err
 	}
