@@ -99,9 +99,10 @@ type Step struct {
 	Suspensions []instance.SuspendedCall
 	// Command is the result of a Command step.
 	Command *command.Result
-	// CedeContent is what the first cede of the round handed up.
+	// CedeContent is what the first cede of the step handed up.
 	CedeContent any
-	// Cedes are every cede of the round, in leaf order.
+	// Cedes are every cede of the step, in leaf order: those of the round,
+	// after those a resume released since the last step (a held cede).
 	Cedes []Ceded
 	// Events are the suspension lifecycle events of the step.
 	Events []instance.Event

@@ -70,8 +70,9 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 		yield(Step{}, err)
 		return
 	}
-	carry = m.unreported.merge(carry)
-	m.unreported = nil
+	// What the inputs did stays unreported on the machine until a step
+	// carries it: a round that fails leaves it to the next Run.
+	m.unreported = m.unreported.merge(carry)
 	emit := func(s Step) bool {
 		m.finishStep(&s)
 		m.atBoundary.Store(true)
@@ -79,7 +80,7 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 		return yield(s, nil)
 	}
 	for i, s := range pre {
-		s.Done = i == len(pre)-1 && !m.hasWork() && carry.empty()
+		s.Done = i == len(pre)-1 && !m.hasWork() && m.unreported.empty()
 		if !emit(s) || s.Done {
 			return
 		}
@@ -93,12 +94,12 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 			yield(Step{}, fmt.Errorf("%w: %d rounds", ErrMaxSteps, round))
 			return
 		}
-		step, err := m.round(ctx, carry)
-		carry = nil
+		step, err := m.round(ctx, m.unreported)
 		if err != nil {
 			yield(Step{}, err)
 			return
 		}
+		m.unreported = nil
 		step.Done = !m.hasWork()
 		if !emit(step) || step.Done {
 			return
@@ -107,8 +108,9 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 	// No step said Done: either none ran, or the caller suspended the
 	// primary leaf at the last step boundary.
 	switch {
-	case !carry.empty():
-		s := m.newTx(ctx, m.root, carry).step(EndTurn)
+	case !m.unreported.empty():
+		s := m.newTx(ctx, m.root, m.unreported).step(EndTurn)
+		m.unreported = nil
 		if len(m.Pending()) > 0 {
 			s.Reason = AwaitingResume
 		}

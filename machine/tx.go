@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -34,25 +35,29 @@ type tx struct {
 	held                                []message.Message
 }
 
-// newTx starts a transaction on root. Messages and events of carry, already
-// in history, are reported by its first step.
+// newTx starts a transaction on root. Messages, events and cedes of carry,
+// already applied, are reported by its first step.
 func (m *Machine) newTx(ctx context.Context, root *instance.Instance, carry *report) *tx {
 	t := &tx{m: m, ctx: ctx, root: root}
 	if carry != nil {
 		t.added = append(t.added, carry.msgs...)
 		t.committed = len(t.added)
 		t.events = append(t.events, carry.events...)
+		t.cedes = append(t.cedes, carry.cedes...)
 	}
 	return t
 }
 
-// report is what inputs added that no step has reported yet.
+// report is what inputs did that no step has reported yet.
 type report struct {
 	msgs   []message.Message
 	events []instance.Event
+	cedes  []Ceded
 }
 
-func (r *report) empty() bool { return r == nil || (len(r.msgs) == 0 && len(r.events) == 0) }
+func (r *report) empty() bool {
+	return r == nil || (len(r.msgs) == 0 && len(r.events) == 0 && len(r.cedes) == 0)
+}
 
 // merge returns r followed by s.
 func (r *report) merge(s *report) *report {
@@ -62,7 +67,11 @@ func (r *report) merge(s *report) *report {
 	case s.empty():
 		return r
 	}
-	return &report{msgs: append(r.msgs, s.msgs...), events: append(r.events, s.events...)}
+	return &report{
+		msgs:   slices.Concat(r.msgs, s.msgs),
+		events: slices.Concat(r.events, s.events),
+		cedes:  slices.Concat(r.cedes, s.cedes),
+	}
 }
 
 // leftover returns what t has not reported, or nil.
@@ -70,14 +79,14 @@ func (t *tx) leftover() *report {
 	if t.empty() {
 		return nil
 	}
-	return &report{msgs: t.added[t.reported:], events: t.events[t.eventsReported:]}
+	return &report{msgs: t.added[t.reported:], events: t.events[t.eventsReported:], cedes: t.cedes}
 }
 
 func (t *tx) add(msg message.Message) { t.added = append(t.added, msg) }
 
 // empty reports whether t has nothing left to report.
 func (t *tx) empty() bool {
-	return t == nil || (t.reported == len(t.added) && t.eventsReported == len(t.events))
+	return t == nil || (t.reported == len(t.added) && t.eventsReported == len(t.events) && len(t.cedes) == 0)
 }
 
 // step builds a step reporting what t has not reported yet.
