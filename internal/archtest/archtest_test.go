@@ -75,9 +75,14 @@ var layers = map[string]rule{
 	"examples/...":  {layer: topLayer, anything: true},
 	// bench holds the runtime benchmarks (test files only).
 	"bench": {layer: topLayer, anything: true},
+	// llmtest is the adapters' conformance suite, imported by their tests
+	// only (as store/storetest is by the stores'): placed like an adapter,
+	// so no library package may import it.
+	"llm/llmtest": adapter,
 	// fakeapi is the adapters' test scaffolding, imported by their tests
 	// only: placed like an adapter, so no library package may import it.
-	"llm/internal/fakeapi": {layer: adapterLayer, restricted: true, only: []string{"llm", "message"}},
+	// It runs the conformance suite over HTTP.
+	"llm/internal/fakeapi": {layer: adapterLayer, restricted: true, only: []string{"llm", "message", "llm/llmtest"}},
 }
 
 // msgpackImporters may import msgpack.
@@ -277,7 +282,8 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"store subpackage imports machine", p("store/sqlite", "machine"), "may import only store of the project"},
 		{"message imports third party", p("message", "github.com/google/uuid"), "standard library only"},
 		{"adapter imports instance", p("llm/anthropic", "instance"), "may import only llm, message of the project"},
-		{"fakeapi imports instance", p("llm/internal/fakeapi", "instance"), "may import only llm, message of the project"},
+		{"llmtest imports fakeapi", p("llm/llmtest", "llm/internal/fakeapi"), "may import only llm, message of the project"},
+		{"fakeapi imports instance", p("llm/internal/fakeapi", "instance"), "may import only llm, message, llm/llmtest of the project"},
 		{"library imports fakeapi", p("machine", "llm/internal/fakeapi"), "llm/internal/fakeapi is layer 90"},
 		{"unknown package", p("newpkg", "std:fmt"), "package newpkg has no layer: add it to the layers table"},
 		{"unknown internal package", p("internal/cache"), "package internal/cache has no layer"},
@@ -292,7 +298,8 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"storetest imports store", p("store/storetest", "store", "std:testing", "github.com/google/go-cmp/cmp"), ""},
 		{"store driver", p("store/sqlite", "store", "modernc.org/sqlite"), ""},
 		{"adapter", p("llm/openai", "llm", "message", "github.com/openai/openai-go/v3"), ""},
-		{"fakeapi", p("llm/internal/fakeapi", "llm", "message", "std:testing", "github.com/stretchr/testify/require"), ""},
+		{"fakeapi", p("llm/internal/fakeapi", "llm", "message", "llm/llmtest", "std:testing", "github.com/stretchr/testify/require"), ""},
+		{"llmtest", p("llm/llmtest", "llm", "message", "std:testing", "github.com/google/go-cmp/cmp"), ""},
 		{"command line", p("cmd/markov", "durable", "llm/anthropic", "store/sqlite"), ""},
 		{"example", p("examples/research", "machine", "llm/scripted"), ""},
 	}

@@ -86,8 +86,16 @@ func ByNode(scripts map[string][]Reply) *Model {
 // Func returns a model that computes each reply from the request.
 func Func(fn func(req *llm.Request) (Reply, error)) *Model { return &Model{fn: fn} }
 
-// Generate answers req from the script.
+// Generate answers req from the script. Like a provider adapter, it
+// refuses a canceled context and a transcript that fails
+// [llm.CheckPairing] before it records the request or takes a reply.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := llm.CheckPairing(req.Messages); err != nil {
+		return nil, fmt.Errorf("scripted: %w", err)
+	}
 	r, err := m.next(req)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,101 @@
+package fakeapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/llmtest"
+)
+
+// Conformance is what an adapter on this API adds to run the llmtest
+// conformance suite: how its provider writes a reply and how to point the
+// adapter at a server.
+type Conformance struct {
+	// Name and Caps are the harness's (see llmtest.Harness).
+	Name string
+	Caps llmtest.Capabilities
+	// Encode writes a reply in the provider's wire format: a response as a
+	// 200 body, a Status as an error body with that status.
+	Encode func(t *testing.T, r llmtest.Reply) Reply
+	// NewModel returns the adapter pointed at srv, retrying a failed call
+	// up to retries times.
+	NewModel func(t *testing.T, srv *Server, retries int) llm.Model
+	// APIError is the harness's (see llmtest.Harness).
+	APIError func(err error) (status int, ok bool)
+	// Path is where every call POSTs to ("/v1/messages").
+	Path string
+	// Header lists headers every call carries (the API key).
+	Header map[string]string
+}
+
+// Harness returns the llmtest harness of c: every fake is a server of a
+// answering with the encoded replies (an error reply lets the client retry
+// after a millisecond). The requests the suite hands over must go to
+// c.Path with c.Header; they are compared
+// with golden files in the fixture directory's "conformance" folder, and
+// must carry every tool and output schema byte for byte (a golden file
+// compares JSON values, blind to the property order models follow).
+func (a API) Harness(c Conformance) llmtest.Harness {
+	fake := func(t *testing.T, retries int, replies ...llmtest.Reply) llmtest.Fake {
+		t.Helper()
+		wire := make([]Reply, len(replies))
+		for i, r := range replies {
+			wire[i] = c.Encode(t, r)
+			if r.Status != 0 {
+				wire[i].Header = maps.Clone(wire[i].Header)
+				if wire[i].Header == nil {
+					wire[i].Header = make(map[string]string)
+				}
+				wire[i].Header["Retry-After-Ms"] = "1"
+			}
+		}
+		srv := a.NewServer(t, wire...)
+		return llmtest.Fake{
+			Model: c.NewModel(t, srv, retries),
+			Calls: func() int { return len(srv.Requests()) },
+			Sent: func(t *testing.T, name string, req *llm.Request) {
+				t.Helper()
+				reqs := srv.Requests()
+				require.NotEmpty(t, reqs, "no request received")
+				last := reqs[len(reqs)-1]
+				require.Equal(t, http.MethodPost, last.Method)
+				require.Equal(t, c.Path, last.Path)
+				for k, v := range c.Header {
+					require.Equal(t, v, last.Header.Get(k), "header %s", k)
+				}
+				a.Golden(t, filepath.Join("conformance", name+".request.json"), last.Body)
+				verbatimSchemas(t, req, last.Body)
+			},
+		}
+	}
+	return llmtest.Harness{
+		Name:     c.Name,
+		Caps:     c.Caps,
+		New:      func(t *testing.T, replies ...llmtest.Reply) llmtest.Fake { return fake(t, 0, replies...) },
+		Retrying: fake,
+		APIError: c.APIError,
+	}
+}
+
+// verbatimSchemas requires body to hold the schemas of req's tools and
+// output unchanged.
+func verbatimSchemas(t *testing.T, req *llm.Request, body []byte) {
+	t.Helper()
+	schemas := make([]json.RawMessage, 0, len(req.Tools)+1)
+	for _, tool := range req.Tools {
+		schemas = append(schemas, tool.InputSchema)
+	}
+	if req.Output != nil {
+		schemas = append(schemas, req.Output.Schema)
+	}
+	for _, s := range schemas {
+		require.True(t, bytes.Contains(body, s), "the request does not carry the schema %s byte for byte: %s", s, body)
+	}
+}

@@ -1,0 +1,89 @@
+package openai_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/internal/fakeapi"
+	"github.com/markov-agents/markov/llm/llmtest"
+	"github.com/markov-agents/markov/llm/openai"
+	"github.com/markov-agents/markov/message"
+)
+
+func TestConformance(t *testing.T) {
+	llmtest.Run(t, chatAPI.Harness(fakeapi.Conformance{
+		Name:   "openai",
+		Path:   "/chat/completions",
+		Header: map[string]string{"Authorization": "Bearer test-key"},
+		// Chat Completions cannot replay thinking.
+		Caps:   llmtest.Capabilities{Structured: true},
+		Encode: encodeReply,
+		NewModel: func(t *testing.T, srv *fakeapi.Server, retries int) llm.Model {
+			return newModel(t, srv, func(c *openai.Config) { c.MaxRetries = new(retries) })
+		},
+		APIError: llmtest.StatusOf(func(e *sdk.Error) int { return e.StatusCode }),
+	}))
+}
+
+// finishReasons are the wire names of markov's stop reasons.
+var finishReasons = map[llm.StopReason]string{
+	llm.EndTurn:   "stop",
+	llm.ToolUse:   "tool_calls",
+	llm.MaxTokens: "length",
+	llm.Refusal:   "content_filter",
+}
+
+// encodeReply writes r as the Chat Completions API does: the text as
+// content (null when there is none), tool uses as function tool calls,
+// and the cached prompt tokens as part of prompt_tokens.
+func encodeReply(t *testing.T, r llmtest.Reply) fakeapi.Reply {
+	t.Helper()
+	if r.Status != 0 {
+		return fakeapi.Reply{Status: r.Status, Body: `{"error":{"message":"fake provider error","type":"server_error","param":null,"code":null}}`}
+	}
+	var content *string
+	var calls []map[string]any
+	for _, p := range r.Response.Message.Parts {
+		switch p.Kind {
+		case message.KindText, message.KindStructured:
+			text := p.Text
+			if content != nil {
+				text = *content + text
+			}
+			content = &text
+		case message.KindToolUse:
+			calls = append(calls, map[string]any{
+				"id": p.ID, "type": "function",
+				"function": map[string]string{"name": p.Name, "arguments": string(p.Data)},
+			})
+		default:
+			t.Fatalf("a reply cannot hold a %v part", p.Kind)
+		}
+	}
+	finish, ok := finishReasons[r.Response.StopReason]
+	require.True(t, ok, "no finish reason for %s", r.Response.StopReason)
+	u := r.Response.Usage
+	msg := map[string]any{"role": "assistant", "content": content, "refusal": nil}
+	if calls != nil {
+		msg["tool_calls"] = calls
+	}
+	body, err := json.Marshal(map[string]any{
+		"id": "chatcmpl-conformance", "object": "chat.completion", "created": 1741569952, "model": "gpt-4.1",
+		"choices": []map[string]any{{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
+		"usage": map[string]any{
+			"prompt_tokens":     u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens,
+			"completion_tokens": u.OutputTokens,
+			"total_tokens":      u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens + u.OutputTokens,
+			"prompt_tokens_details": map[string]int{
+				"cached_tokens":      u.CacheReadTokens,
+				"cache_write_tokens": u.CacheWriteTokens,
+			},
+		},
+	})
+	require.NoError(t, err)
+	return fakeapi.Reply{Body: string(body)}
+}
