@@ -86,7 +86,9 @@ func newContext[S any](f *frame.Frame) *Context[S] {
 	return &Context[S]{Context: f.Context, f: f}
 }
 
-// State returns the instance's current state.
+// State returns a copy of the instance's current state. Writes to the copy
+// are not kept, even when the command succeeds; change the state through
+// Update.
 func (c *Context[S]) State() S { return frame.State[S](c.f) }
 
 // Update applies fn to a copy of the state and, if the result validates,

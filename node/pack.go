@@ -39,7 +39,8 @@ func newPackContext[P any](f *frame.Frame) *PackContext[P] {
 	return &PackContext[P]{Context: f.Context, f: f}
 }
 
-// State returns the pack's current state.
+// State returns a copy of the pack's current state (writes to it are not
+// kept; change it through Update).
 func (c *PackContext[P]) State() P { return frame.State[P](c.f) }
 
 // Update replaces the pack state with fn applied to a copy. It fails with

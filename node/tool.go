@@ -35,8 +35,9 @@ func newToolContext[S any](f *frame.Frame) *ToolContext[S] {
 	return &ToolContext[S]{Context: f.Context, f: f}
 }
 
-// State returns the current state: the state the previous tool of the same
-// reply left. Change it only through Update.
+// State returns a copy of the current state: the state the previous tool of
+// the same reply left. Writes to the copy are not kept; change the state
+// through Update.
 func (c *ToolContext[S]) State() S { return frame.State[S](c.f) }
 
 // Update applies fn to a copy of the state and, if the result validates,

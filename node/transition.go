@@ -40,7 +40,8 @@ func newTransitionContext[S any](f *frame.Frame) *TransitionContext[S] {
 	return &TransitionContext[S]{Context: f.Context, f: f}
 }
 
-// State returns the instance's current state.
+// State returns a copy of the instance's current state (writes to it are
+// not kept).
 func (c *TransitionContext[S]) State() S { return frame.State[S](c.f) }
 
 // InstanceID returns the instance's ID.

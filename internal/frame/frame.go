@@ -50,10 +50,13 @@ type Frame struct {
 	Resumes []Resume
 }
 
-// State returns the frame's state as S (the zero S if it holds another
-// type).
+// State returns a deep copy of the frame's state as S (the zero S if it
+// holds another type). Handlers never hold the frame's own value, so a write
+// through what State returned — a map entry, a slice element — changes
+// nothing: Update is the only way to change the state, and a handler that
+// fails, or is abandoned after a timeout, leaves it as it was.
 func State[S any](f *Frame) S {
-	s, _ := f.State.(S)
+	s, _ := f.Ops.Clone(f.State).(S)
 	return s
 }
 
