@@ -379,7 +379,7 @@ func (t *tx) applyOutcome(o *executor.Outcome, lf *executor.Leaf) reasonFlags {
 	t.addExchange(in, reply, o.Results)
 	in.Idle = o.Terminal
 	if o.Transition != nil {
-		if t.applyEffect(in, *o.Transition, true) {
+		if t.applyEffect(in, *o.Transition, !o.Terminal) {
 			flags.cede = true
 		}
 	}
@@ -405,14 +405,15 @@ func (t *tx) addExchange(in *instance.Instance, reply message.Message, results [
 	})
 }
 
-// applyEffect applies a validated transition to in. A model's goto keeps
-// the turn going on the new node; a command's leaves the instance as idle
-// as it was. It reports a cede.
-func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, byModel bool) bool {
+// applyEffect applies a validated transition to in. With wake (a model's
+// goto, without a terminal tool in the same reply) the turn goes on on the
+// new node; otherwise (a command's, or the turn ended) the instance stays
+// as idle as it was. It reports a cede.
+func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, wake bool) bool {
 	switch eff.Kind {
 	case instance.EffectGoto:
 		in.Node, in.State = eff.Target, eff.State
-		if byModel {
+		if wake {
 			in.Idle = false
 		}
 	case instance.EffectSpawn:

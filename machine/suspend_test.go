@@ -438,6 +438,37 @@ func TestSuspensionWithTerminalTool(t *testing.T) {
 	require.Equal(t, []string{"ok", "goodbye"}, texts(lastToolResults(m.History())))
 }
 
+// TestTerminalToolWithTransition: a terminal tool in the same reply as a
+// transition ends the turn on the new node, whether the reply ran at once
+// or was held behind a suspension.
+func TestTerminalToolWithTransition(t *testing.T) {
+	finish := node.NewTool("finish", "end the conversation", func(*node.ToolContext[counter], empty) (string, error) {
+		return "goodbye", nil
+	}, node.Terminal())
+	tests := []struct {
+		name  string
+		calls []scripted.Call
+	}{
+		{"immediate", []scripted.Call{{Name: "transition_to_done"}, {Name: "finish"}}},
+		{"held", []scripted.Call{{Name: "ask", Input: askIn{"a"}}, {Name: "transition_to_done"}, {Name: "finish"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			model := scripted.New(scripted.Tools(tt.calls...), scripted.Text("called again"))
+			m := newMachine(t, charter(t, model, suspendNode(t, finish), doneNode(t)), "desk")
+			steps := run(t, m, machine.UserText("go"))
+			if ids := pendingIDs(steps); len(ids) > 0 {
+				steps = run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+			}
+			require.True(t, steps[len(steps)-1].Done)
+			require.Equal(t, 1, model.Calls(), "no model call after a terminal tool")
+			root := m.Root()
+			require.Equal(t, "done", root.Node, "the transition applied")
+			require.True(t, root.Idle)
+		})
+	}
+}
+
 func TestDeadlineExpiry(t *testing.T) {
 	type in struct {
 		Resume bool `json:"resume"`

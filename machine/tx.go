@@ -512,7 +512,7 @@ func (t *tx) finish(in *instance.Instance) {
 	t.addExchange(in, s.Reply.Message, s.Reply.Results)
 	in.Idle = s.Reply.Terminal
 	if s.Reply.Transition != nil {
-		t.applyEffect(in, *s.Reply.Transition, true)
+		t.applyEffect(in, *s.Reply.Transition, !s.Reply.Terminal)
 	}
 }
 
