@@ -29,15 +29,43 @@ type Command[S any] struct {
 	description string
 	schema      *frame.Schema
 	run         frame.Handler
+	opts        options
 	err         error
+}
+
+// options is what Options set.
+type options struct {
+	// payload is the schema of the resume payloads (ResumeWith).
+	payload *frame.Schema
+	err     error
+}
+
+// Option configures a command.
+type Option func(*options)
+
+// ResumeWith declares P as the payload type the command's suspensions
+// accept on resume, as node.ResumeWith does for tools: the schema is
+// recorded on every suspension, and a payload it rejects — given in a
+// ResumeInput or by another command's Context.Resume — fails before the
+// suspension is consumed, changing nothing. Error payloads stay free-form.
+func ResumeWith[P any]() Option {
+	return func(o *options) {
+		o.payload, o.err = frame.PayloadSchemaFor[P]()
+	}
 }
 
 // New returns a command. Its input schema is inferred from In, which must be
 // a struct or map; inputs are validated against it before fn runs. A
 // construction error is reported when the node is built.
-func New[S, In, Out any](name, description string, fn func(ctx *Context[S], in In) (Out, error)) Command[S] {
+func New[S, In, Out any](name, description string, fn func(ctx *Context[S], in In) (Out, error), opts ...Option) Command[S] {
 	c := Command[S]{name: name, description: description}
+	for _, o := range opts {
+		o(&c.opts)
+	}
 	c.schema, c.err = frame.SchemaFor[In]()
+	if c.err == nil {
+		c.err = c.opts.err
+	}
 	if c.err == nil {
 		c.run = frame.Bind(c.schema, newContext[S], fn)
 	}
@@ -52,7 +80,7 @@ func (c Command[S]) Description() string { return c.description }
 
 // Def returns the command in its type-erased form.
 func (c Command[S]) Def() Def {
-	d := Def{Name: c.name, Description: c.description, Err: c.err, run: c.run}
+	d := Def{Name: c.name, Description: c.description, Err: c.err, Payload: c.opts.payload, run: c.run}
 	if c.schema != nil {
 		d.InputSchema = c.schema.Raw
 	}
@@ -65,6 +93,9 @@ type Def struct {
 	Description string
 	// InputSchema is the JSON Schema of the command's input.
 	InputSchema []byte
+	// Payload is the schema of the resume payloads the command accepts
+	// (ResumeWith); nil accepts any payload.
+	Payload *frame.Schema
 	// Err is a construction error.
 	Err error
 	run frame.Handler

@@ -378,6 +378,9 @@ func (e *Executor) settle(leaf *Leaf, ent entry, u message.Part, out any, err er
 		}
 		c := e.NewCall(sr, leaf.Instance.ID, instance.KindTool, instance.ByTool, u.Name, u.Data)
 		c.ToolUseID = u.ID
+		if err := declarePayload(&c, ent.tool.Payload); err != nil {
+			return message.ToolResult(u.ID, err.Error(), true), nil, nil
+		}
 		return message.Part{}, &c, nil
 	}
 	if err != nil {
@@ -425,6 +428,23 @@ func (e *Executor) NewCall(sr *instance.SuspendRequest, instanceID string, kind 
 		c.Deadline = now.Add(sr.Timeout)
 	}
 	return c
+}
+
+// declarePayload records the payload schema s (nil: none) on c and checks
+// c's on-timeout payload against it, so a deadline cannot resolve the call
+// with a payload a resume would be refused.
+func declarePayload(c *instance.SuspendedCall, s *frame.Schema) error {
+	if s == nil {
+		return nil
+	}
+	c.PayloadSchema = append(json.RawMessage(nil), s.Raw...)
+	if !c.OnTimeout.Resume {
+		return nil
+	}
+	if err := frame.CheckPayload(c, c.OnTimeout.Payload, c.OnTimeout.IsError); err != nil {
+		return fmt.Errorf("on-timeout payload: %w", err)
+	}
+	return nil
 }
 
 // validateEffect checks a transition requested for leaf and normalizes it:
@@ -523,6 +543,9 @@ func (e *Executor) Resolve(ctx context.Context, leaf *Leaf, call *instance.Suspe
 	if errors.As(err, &sr) {
 		c := e.NewCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)
 		c.ToolUseID, c.Stage = call.ToolUseID, call.Stage+1
+		if err := declarePayload(&c, ent.tool.Payload); err != nil {
+			return message.ToolResult(call.ToolUseID, err.Error(), true), state, nil
+		}
 		return message.Part{}, state, &c
 	}
 	if err != nil {
@@ -586,6 +609,9 @@ func (e *Executor) Command(ctx context.Context, leaf *Leaf, name string, input j
 	switch {
 	case errors.As(err, &sr):
 		c := e.NewCall(sr, leaf.Instance.ID, instance.KindCommand, instance.ByCommand, name, input)
+		if err := declarePayload(&c, def.Payload); err != nil {
+			return nil, fmt.Errorf("command %s: %w", name, err)
+		}
 		co.Value, co.Suspended = nil, &c
 	case err != nil:
 		return nil, fmt.Errorf("command %s: %w", name, err)

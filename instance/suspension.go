@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/looplab/fsm"
 
@@ -118,6 +119,12 @@ type SuspendedCall struct {
 	// Stage counts re-suspensions of the same call by a resume handler,
 	// starting at 0.
 	Stage int
+	// PayloadSchema is the JSON Schema a resume payload must satisfy,
+	// inferred from the payload type the tool or command declared
+	// (node.ResumeWith, command.ResumeWith); empty when any payload goes.
+	// A payload it rejects fails the resume with a *PayloadError and
+	// changes nothing. Error payloads (IsError) are not checked.
+	PayloadSchema json.RawMessage
 }
 
 // Expired reports whether the call is pending with a deadline at or before
@@ -161,6 +168,7 @@ func (c SuspendedCall) Clone() SuspendedCall {
 	c.Input = cloneRaw(c.Input)
 	c.Metadata = cloneRaw(c.Metadata)
 	c.OnTimeout.Payload = cloneRaw(c.OnTimeout.Payload)
+	c.PayloadSchema = cloneRaw(c.PayloadSchema)
 	return c
 }
 
@@ -252,8 +260,30 @@ func Decode[T any](raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
-// EncodePayload returns v as JSON: raw JSON and []byte pass through when
-// valid, anything else is marshalled. Failures wrap ErrPayloadDecode.
+// PayloadError is the error of a resume payload that its suspension's
+// payload schema (SuspendedCall.PayloadSchema) rejects: the payload is not
+// of the declared type, or there is none. It wraps ErrPayloadDecode; the
+// suspension stays pending and nothing changed.
+type PayloadError struct {
+	SuspendID string
+	// Violation says what is wrong with the payload, in the schema
+	// validator's words.
+	Violation string
+}
+
+// Error names the suspension and the violation.
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("suspension %s: %v: %s", e.SuspendID, ErrPayloadDecode, e.Violation)
+}
+
+// Unwrap returns ErrPayloadDecode.
+func (e *PayloadError) Unwrap() error { return ErrPayloadDecode }
+
+// EncodePayload returns v as JSON. Raw JSON (json.RawMessage) must be
+// valid and passes through. A []byte that is valid JSON passes through
+// too (a webhook body handed over as is); any other []byte is text and
+// becomes a JSON string, and fails when it is not valid UTF-8. Anything
+// else is marshalled. Failures wrap ErrPayloadDecode.
 func EncodePayload(v any) (json.RawMessage, error) {
 	switch p := v.(type) {
 	case nil:
@@ -263,6 +293,14 @@ func EncodePayload(v any) (json.RawMessage, error) {
 			return nil, fmt.Errorf("raw payload is not valid JSON: %w", ErrPayloadDecode)
 		}
 		return cloneRaw(p), nil
+	case []byte:
+		if json.Valid(p) {
+			return cloneRaw(p), nil
+		}
+		if !utf8.Valid(p) {
+			return nil, fmt.Errorf("byte payload is neither JSON nor UTF-8 text: %w", ErrPayloadDecode)
+		}
+		v = string(p)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 )
@@ -177,8 +178,8 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 			if err := m.checkResumable(m.root, v.SuspendID, now); err != nil {
 				return err
 			}
-			if _, err := instance.EncodePayload(v.Payload); err != nil {
-				return fmt.Errorf("resume %s: %w", v.SuspendID, err)
+			if err := checkPayload(m.root, v); err != nil {
+				return err
 			}
 		case CancelInput:
 			if err := claim(v.SuspendID); err != nil {
@@ -216,6 +217,20 @@ func (m *Machine) checkResumable(root *instance.Instance, id string, now time.Ti
 	}
 	if c.Expired(now) {
 		return fmt.Errorf("suspension %s (deadline %s): %w", id, c.Deadline.Format(time.RFC3339), instance.ErrDeadlinePassed)
+	}
+	return nil
+}
+
+// checkPayload checks the payload of ri, a resume of a pending call of
+// root: it must encode, and satisfy the call's payload schema unless it is
+// an error payload. A rejection wraps instance.ErrPayloadDecode.
+func checkPayload(root *instance.Instance, ri ResumeInput) error {
+	payload, err := instance.EncodePayload(ri.Payload)
+	if err != nil {
+		return fmt.Errorf("resume %s: %w", ri.SuspendID, err)
+	}
+	if _, c := root.FindCall(ri.SuspendID); c != nil {
+		return frame.CheckPayload(c, payload, ri.IsError)
 	}
 	return nil
 }
@@ -287,10 +302,14 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	}
 	steps := []Step{}
 	for _, r := range co.Resumes {
+		ri := ResumeInput{SuspendID: r.SuspendID, Payload: r.Payload, IsError: r.IsError}
 		if err := t.m.checkResumable(t.root, r.SuspendID, t.m.charter.now()); err != nil {
 			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 		}
-		s, err := t.resume(ResumeInput{SuspendID: r.SuspendID, Payload: r.Payload, IsError: r.IsError}, instance.CauseCommand)
+		if err := checkPayload(t.root, ri); err != nil {
+			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+		}
+		s, err := t.resume(ri, instance.CauseCommand)
 		if err != nil {
 			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 		}

@@ -98,6 +98,26 @@ func OnResume[S, In, Out any](fn func(ctx *ToolContext[S], in In, r instance.Res
 	})
 }
 
+// ResumeWith declares P as the payload type the tool's suspensions accept
+// on resume. Its JSON Schema is inferred as for tool inputs and recorded on
+// every suspension of the tool (instance.SuspendedCall.PayloadSchema, for
+// a UI to render a form); a resume whose payload the schema rejects fails
+// with an *instance.PayloadError before the suspension is consumed, and
+// changes nothing. Error payloads (IsError) stay free-form. A string
+// payload is a JSON string, so P = string accepts text. On-timeout
+// payloads (instance.OnTimeoutResume) are checked when the tool suspends.
+// A resume handler reads the payload with instance.Decode[P](r.Payload).
+func ResumeWith[P any]() ToolOption {
+	return toolOption(func(t *frame.Tool) {
+		s, err := frame.PayloadSchemaFor[P]()
+		if err != nil {
+			t.Err = fmt.Errorf("ResumeWith: %w", err)
+			return
+		}
+		t.Payload = s
+	})
+}
+
 // NewTool returns a tool. Its input schema is inferred from In (a struct or
 // map; use `json` and `jsonschema` field tags for names and descriptions)
 // and every input is validated against it before fn runs. The result is

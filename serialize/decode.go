@@ -477,6 +477,8 @@ func (d *decoder) call(c *instance.SuspendedCall) error {
 			var v int64
 			v, err = d.r.intRange(-1<<31, 1<<31-1)
 			c.Stage = int(v)
+		case "ps":
+			c.PayloadSchema, err = d.bin()
 		default:
 			err = d.r.skip()
 		}

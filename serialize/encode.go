@@ -280,7 +280,7 @@ func timeoutZero(t *instance.TimeoutAction) bool {
 func (e *encoder) call(c *instance.SuspendedCall) {
 	n := 1 + count(c.InstanceID != "", c.ToolUseID != "", c.Kind != "", c.Initiator != "", c.Name != "",
 		len(c.Input) > 0, len(c.Metadata) > 0, c.Reason != "", !c.SuspendedAt.IsZero(), !c.Deadline.IsZero(),
-		!timeoutZero(&c.OnTimeout), c.Status != "", c.Stage != 0)
+		!timeoutZero(&c.OnTimeout), c.Status != "", c.Stage != 0, len(c.PayloadSchema) > 0)
 	e.b = appendMapLen(e.b, n)
 	e.b = appendKey(e.b, "i")
 	e.istr(c.SuspendID)
@@ -307,6 +307,7 @@ func (e *encoder) call(c *instance.SuspendedCall) {
 	}
 	e.optIstr("s", string(c.Status))
 	e.b = optInt(e.b, "g", c.Stage)
+	e.b = optBin(e.b, "ps", c.PayloadSchema)
 }
 
 func optBin(b []byte, k string, v []byte) []byte {

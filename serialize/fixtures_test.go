@@ -173,6 +173,10 @@ func buildNodes() []*node.Node {
 				return "", ctx.Suspend("ci running", instance.WithTimeout(time.Hour),
 					instance.OnTimeoutResume(map[string]string{"job": in.Job, "status": "timeout"}, true))
 			}),
+			node.NewTool("confirm", "ask the customer to confirm", func(ctx *node.ToolContext[supportState], in refundIn) (string, error) {
+				return "", ctx.Suspend("customer confirmation", instance.WithTimeout(time.Hour),
+					instance.OnTimeoutResume(confirmation{Confirmed: false, Comment: "no answer"}, false))
+			}, node.ResumeWith[confirmation]()),
 			node.NewTool("finish", "end the conversation", func(ctx *node.ToolContext[supportState], _ struct{}) (string, error) {
 				return "finished", nil
 			}, node.Terminal()),
@@ -192,6 +196,9 @@ func buildNodes() []*node.Node {
 			command.New("escalate", "escalate to a human", func(ctx *command.Context[supportState], in jobIn) (string, error) {
 				return "", ctx.Suspend("escalated: "+in.Job, instance.WithMetadata(map[string]int{"level": 2}))
 			}),
+			command.New("sign_off", "wait for a sign-off", func(ctx *command.Context[supportState], in jobIn) (string, error) {
+				return "", ctx.Suspend("sign-off of " + in.Job)
+			}, command.ResumeWith[confirmation]()),
 			command.New("note", "set the note", func(ctx *command.Context[supportState], in jobIn) (string, error) {
 				return "noted", ctx.Update(func(s *supportState) { s.Note = in.Job })
 			}),
@@ -326,6 +333,22 @@ func suspendedMachine(t testing.TB) *machine.Machine {
 	return m
 }
 
+// confirmation is the payload of typed resumes.
+type confirmation struct {
+	Confirmed bool   `json:"confirmed"`
+	Comment   string `json:"comment,omitempty"`
+}
+
+// typedMachine: a typed tool suspension (with an on-timeout payload) and a
+// typed command suspension, both recording their payload schemas.
+func typedMachine(t testing.TB) *machine.Machine {
+	f := newFixture(t, nil, scripted.Tools(call("tu-1", "confirm", refundIn{42})))
+	m := must(f.c.NewMachine("support", nil))
+	run(t, m, 0, machine.UserText("refund 42 if the customer confirms"))
+	run(t, m, 0, command.Invoke("sign_off", jobIn{"refund-42"}))
+	return m
+}
+
 // workersMachine: the root spawned two researcher workers and a vault
 // worker, and charged the billing pack, in one reply.
 func workersMachine(t testing.TB) *machine.Machine {
@@ -368,6 +391,7 @@ var scenarios = []struct {
 	{"suspended", suspendedMachine},
 	{"workers", workersMachine},
 	{"versioned", versionedMachine},
+	{"typed", typedMachine},
 }
 
 // cmpOpts compare trees and histories: unexported state fields included,

@@ -200,7 +200,7 @@ func toWireCall(c *instance.SuspendedCall, jsonForm bool) (wireCall, error) {
 		Kind: string(c.Kind), Initiator: string(c.Initiator), Name: c.Name,
 		Input: c.Input, Metadata: c.Metadata, Reason: c.Reason,
 		SuspendedAt: utc(c.SuspendedAt), Deadline: utc(c.Deadline),
-		Status: string(c.Status), Stage: c.Stage,
+		Status: string(c.Status), Stage: c.Stage, PayloadSchema: c.PayloadSchema,
 	}
 	if !timeoutZero(&c.OnTimeout) {
 		w.OnTimeout = &wireTimeout{Resume: c.OnTimeout.Resume, Payload: c.OnTimeout.Payload, IsError: c.OnTimeout.IsError}
@@ -211,6 +211,9 @@ func toWireCall(c *instance.SuspendedCall, jsonForm bool) (wireCall, error) {
 		}
 		if !jsonValid(w.Metadata) {
 			return w, fmt.Errorf("%w: suspension %s: metadata is not valid JSON", ErrEncode, c.SuspendID)
+		}
+		if !jsonValid(w.PayloadSchema) {
+			return w, fmt.Errorf("%w: suspension %s: payload schema is not valid JSON", ErrEncode, c.SuspendID)
 		}
 		if w.OnTimeout != nil && !jsonValid(w.OnTimeout.Payload) {
 			return w, fmt.Errorf("%w: suspension %s: on-timeout payload is not valid JSON", ErrEncode, c.SuspendID)
@@ -373,7 +376,7 @@ func fromWireCall(w *wireCall) instance.SuspendedCall {
 		Kind: instance.CallKind(w.Kind), Initiator: instance.Initiator(w.Initiator), Name: w.Name,
 		Input: nilIfEmpty(w.Input), Metadata: nilIfEmpty(w.Metadata), Reason: w.Reason,
 		SuspendedAt: utc(w.SuspendedAt), Deadline: utc(w.Deadline),
-		Status: instance.Status(w.Status), Stage: w.Stage,
+		Status: instance.Status(w.Status), Stage: w.Stage, PayloadSchema: nilIfEmpty(w.PayloadSchema),
 	}
 	if len(w.InputBytes) > 0 {
 		c.Input = w.InputBytes

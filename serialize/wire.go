@@ -78,6 +78,8 @@ type wireCall struct {
 	OnTimeout   *wireTimeout    `msgpack:"ot,omitempty" json:"ot,omitempty"`
 	Status      string          `msgpack:"s,omitempty,intern" json:"s,omitempty"`
 	Stage       int             `msgpack:"g,omitempty" json:"g,omitempty"`
+	// PayloadSchema is the JSON Schema of the resume payload (raw JSON).
+	PayloadSchema json.RawMessage `msgpack:"ps,omitempty" json:"ps,omitempty"`
 }
 
 // wireTimeout is instance.TimeoutAction; omitted when zero.

@@ -216,6 +216,9 @@ type Tool struct {
 	Resume ResumeHandler
 	// InType is the tool's input type, to check resume handlers against.
 	InType reflect.Type
+	// Payload is the schema of the resume payloads the tool accepts
+	// (node.ResumeWith); nil accepts any payload.
+	Payload *Schema
 	// Err is a construction error, reported when the node is built.
 	Err error
 }
@@ -229,14 +232,42 @@ type Schema struct {
 // SchemaFor infers and compiles the JSON Schema of In, which must describe
 // a JSON object.
 func SchemaFor[In any]() (*Schema, error) {
-	s, err := jsonschema.For[In](nil)
+	s, err := infer[In]()
 	if err != nil {
-		return nil, fmt.Errorf("schema for %s: %w", reflect.TypeFor[In](), err)
+		return nil, err
 	}
 	if s.Type != "object" {
 		return nil, fmt.Errorf("input type %s must be a struct or map, not %q", reflect.TypeFor[In](), s.Type)
 	}
 	return compile(s)
+}
+
+// PayloadSchemaFor infers and compiles the JSON Schema of P, the resume
+// payload type a tool or command declares; any JSON type goes.
+func PayloadSchemaFor[P any]() (*Schema, error) {
+	s, err := infer[P]()
+	if err != nil {
+		return nil, err
+	}
+	return compile(s)
+}
+
+func infer[T any]() (*jsonschema.Schema, error) {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		return nil, fmt.Errorf("schema for %s: %w", reflect.TypeFor[T](), err)
+	}
+	return s, nil
+}
+
+// ParseSchema compiles a JSON Schema kept as JSON (a suspension's payload
+// schema).
+func ParseSchema(raw json.RawMessage) (*Schema, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return compile(&s)
 }
 
 func compile(s *jsonschema.Schema) (*Schema, error) {
@@ -264,15 +295,44 @@ func (s *Schema) DecodeInto(data json.RawMessage, v any) error {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
-	var generic any
-	if err := json.Unmarshal(data, &generic); err != nil {
-		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
-	}
-	if err := s.resolved.Validate(generic); err != nil {
+	if err := s.Validate(data); err != nil {
 		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	}
+	return nil
+}
+
+// Validate checks that data is JSON the schema accepts; the error says
+// what is wrong.
+func (s *Schema) Validate(data json.RawMessage) error {
+	var generic any
+	if err := json.Unmarshal(data, &generic); err != nil {
+		return err
+	}
+	return s.resolved.Validate(generic)
+}
+
+// CheckPayload checks a resume payload of call against the call's payload
+// schema. Calls without a schema and error payloads accept anything; a
+// missing payload, or one the schema rejects, is an *instance.PayloadError.
+func CheckPayload(call *instance.SuspendedCall, payload json.RawMessage, isError bool) error {
+	if len(call.PayloadSchema) == 0 || isError {
+		return nil
+	}
+	reject := func(violation string) error {
+		return &instance.PayloadError{SuspendID: call.SuspendID, Violation: violation}
+	}
+	s, err := ParseSchema(call.PayloadSchema)
+	if err != nil {
+		return reject("the suspension's payload schema is unusable: " + err.Error())
+	}
+	if len(payload) == 0 {
+		return reject("no payload; want one matching " + string(call.PayloadSchema))
+	}
+	if err := s.Validate(payload); err != nil {
+		return reject(err.Error())
 	}
 	return nil
 }

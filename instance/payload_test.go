@@ -1,0 +1,59 @@
+package instance_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/instance"
+)
+
+func TestEncodePayload(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   any
+		want string
+		err  bool
+	}{
+		{"nil", nil, "", false},
+		{"raw JSON", json.RawMessage(`{"a":1}`), `{"a":1}`, false},
+		{"invalid raw JSON", json.RawMessage(`{"a":`), "", true},
+		// A webhook body handed over as []byte reaches the model as the
+		// JSON it is, not base64.
+		{"JSON bytes", []byte(`{"status":"passed"}`), `{"status":"passed"}`, false},
+		{"text bytes", []byte("build 9 passed"), `"build 9 passed"`, false},
+		{"empty bytes", []byte{}, `""`, false},
+		{"binary bytes", []byte{0xff, 0xfe}, "", true},
+		{"string", "ok", `"ok"`, false},
+		{"value", map[string]int{"n": 1}, `{"n":1}`, false},
+		{"unencodable", func() {}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := instance.EncodePayload(tc.in)
+			if tc.err {
+				require.ErrorIs(t, err, instance.ErrPayloadDecode)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, string(got))
+		})
+	}
+}
+
+func TestEncodePayloadCopiesBytes(t *testing.T) {
+	in := []byte(`{"a":1}`)
+	got, err := instance.EncodePayload(in)
+	require.NoError(t, err)
+	in[5] = '2'
+	require.Equal(t, `{"a":1}`, string(got))
+}
+
+func TestPayloadError(t *testing.T) {
+	var err error = &instance.PayloadError{SuspendID: "s1", Violation: `type: yes has type "string", want "boolean"`}
+	require.ErrorIs(t, err, instance.ErrPayloadDecode)
+	require.Equal(t, `suspension s1: payload does not decode: type: yes has type "string", want "boolean"`, err.Error())
+	var pe *instance.PayloadError
+	require.True(t, errors.As(err, &pe))
+}
