@@ -17,6 +17,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -70,6 +72,15 @@ func run(ctx context.Context, w io.Writer, model llm.Model) error {
 	}
 
 	// Here the machine would be saved and the suspend ID sent to a manager.
+	// A payload that is not an Approval is refused; the call stays pending.
+	bad := json.RawMessage(`{"approved":"yes"}`)
+	fmt.Fprintf(w, "\nmanager sends: %s\n", bad)
+	_, err = drive(ctx, w, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: bad})
+	if !errors.Is(err, instance.ErrPayloadDecode) {
+		return fmt.Errorf("want the payload refused, got %v", err)
+	}
+	fmt.Fprintf(w, "refused, %d call still pending: %v\n", len(m.Pending()), err)
+
 	decision := refund.Approval{Approved: true, Manager: "dana@example.com"}
 	fmt.Fprintf(w, "\nmanager decides: %+v\n", decision)
 	if _, err := drive(ctx, w, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: decision}); err != nil {
@@ -130,6 +141,7 @@ func printPending(w io.Writer, c instance.SuspendedCall) error {
 	fmt.Fprintf(w, "  input:      %s\n", c.Input)
 	fmt.Fprintf(w, "  reason:     %s\n", c.Reason)
 	fmt.Fprintf(w, "  metadata:   order %s, $%.2f\n", meta.OrderID, meta.Amount)
+	fmt.Fprintf(w, "  payload:    %s\n", c.PayloadSchema)
 	fmt.Fprintf(w, "  deadline:   %s (%s after suspension); then %s\n",
 		c.Deadline.Format(time.RFC3339), c.Deadline.Sub(c.SuspendedAt), onTimeout)
 	return nil

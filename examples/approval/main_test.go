@@ -25,7 +25,11 @@ pending call
   input:      {"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}
   reason:     refund of $89.90 for order A-1042 needs a manager's approval
   metadata:   order A-1042, $89.90
+  payload:    {"type":"object","properties":{"approved":{"type":"boolean","description":"true to issue the refund, false to decline it"},"manager":{"type":"string","description":"who decided"}},"required":["approved","manager"],"additionalProperties":false}
   deadline:   <TIME> (48h0m0s after suspension); then the call fails
+
+manager sends: {"approved":"yes"}
+refused, 1 call still pending: suspension <ID>: payload does not decode: validating root: validating /properties/approved: type: yes has type "string", want "boolean"
 
 manager decides: {Approved:true Manager:dana@example.com}
 [step: end_turn, done: true]

@@ -21,10 +21,13 @@ import (
 )
 
 // Approval is a manager's decision: the payload that resumes a suspended
-// refund.
+// refund. The tool declares it (node.ResumeWith), so its JSON Schema is on
+// every suspended refund for an approval form to render, and a payload
+// that is not an Approval ({"approved":"yes"}) is refused before the
+// suspension is consumed.
 type Approval struct {
-	Approved bool   `json:"approved"`
-	Manager  string `json:"manager"`
+	Approved bool   `json:"approved" jsonschema:"true to issue the refund, false to decline it"`
+	Manager  string `json:"manager" jsonschema:"who decided"`
 }
 
 // RefundRequest is the input of the request_refund tool.
@@ -65,9 +68,9 @@ const CustomerRequest = "Hi, the blender from order A-1042 arrived broken. Can I
 
 // NewCharter returns the refund charter, answered by model: one support
 // node whose request_refund tool suspends until a manager's Approval
-// resumes it. A refund approved is added to the Ledger; a declined one is
-// reported to the model; an order already refunded fails without
-// suspending.
+// resumes it (any other payload but an error is refused). A refund
+// approved is added to the Ledger; a declined one is reported to the
+// model; an order already refunded fails without suspending.
 func NewCharter(model llm.Model) (*machine.Charter, error) {
 	requestRefund := node.NewTool(ToolName,
 		"Ask a manager to approve a refund. The call returns once the manager has decided.",
@@ -96,6 +99,7 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 			}
 			return fmt.Sprintf("refund of $%.2f for order %s issued, approved by %s", in.Amount, in.OrderID, a.Manager), nil
 		}),
+		node.ResumeWith[Approval](),
 	)
 	support, err := node.New(NodeName, node.Config[Ledger]{
 		Instructions: "Help customers with their orders. Refunds need a manager's approval: request them with request_refund.",
