@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -97,8 +96,9 @@ type stateDecoder struct {
 }
 
 var (
-	encoders = sync.Pool{New: func() any { return &stateEncoder{enc: newEncoder()} }}
-	decoders = sync.Pool{New: func() any {
+	encoders    = sync.Pool{New: func() any { return &stateEncoder{enc: newEncoder()} }}
+	jsonReaders = sync.Pool{New: func() any { return new(bytes.Reader) }}
+	decoders    = sync.Pool{New: func() any {
 		d := &stateDecoder{dec: newDecoder()}
 		return d
 	}}
@@ -307,16 +307,21 @@ func encodeJSON(v any) ([]byte, error) {
 // as in the msgpack form: a field the type lacks is an error.
 func (c *stateCodec) decodeJSON(raw []byte) (any, error) {
 	p := reflect.New(c.typ)
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	r := jsonReaders.Get().(*bytes.Reader)
+	r.Reset(raw)
+	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(p.Interface()); err != nil {
+	err := dec.Decode(p.Interface())
+	r.Reset(nil)
+	jsonReaders.Put(r)
+	if err != nil {
 		var untyped any
 		if json.Unmarshal(raw, &untyped) != nil {
 			return nil, err
 		}
 		return nil, strictError(c.typ, untyped, false, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if len(bytes.TrimLeft(raw[dec.InputOffset():], " \t\r\n")) != 0 {
 		return nil, errors.New("trailing data after state")
 	}
 	return p.Elem().Interface(), nil
