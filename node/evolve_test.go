@@ -73,3 +73,26 @@ func TestMigrateState(t *testing.T) {
 		require.ErrorIs(t, err, node.ErrMigration, "from %d", from)
 	}
 }
+
+func TestPackMigration(t *testing.T) {
+	for name, members := range map[string][]node.PackTool[cart]{
+		"version without migrate": {node.PackMigration[cart](1, nil)},
+		"migrate without version": {node.PackMigration(0, migrateCart)},
+		"two migrations":          {node.PackMigration(1, migrateCart), node.PackMigration(2, migrateCart)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, node.NewPack("cart", "", cart{}, members...).Err(), node.ErrInvalidNode)
+		})
+	}
+
+	p := node.NewPack("cart", "", cart{}, node.PackMigration(1, migrateCart))
+	require.NoError(t, p.Err())
+	require.Equal(t, 1, p.StateVersion())
+	got, err := p.MigrateState(0, json.RawMessage(`{"items":["first"]}`))
+	require.NoError(t, err)
+	require.Equal(t, cart{Entries: []string{"first"}}, got)
+	_, err = p.MigrateState(1, json.RawMessage(`{}`))
+	require.ErrorIs(t, err, node.ErrMigration)
+
+	require.Equal(t, 0, node.NewPack("plain", "", cart{}).StateVersion())
+}

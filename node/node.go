@@ -30,7 +30,8 @@
 //
 // Adding a field needs no new version: states saved without it load with
 // its zero value. A migration error fails the load with an error wrapping
-// ErrMigration and instance.ErrInvalidState.
+// ErrMigration and instance.ErrInvalidState. A pack's state evolves the
+// same way, with a PackMigration member.
 package node
 
 import (
@@ -52,12 +53,6 @@ import (
 // built: a bad or duplicate name, an input type without an object schema,
 // an initial state that fails validation.
 var ErrInvalidNode = errors.New("invalid node")
-
-// ErrMigration reports a persisted state that Config.Migrate could not turn
-// into a valid state: the error Migrate returned (wrapped), a panic in it,
-// or a migrated state that fails validation. It comes with
-// instance.ErrInvalidState.
-var ErrMigration = errors.New("state migration failed")
 
 // UpdateStateTool is the name of the built-in tool that updates a node's
 // state with a JSON Merge Patch (RFC 7396). Nodes offer it only when
@@ -120,8 +115,7 @@ type Node struct {
 	stateType    reflect.Type
 	ops          frame.StateOps
 	decode       func(json.RawMessage) (any, error)
-	version      int
-	migrate      func(from int, raw json.RawMessage) (any, error)
+	evo          evolution
 	tools        []*frame.Tool // own tools, in order
 	transitions  []*frame.Tool
 	all          []*frame.Tool // own tools, update_state, transitions
@@ -149,18 +143,10 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 		worker:       cfg.Worker,
 		settings:     cfg.Settings,
 		output:       cfg.Output,
-		version:      cfg.StateVersion,
 	}
-	switch {
-	case cfg.StateVersion < 0:
-		return nil, fmt.Errorf("%w: node %s: negative StateVersion %d", ErrInvalidNode, name, cfg.StateVersion)
-	case cfg.StateVersion > 0 && cfg.Migrate == nil:
-		return nil, fmt.Errorf("%w: node %s: StateVersion %d without Migrate", ErrInvalidNode, name, cfg.StateVersion)
-	case cfg.StateVersion == 0 && cfg.Migrate != nil:
-		return nil, fmt.Errorf("%w: node %s: Migrate without a StateVersion above 0", ErrInvalidNode, name)
-	}
-	if cfg.Migrate != nil {
-		n.migrate = migration(n, cfg.Migrate)
+	var err error
+	if n.evo, err = newEvolution("node "+name, cfg.StateVersion, cfg.Migrate, n.ops); err != nil {
+		return nil, err
 	}
 	n.decode = func(raw json.RawMessage) (any, error) {
 		var s S
@@ -217,26 +203,6 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 		}
 	}
 	return n, nil
-}
-
-// migration wraps fn: its errors and panics become ErrMigration, and the
-// state it returns is validated.
-func migration[S any](n *Node, fn func(int, json.RawMessage) (S, error)) func(int, json.RawMessage) (any, error) {
-	return func(from int, raw json.RawMessage) (v any, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				v, err = nil, fmt.Errorf("%w: %w: node %s, from state version %d: Migrate panicked: %v", instance.ErrInvalidState, ErrMigration, n.name, from, r)
-			}
-		}()
-		s, err := fn(from, raw)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w: node %s, from state version %d: %w", instance.ErrInvalidState, ErrMigration, n.name, from, err)
-		}
-		if err := n.ops.Validate(s); err != nil {
-			return nil, fmt.Errorf("%w: node %s, from state version %d: %w", ErrMigration, n.name, from, err)
-		}
-		return s, nil
-	}
 }
 
 func checkTool(t *frame.Tool, seen map[string]bool) error {
@@ -307,17 +273,14 @@ func (n *Node) DecodeState(raw json.RawMessage) (any, error) { return n.decode(r
 
 // StateVersion returns the version of the node's persisted state
 // (Config.StateVersion).
-func (n *Node) StateVersion() int { return n.version }
+func (n *Node) StateVersion() int { return n.evo.version }
 
 // MigrateState turns a state saved at state version from, below the
 // node's, into a valid state of this node with Config.Migrate; raw is the
 // saved state as JSON. Errors wrap ErrMigration and
 // instance.ErrInvalidState.
 func (n *Node) MigrateState(from int, raw json.RawMessage) (any, error) {
-	if n.migrate == nil || from < 0 || from >= n.version {
-		return nil, fmt.Errorf("%w: %w: node %s is at state version %d and migrates none from %d", instance.ErrInvalidState, ErrMigration, n.name, n.version, from)
-	}
-	return n.migrate(from, raw)
+	return n.evo.migrateState(from, raw)
 }
 
 // NormalizeState turns a state given to a transition into a valid state of

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -20,13 +21,21 @@ type Pack struct {
 	ops         frame.StateOps
 	tools       []*frame.Tool
 	commands    []command.Def
+	evo         evolution
 	err         error
 }
 
-// PackTool is a tool or command of a pack with state P.
+// PackTool is a member of a pack with state P: a tool, a command, or the
+// pack state's migration.
 type PackTool[P any] struct {
 	t   *frame.Tool
 	cmd *command.Def
+	mig *packMigration[P]
+}
+
+type packMigration[P any] struct {
+	version int
+	fn      func(from int, raw json.RawMessage) (P, error)
 }
 
 // PackContext is what a pack tool sees: the pack's state.
@@ -61,17 +70,27 @@ func PackCommand[P any](c command.Command[P]) PackTool[P] {
 	return PackTool[P]{cmd: &d}
 }
 
+// PackMigration declares, as a member of a pack, the version of its state
+// P as persisted and the migration of states saved at older versions: the
+// pack's node.Config.StateVersion and Migrate (see the package
+// documentation). A pack has at most one.
+func PackMigration[P any](version int, migrate func(from int, raw json.RawMessage) (P, error)) PackTool[P] {
+	return PackTool[P]{mig: &packMigration[P]{version: version, fn: migrate}}
+}
+
 // NewPack returns a pack with its initial state and members (tools from
-// NewPackTool, commands from PackCommand). Errors in the members are
-// reported when a charter is built with the pack.
+// NewPackTool, commands from PackCommand, a PackMigration). Errors in the
+// members are reported when a charter is built with the pack.
 func NewPack[P any](name, description string, initial P, tools ...PackTool[P]) *Pack {
-	p := &Pack{name: name, description: description, initial: initial, ops: frame.OpsFor[P](nil), stateType: reflect.TypeFor[P]()}
+	p := &Pack{name: name, description: description, initial: initial, ops: frame.OpsFor[P](nil), stateType: reflect.TypeFor[P](),
+		evo: evolution{owner: "pack " + name}}
 	seen := map[string]bool{}
+	migrations := 0
 	if !ValidName(name) {
 		p.err = fmt.Errorf("%w: pack name %q", ErrInvalidNode, name)
 	}
 	for _, m := range tools {
-		err := fmt.Errorf("%w: zero PackTool (build members with NewPackTool or PackCommand)", ErrInvalidNode)
+		err := fmt.Errorf("%w: zero PackTool (build members with NewPackTool, PackCommand or PackMigration)", ErrInvalidNode)
 		switch {
 		case m.t != nil:
 			err = checkTool(m.t, seen)
@@ -79,6 +98,11 @@ func NewPack[P any](name, description string, initial P, tools ...PackTool[P]) *
 		case m.cmd != nil:
 			err = checkName("command", m.cmd.Name, m.cmd.Err, seen)
 			p.commands = append(p.commands, *m.cmd)
+		case m.mig != nil && migrations > 0:
+			err = fmt.Errorf("%w: more than one PackMigration", ErrInvalidNode)
+		case m.mig != nil:
+			migrations++
+			p.evo, err = newEvolution(p.evo.owner, m.mig.version, m.mig.fn, p.ops)
 		}
 		if err != nil && p.err == nil {
 			p.err = fmt.Errorf("pack %s: %w", name, err)
@@ -104,6 +128,18 @@ func (p *Pack) StateOps() frame.StateOps { return p.ops }
 
 // StateType returns the pack's state type P.
 func (p *Pack) StateType() reflect.Type { return p.stateType }
+
+// StateVersion returns the version of the pack's persisted state
+// (PackMigration; 0 without).
+func (p *Pack) StateVersion() int { return p.evo.version }
+
+// MigrateState turns a state saved at state version from, below the
+// pack's, into a valid state of this pack with its PackMigration; raw is
+// the saved state as JSON. Errors wrap ErrMigration and
+// instance.ErrInvalidState.
+func (p *Pack) MigrateState(from int, raw json.RawMessage) (any, error) {
+	return p.evo.migrateState(from, raw)
+}
 
 // Tools returns the pack's tools.
 func (p *Pack) Tools() []*frame.Tool { return p.tools }

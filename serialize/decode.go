@@ -262,6 +262,7 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 	var state, stateJSON []byte
 	var version int
 	var packs, packsJSON []rawPack
+	var packVersions map[string]int
 	inChild := false // an error from a child names its own instance
 	err := d.fields("instance", func(k []byte) error {
 		var err error
@@ -296,6 +297,13 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 			packs, err = d.packs(true)
 		case "pj":
 			packsJSON, err = d.packs(false)
+		case "pv":
+			packVersions = map[string]int{}
+			err = d.fields("pack versions", func(k []byte) error {
+				v, err := d.version()
+				packVersions[string(k)] = v
+				return err
+			})
 		case "u":
 			in.Suspension, err = d.suspension()
 		case "d":
@@ -319,7 +327,7 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 	if n == nil {
 		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, in.ID, instance.ErrUnknownNode, in.Node)
 	}
-	in.State, err = nodeState(n, version, state, stateJSON)
+	in.State, err = evolvedState(n, version, state, stateJSON)
 	if err != nil {
 		return nil, fmt.Errorf("%w: instance %s: state of node %s: %w", machine.ErrInvalidTree, in.ID, in.Node, invalidState(err))
 	}
@@ -333,9 +341,9 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 				}
 				var v any
 				if rp.json {
-					v, err = decodeStateValue(p.StateType(), nil, rp.raw)
+					v, err = evolvedState(p, packVersions[rp.name], nil, rp.raw)
 				} else {
-					v, err = decodeStateValue(p.StateType(), rp.raw, nil)
+					v, err = evolvedState(p, packVersions[rp.name], rp.raw, nil)
 				}
 				if err != nil {
 					return nil, fmt.Errorf("%w: pack %s: %w", machine.ErrInvalidTree, rp.name, invalidState(err))
@@ -615,7 +623,7 @@ func effectState(c *machine.Charter, name string, version int, raw []byte) (any,
 	if n == nil {
 		return nil, fmt.Errorf("%w: held transition: %w: %q", machine.ErrInvalidTree, instance.ErrUnknownNode, name)
 	}
-	v, err := nodeState(n, version, nil, raw)
+	v, err := evolvedState(n, version, nil, raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: held transition state of node %s: %w", machine.ErrInvalidTree, name, invalidState(err))
 	}

@@ -32,8 +32,8 @@
 // every such field (wrapping ErrUnknownFields, instance.ErrInvalidState and
 // machine.ErrInvalidTree), rather than loading without that field's data.
 // A node whose state type changed declares node.Config.StateVersion and
-// Migrate: every state is saved with its node's state version (omitted
-// when 0), and a state saved at an older version is handed to Migrate as
+// Migrate (a pack, node.PackMigration): every state is saved with its
+// node's or pack's state version (omitted when 0), and a state saved at an older version is handed to Migrate as
 // JSON, with that version, instead of being decoded; a failed migration
 // wraps node.ErrMigration. A state saved at a version above the node's
 // (by a newer build) fails with ErrStateVersion.
@@ -56,7 +56,8 @@
 //
 //	machine   {r: instance, h: [message]}
 //	instance  {i: ID, n: node, s: state | sj: state JSON, sv: state version, c: [instance],
-//	           p: {pack: state} | pj: {pack: state JSON}, u: suspension,
+//	           p: {pack: state} | pj: {pack: state JSON},
+//	           pv: {pack: state version}, u: suspension,
 //	           d: idle, m: max-tokens streak}
 //	suspension {c: [call], r: held reply}
 //	call      {i: suspend ID, n: instance ID, u: tool-use ID, k: kind,

@@ -121,6 +121,15 @@ func (e *encoder) stateVersion(node string) int {
 	return 0
 }
 
+// packVersion returns the state version of pack name (0 for a pack the
+// charter does not know).
+func (e *encoder) packVersion(name string) int {
+	if p := e.c.Pack(name); p != nil {
+		return p.StateVersion()
+	}
+	return 0
+}
+
 func (e *encoder) packType(name string, v any) reflect.Type {
 	if p := e.c.Pack(name); p != nil {
 		return p.StateType()
@@ -178,7 +187,7 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 		return fmt.Errorf("%w: %w: instance tree deeper than %d", ErrEncode, ErrLimit, MaxDepth)
 	}
 	stateJSON := codecFor(e.stateType(in.Node, in.State)).asJSON
-	var packs, packsJSON []string
+	var packs, packsJSON, versioned []string
 	if len(in.Packs) > 0 {
 		for name, v := range in.Packs {
 			if codecFor(e.packType(name, v)).asJSON {
@@ -186,13 +195,18 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 			} else {
 				packs = append(packs, name)
 			}
+			if e.packVersion(name) != 0 {
+				versioned = append(versioned, name)
+			}
 		}
 		slices.Sort(packs)
 		slices.Sort(packsJSON)
+		slices.Sort(versioned)
 	}
 	version := e.stateVersion(in.Node)
 	n := 3 // i, n, s or sj
-	n += count(version != 0, len(in.Children) > 0, len(packs) > 0, len(packsJSON) > 0, in.Suspension != nil, in.Idle, in.MaxTokensStreak != 0)
+	n += count(version != 0, len(in.Children) > 0, len(packs) > 0, len(packsJSON) > 0, len(versioned) > 0,
+		in.Suspension != nil, in.Idle, in.MaxTokensStreak != 0)
 	e.b = appendMapLen(e.b, n)
 	e.b = appendKey(e.b, "i")
 	e.istr(in.ID)
@@ -230,6 +244,14 @@ func (e *encoder) instance(in *instance.Instance, depth int) error {
 			if err := e.state(in.Packs[name], set.key == "pj"); err != nil {
 				return fmt.Errorf("pack %s: %w", name, err)
 			}
+		}
+	}
+	if len(versioned) > 0 {
+		e.b = appendKey(e.b, "pv")
+		e.b = appendMapLen(e.b, len(versioned))
+		for _, name := range versioned {
+			e.str(name)
+			e.b = appendInt(e.b, int64(e.packVersion(name)))
 		}
 	}
 	if in.Suspension != nil {

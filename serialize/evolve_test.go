@@ -142,7 +142,7 @@ func TestRemovedFieldsAtAnyDepthAreNamed(t *testing.T) {
 	}
 }
 
-// The same holds for pack states.
+// The same holds for pack states, which migrate with a PackMigration.
 type notesBefore struct {
 	Notes  []string `json:"notes"`
 	Pinned string   `json:"pinned"`
@@ -152,8 +152,16 @@ type notesAfter struct {
 	Notes []string `json:"notes"`
 }
 
+// unpin is the notes pack's migration from version 0: the pinned note
+// goes first.
+func unpin(from int, raw json.RawMessage) (notesAfter, error) {
+	var old notesBefore
+	err := json.Unmarshal(raw, &old)
+	return notesAfter{Notes: append([]string{old.Pinned}, old.Notes...)}, err
+}
+
 func TestRemovedPackFieldFailsToLoad(t *testing.T) {
-	saved := must(soloCharter(t, node.Config[cartAfter]{}, node.NewPack("notes", "notes", notesBefore{Pinned: "x"})).NewMachine("cart", nil))
+	saved := must(soloCharter(t, node.Config[cartAfter]{}, node.NewPack("notes", "notes", notesBefore{Notes: []string{"b"}, Pinned: "a"})).NewMachine("cart", nil))
 	for _, form := range forms {
 		t.Run(form.name, func(t *testing.T) {
 			data, err := form.marshal(saved)
@@ -161,6 +169,22 @@ func TestRemovedPackFieldFailsToLoad(t *testing.T) {
 			_, err = form.unmarshal(soloCharter(t, node.Config[cartAfter]{}, node.NewPack("notes", "notes", notesAfter{})), data)
 			requireUnknownFields(t, err, "pinned")
 			require.ErrorContains(t, err, "pack notes")
+
+			migrated := soloCharter(t, node.Config[cartAfter]{}, node.NewPack("notes", "notes", notesAfter{}, node.PackMigration(1, unpin)))
+			m, err := form.unmarshal(migrated, data)
+			require.NoError(t, err)
+			require.Equal(t, notesAfter{Notes: []string{"a", "b"}}, m.Root().Packs["notes"])
+			checkCodec(t, "versioned pack", m)
+
+			// Saved again, the pack state is at version 1: it loads as it
+			// is, and a build at version 0 refuses it.
+			again, err := form.marshal(m)
+			require.NoError(t, err)
+			m, err = form.unmarshal(migrated, again)
+			require.NoError(t, err)
+			require.Equal(t, notesAfter{Notes: []string{"a", "b"}}, m.Root().Packs["notes"])
+			_, err = form.unmarshal(soloCharter(t, node.Config[cartAfter]{}, node.NewPack("notes", "notes", notesAfter{})), again)
+			require.ErrorIs(t, err, ErrStateVersion)
 		})
 	}
 }

@@ -148,6 +148,12 @@ func (e *encoder) toWireInstance(in *instance.Instance, depth int, f stateForm) 
 		if err != nil {
 			return nil, fmt.Errorf("pack %s: %w", name, err)
 		}
+		if v := e.packVersion(name); v != 0 {
+			if w.PackVersions == nil {
+				w.PackVersions = map[string]int{}
+			}
+			w.PackVersions[name] = v
+		}
 		if js != nil {
 			if w.PacksJSON == nil {
 				w.PacksJSON = map[string]json.RawMessage{}
@@ -290,7 +296,7 @@ func fromWireInstance(c *machine.Charter, w *wireInstance, depth int) (*instance
 	}
 	var err error
 	if err = checkState(w.State, w.StateJSON); err == nil {
-		in.State, err = nodeState(n, w.StateVersion, w.State, w.StateJSON)
+		in.State, err = evolvedState(n, w.StateVersion, w.State, w.StateJSON)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: instance %s: state of node %s: %w", machine.ErrInvalidTree, w.ID, w.Node, invalidState(err))
@@ -298,12 +304,12 @@ func fromWireInstance(c *machine.Charter, w *wireInstance, depth int) (*instance
 	if len(w.Packs)+len(w.PacksJSON) > 0 {
 		in.Packs = make(map[string]any, len(w.Packs)+len(w.PacksJSON))
 		for name, raw := range w.Packs {
-			if err := wirePack(c, in.Packs, name, raw, nil); err != nil {
+			if err := wirePack(c, in.Packs, name, w.PackVersions[name], raw, nil); err != nil {
 				return nil, err
 			}
 		}
 		for name, raw := range w.PacksJSON {
-			if err := wirePack(c, in.Packs, name, nil, raw); err != nil {
+			if err := wirePack(c, in.Packs, name, w.PackVersions[name], nil, raw); err != nil {
 				return nil, err
 			}
 		}
@@ -337,8 +343,9 @@ func fromWireInstance(c *machine.Charter, w *wireInstance, depth int) (*instance
 	return in, nil
 }
 
-// wirePack decodes the state of pack name into packs.
-func wirePack(c *machine.Charter, packs map[string]any, name string, mp, js []byte) error {
+// wirePack decodes the state of pack name, saved at state version version,
+// into packs.
+func wirePack(c *machine.Charter, packs map[string]any, name string, version int, mp, js []byte) error {
 	p := c.Pack(name)
 	if p == nil {
 		return fmt.Errorf("%w: unknown pack %q", machine.ErrInvalidTree, name)
@@ -346,7 +353,7 @@ func wirePack(c *machine.Charter, packs map[string]any, name string, mp, js []by
 	err := checkState(mp, js)
 	var v any
 	if err == nil {
-		v, err = decodeStateValue(p.StateType(), mp, js)
+		v, err = evolvedState(p, version, mp, js)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: pack %s: %w", machine.ErrInvalidTree, name, invalidState(err))

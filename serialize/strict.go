@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/markov-agents/markov/node"
 )
 
 // States decode strictly: a persisted state with a field its type lacks
@@ -38,15 +36,24 @@ func (e *UnknownFieldsError) Error() string {
 // Unwrap returns ErrUnknownFields.
 func (e *UnknownFieldsError) Unwrap() error { return ErrUnknownFields }
 
-// nodeState decodes the state of node n saved at state version v from its
-// msgpack or JSON bytes: strictly as the node's type when v is the node's
-// version, through the node's migration when v is older.
-func nodeState(n *node.Node, v int, mp, js []byte) (any, error) {
+// evolving is a node or a pack: a state type with a persisted version and
+// a migration from older versions.
+type evolving interface {
+	Name() string
+	StateType() reflect.Type
+	StateVersion() int
+	MigrateState(from int, raw json.RawMessage) (any, error)
+}
+
+// evolvedState decodes the state of node or pack n saved at state version
+// v from its msgpack or JSON bytes: strictly as n's type when v is n's
+// version, through n's migration when v is older.
+func evolvedState(n evolving, v int, mp, js []byte) (any, error) {
 	switch cur := n.StateVersion(); {
 	case v < 0:
 		return nil, fmt.Errorf("%w: negative state version %d", ErrCorrupt, v)
 	case v > cur:
-		return nil, fmt.Errorf("%w: saved at version %d, node %s is at version %d", ErrStateVersion, v, n.Name(), cur)
+		return nil, fmt.Errorf("%w: saved at version %d, %s is at version %d", ErrStateVersion, v, n.Name(), cur)
 	case v < cur:
 		raw, err := stateJSON(mp, js)
 		if err != nil {

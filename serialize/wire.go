@@ -39,7 +39,8 @@ type wireMachine struct {
 // (and "pj") when the type has JSON encoding methods msgpack does not
 // understand; in the JSON form as JSON values under "s" (and "p").
 // StateVersion is the node's state version (node.Config.StateVersion) the
-// state was saved at; omitted when 0.
+// state was saved at, PackVersions the packs' (node.PackMigration), by
+// pack name; both omitted when 0.
 type wireInstance struct {
 	ID              string                        `msgpack:"i,intern" json:"i"`
 	Node            string                        `msgpack:"n,intern" json:"n"`
@@ -49,6 +50,7 @@ type wireInstance struct {
 	Children        []*wireInstance               `msgpack:"c,omitempty" json:"c,omitempty"`
 	Packs           map[string]msgpack.RawMessage `msgpack:"p,omitempty" json:"-"`
 	PacksJSON       map[string]json.RawMessage    `msgpack:"pj,omitempty" json:"p,omitempty"`
+	PackVersions    map[string]int                `msgpack:"pv,omitempty" json:"pv,omitempty"`
 	Suspension      *wireSuspension               `msgpack:"u,omitempty" json:"u,omitempty"`
 	Idle            bool                          `msgpack:"d,omitempty" json:"d,omitempty"`
 	MaxTokensStreak int                           `msgpack:"m,omitempty" json:"m,omitempty"`
