@@ -247,9 +247,20 @@ func TestResumeHandler(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ann", by)
 	require.Equal(t, 1, model.Calls())
+	requireResolved := func(id string) {
+		t.Helper()
+		before := snap(m)
+		_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: id, Payload: approval{OK: true, By: "eve"}}))
+		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+		requireUnchanged(t, before, m)
+	}
+	requireResolved(ids[0])
 	run(t, m, machine.ResumeInput{SuspendID: again[0].SuspendID, Payload: approval{OK: true, By: "bob"}})
 	require.Equal(t, "refunded 250", lastToolResults(model.Requests()[1].Messages)[0].Text)
 	require.Equal(t, counter{Count: 250}, m.Root().State)
+	// Once the call completed, both stages' IDs are already resolved.
+	requireResolved(ids[0])
+	requireResolved(again[0].SuspendID)
 }
 
 func itoa(n int) string { return string(mustJSON(n)) }

@@ -468,7 +468,10 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 			in.State = state
 		}
 		if again != nil {
+			// The result will name the last stage only: history records
+			// this stage, so its ID stays known as resolved.
 			t.suspended(in, *again)
+			t.record(in, string(r.event), map[string]any{"tool": c.Name, "stage": c.Stage, "suspended_again": again.SuspendID}, c.SuspendID)
 			break
 		}
 		part.SuspendID = c.SuspendID
