@@ -16,6 +16,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/serialize"
 )
 
 // collect drains a run, returning its steps and its error.
@@ -133,4 +134,12 @@ func texts(parts []message.Part) []string {
 		out[i] = p.Text
 	}
 	return out
+}
+
+// marshal serializes m, for byte comparisons before and after.
+func marshal(t *testing.T, m *machine.Machine) []byte {
+	t.Helper()
+	data, err := serialize.Marshal(m)
+	require.NoError(t, err)
+	return data
 }

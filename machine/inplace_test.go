@@ -10,7 +10,6 @@ import (
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/node"
-	"github.com/markov-agents/markov/serialize"
 )
 
 type ledger struct {
@@ -45,13 +44,6 @@ func ledgerMachine(t *testing.T, model *scripted.Model) *machine.Machine {
 		Tools:    []node.Tool[ledger]{tool},
 	})
 	return newMachine(t, charter(t, model, n), "books")
-}
-
-func marshal(t *testing.T, m *machine.Machine) []byte {
-	t.Helper()
-	data, err := serialize.Marshal(m)
-	require.NoError(t, err)
-	return data
 }
 
 // A handler gets a copy of the state: an in-place write through what

@@ -56,13 +56,6 @@ func typedSuspended(t *testing.T, replies ...scripted.Reply) (*machine.Machine, 
 	return m, model, ids[0]
 }
 
-func marshal(t *testing.T, m *machine.Machine) []byte {
-	t.Helper()
-	b, err := serialize.Marshal(m)
-	require.NoError(t, err)
-	return b
-}
-
 func TestTypedResumeRecordsSchema(t *testing.T) {
 	m, _, id := typedSuspended(t)
 	pending := m.Pending()
