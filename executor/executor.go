@@ -117,7 +117,10 @@ func (o *Outcome) HoldsReply() bool {
 	return false
 }
 
-// Step runs one inference step for leaf.
+// Step runs one inference step for leaf. The model's reply is checked
+// before any tool runs: a tool use with a missing or duplicate ID gets a
+// fresh one (see RepairedIDPrefix), so no reply can leave history that a
+// provider refuses.
 func (e *Executor) Step(ctx context.Context, leaf *Leaf) (*Outcome, error) {
 	prompt := e.Prompt
 	if prompt == nil {
@@ -169,6 +172,13 @@ func (e *Executor) Step(ctx context.Context, leaf *Leaf) (*Outcome, error) {
 		// history stays paired.
 		o.Reply.Parts = withoutToolUses(o.Reply.Parts)
 		return o, nil
+	}
+	if parts, n := repairToolUseIDs(o.Reply.Parts, len(leaf.Transcript)); n > 0 {
+		o.Reply.Parts = parts
+		if e.Logger != nil {
+			e.Logger.LogAttrs(ctx, slog.LevelWarn, "provider reply: missing or duplicate tool-use IDs repaired",
+				slog.String("instance", in.ID), slog.Int("repaired", n))
+		}
 	}
 	uses := o.Reply.ToolUses()
 	if len(uses) == 0 {

@@ -1,0 +1,80 @@
+package machine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/serialize"
+)
+
+// withoutIDs wraps model: its replies' tool uses come without IDs.
+func withoutIDs(model llm.Model) llm.Model {
+	return llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+		resp, err := model.Generate(ctx, req)
+		if resp != nil {
+			for i := range resp.Message.Parts {
+				resp.Message.Parts[i].ID = ""
+			}
+		}
+		return resp, err
+	})
+}
+
+// A reply whose tool uses have missing or duplicate IDs is repaired before
+// its tools run: the machine keeps working, across Marshal and Unmarshal.
+func TestBadToolUseIDsCannotWedge(t *testing.T) {
+	tally := node.NewTool("tally", "count one", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		return "counted", ctx.Update(func(c *counter) { c.Count++ })
+	})
+	n := mustNode(t, "n", node.Config[counter]{Tools: []node.Tool[counter]{tally}})
+	script := func() *scripted.Model {
+		return scripted.New(
+			scripted.Tools(scripted.Call{ID: "dup", Name: "tally"}, scripted.Call{ID: "dup", Name: "tally"}),
+			scripted.Text("counted twice"),
+			scripted.Tool("tally", nil),
+			scripted.Text("and once more"),
+		)
+	}
+	tests := []struct {
+		name  string
+		model llm.Model
+		ids   []string
+	}{
+		{"duplicate", script(), []string{"dup", "toolu_markov_1_2"}},
+		{"empty", withoutIDs(script()), []string{"toolu_markov_1_1", "toolu_markov_1_2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := charter(t, tt.model, n)
+			m := newMachine(t, c, "n")
+			run(t, m, machine.UserText("count twice"))
+			require.Equal(t, counter{Count: 2}, m.Root().State)
+			h := m.History()
+			require.NoError(t, llm.CheckPairing(h[:len(h)-1]))
+			var ids []string
+			for _, u := range h[1].ToolUses() {
+				ids = append(ids, u.ID)
+			}
+			require.Equal(t, tt.ids, ids)
+			require.Equal(t, "counted twice", h[len(h)-1].Text())
+
+			data, err := serialize.Marshal(m)
+			require.NoError(t, err)
+			back, err := serialize.Unmarshal(c, data)
+			require.NoError(t, err)
+			again, err := serialize.Marshal(back)
+			require.NoError(t, err)
+			require.Equal(t, data, again)
+
+			run(t, back, machine.UserText("once more"))
+			require.Equal(t, counter{Count: 3}, back.Root().State)
+			require.Equal(t, "and once more", back.History()[back.HistoryLen()-1].Text())
+		})
+	}
+}
