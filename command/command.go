@@ -20,6 +20,10 @@ var (
 	// ErrNoTarget: the invocation names no instance and there is no primary
 	// leaf, or the named instance does not exist.
 	ErrNoTarget = errors.New("no target instance for command")
+	// ErrFailed: the command's handler returned an error (or panicked,
+	// then the error also wraps instance.ErrPanic); the handler's error is
+	// wrapped too.
+	ErrFailed = errors.New("command failed")
 )
 
 // Command is a user-invoked operation on instances of a node with state S.

@@ -5,7 +5,7 @@
 //
 // # Endpoints
 //
-// Every request and response body is JSON.
+// Every request and response body is JSON, errors and redirects included.
 //
 //	POST   /suspensions/{id}/resume        {"payload": <any JSON>, "is_error": false}  → Summary
 //	GET    /suspensions?status=pending&machine=…&limit=…&deadline_before=<RFC 3339>   → SuspensionList
@@ -33,12 +33,17 @@
 // changes nothing: the machine's stored revision and its pending
 // suspensions are as before. The status codes:
 //
+//	3xx redirect: an unclean path ("//suspensions", "/a/../suspensions")
+//	    is redirected to its clean form (Location); sign the new path
 //	400 bad_request, invalid_input, payload_decode, unknown_command, invalid_state
 //	    (malformed JSON or query, input failing its schema, a payload that
 //	    does not encode, an unknown command, a command whose update fails
 //	    the state's validation)
-//	401 missing_signature, malformed_signature, stale_timestamp, bad_signature
-//	404 not_found (no such endpoint), unknown_suspension, unknown_machine, no_target
+//	401 missing_signature, malformed_signature, stale_timestamp, bad_signature,
+//	    replayed_request
+//	404 not_found (no such endpoint), unknown_suspension, unknown_machine, no_target;
+//	    an ID no store can hold (store.ValidID: empty, over 256 bytes, not
+//	    UTF-8, with a NUL byte) is unknown, whatever the store
 //	405 method_not_allowed (with an Allow header)
 //	409 already_resolved (resumed, cancelled or expired before),
 //	    conflict (another process saved the machine first), duplicate_id
@@ -47,7 +52,12 @@
 //	    the result is gone for good — unlike a 409, which reports that a
 //	    result already arrived
 //	413 body_too_large (Config.MaxBody)
-//	500 internal: anything else; the details are logged, never sent
+//	422 command_failed: the command's handler returned an error; its
+//	    message is sent
+//	429 rate_limited: too many failed authentications from the client's
+//	    address (with a Retry-After header, in seconds)
+//	500 internal: anything else, a handler's panic included; the details
+//	    are logged, never sent, under the correlation_id the body carries
 //
 // Of concurrent resumes (or cancellations) of one suspension exactly one
 // succeeds and the others are refused, with 409 conflict or
@@ -57,8 +67,9 @@
 // keeps only pending ones.
 //
 // Messages of 4xx errors that describe the request (schema failures, an
-// unknown command) carry the details; store errors get fixed messages, and
-// a 500 says only "internal error": the details go to the log.
+// unknown command, a command's own error) carry the details; store errors
+// get fixed messages, and a 500 says only "internal error": the details go
+// to the log, in a record with the same correlation_id.
 //
 // One caveat on "changes nothing": the runner saves the result before it
 // calls the model, so an error raised later in the run (the model failing,
@@ -90,6 +101,46 @@
 // each keep their own memory; resumes and cancellations still resolve once,
 // through the store. Mount the handler at the root of the server (or sign
 // the path the handler sees), since the path is signed.
+//
+// The secret must be at least [MinSecretLen] (32) bytes and not one byte
+// repeated ([CheckSecret], [ErrWeakSecret]): for example the output of
+// "openssl rand -hex 32".
+//
+// # Limits and defaults
+//
+// The handler does no work for a request it cannot authenticate, and
+// bounds what such a request costs:
+//
+//   - A client address that failed authentication (any 401)
+//     Config.FailureBurst times in a row (default 10) is refused with 429
+//     until it earns another try: one per Config.FailureRefill (default
+//     6 s), a token bucket per address (Config.ClientKey, default the IP of
+//     the connection; behind a proxy, key by the address it forwards). At
+//     most Config.MaxClients addresses (default 10000) are remembered; the
+//     forgiven ones are forgotten first.
+//   - The signature headers are checked before the body is read: a
+//     request without well-formed, current ones, a limited address and a
+//     body declared larger than Config.MaxBody (default 1 MiB) are refused
+//     without reading the body, and the connection is closed.
+//   - The body is read up to Config.MaxBody (413 beyond it), and the
+//     signature is checked over it before anything else happens. (After
+//     the handler, net/http may read up to 256 KiB more of a body of
+//     unknown length to reuse the connection.)
+//   - Timestamps more than Config.Window (default 5 min) away are refused.
+//
+// The connection-level limits belong to the http.Server: serve the
+// handler through [NewServer], which sets them (or set the same fields on
+// your own server):
+//
+//	ReadHeaderTimeout  5 s     DefaultReadHeaderTimeout
+//	ReadTimeout        15 s    DefaultReadTimeout: the whole request, body included
+//	WriteTimeout       5 min   DefaultWriteTimeout: until the answer is written,
+//	                           the run a resume or a command starts included
+//	IdleTimeout        15 s    DefaultIdleTimeout: between keep-alive requests
+//	MaxHeaderBytes     16 KiB  DefaultMaxHeaderBytes
+//
+// A run that outlasts WriteTimeout still completes and is saved; its
+// client gets no answer and can look the machine up.
 //
 // A client signs with [SignRequest] (or [Sign] for other HTTP stacks):
 //

@@ -1,6 +1,7 @@
 package resumehttp
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -25,7 +26,8 @@ type errorClass struct {
 // classes is tried in order with errors.Is; the first match wins. Unknown
 // suspend IDs come before store.ErrNotFound, which the runner wraps in
 // them; invalid input before payload decoding, which a command input that
-// does not encode wraps in it.
+// does not encode wraps in it; every class before command.ErrFailed, which
+// wraps whatever a command's handler returned (a panic too).
 var classes = []errorClass{
 	{instance.ErrUnknownSuspendID, http.StatusNotFound, "unknown_suspension", "unknown suspend ID"},
 	{store.ErrNotFound, http.StatusNotFound, "unknown_machine", "unknown machine"},
@@ -38,6 +40,8 @@ var classes = []errorClass{
 	{instance.ErrPayloadDecode, http.StatusBadRequest, "payload_decode", ""},
 	{command.ErrUnknownCommand, http.StatusBadRequest, "unknown_command", ""},
 	{instance.ErrInvalidState, http.StatusBadRequest, "invalid_state", ""},
+	{instance.ErrPanic, http.StatusInternalServerError, "internal", "internal error"},
+	{command.ErrFailed, http.StatusUnprocessableEntity, "command_failed", ""},
 }
 
 // classify returns the status, code and message of err: a class of
@@ -61,18 +65,77 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, attrs 
 	h.writeError(w, r, status, code, msg, attrs...)
 }
 
-// writeError answers with an ErrorBody and logs the failure.
+// writeError answers with an ErrorBody and logs the failure. A 5xx gets a
+// fresh correlation ID, in the body and in the log record.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string, attrs ...slog.Attr) {
 	level := slog.LevelInfo
+	body := ErrorBody{Error: msg, Code: code}
 	switch {
-	case status == http.StatusUnauthorized:
+	case status == http.StatusUnauthorized || status == http.StatusTooManyRequests:
 		level = slog.LevelWarn
 	case status >= 500:
 		level = slog.LevelError
+		body.CorrelationID = rand.Text()
+		attrs = append(attrs, slog.String("correlation_id", body.CorrelationID))
 	}
 	attrs = append(attrs, slog.String("code", code), slog.String("reason", msg))
-	h.respond(w, r, status, ErrorBody{Error: msg, Code: code}, level, "resumehttp: request failed", attrs)
+	h.respond(w, r, status, body, level, "resumehttp: request failed", attrs)
 }
+
+// jsonWriter is the ResponseWriter the endpoints answer through. Every
+// answer of the handler is JSON: one that is not (a redirect of the mux to
+// a clean path, say) is replaced by an ErrorBody with the same status and
+// headers (Location stays).
+type jsonWriter struct {
+	http.ResponseWriter
+	h        *Handler
+	r        *http.Request
+	wrote    bool // the status is written
+	replaced bool // the answer was replaced: drop what follows
+}
+
+// WriteHeader writes the status, or the replacement answer when the
+// headers do not declare JSON.
+func (w *jsonWriter) WriteHeader(status int) {
+	if w.wrote {
+		w.ResponseWriter.WriteHeader(status) // superfluous: net/http says so
+		return
+	}
+	w.wrote = true
+	if w.Header().Get("Content-Type") == "application/json" {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	w.replaced = true
+	w.Header().Del("Content-Length")
+	code, msg := "bad_request", http.StatusText(status)
+	switch {
+	case status >= 300 && status < 400:
+		code, msg = "redirect", "moved to "+w.Header().Get("Location")
+	case status == http.StatusNotFound:
+		code, msg = "not_found", "no such endpoint"
+	case status == http.StatusMethodNotAllowed:
+		code = "method_not_allowed"
+	case status >= 500:
+		code, msg = "internal", "internal error"
+	}
+	w.h.writeError(w.ResponseWriter, w.r, status, code, msg)
+}
+
+// Write writes p, or drops it after a replacement.
+func (w *jsonWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.replaced {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap returns the underlying ResponseWriter, for
+// http.ResponseController.
+func (w *jsonWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // writeJSON answers with v and logs the success.
 func (h *Handler) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any, attrs ...slog.Attr) {

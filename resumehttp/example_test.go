@@ -74,7 +74,7 @@ func Example() {
 	}
 
 	// Serve the endpoints.
-	secret := []byte("a secret of at least 16 bytes")
+	secret := []byte("a secret of at least 32 random bytes, hex for example")
 	h, err := resumehttp.New(resumehttp.Config{Runner: runner, Secret: secret})
 	if err != nil {
 		log.Fatal(err)

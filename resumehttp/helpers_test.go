@@ -31,7 +31,7 @@ import (
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
-var secret = []byte("0123456789abcdef-test-secret")
+var secret = []byte("0123456789abcdef-0123456789abcdef-test-secret")
 
 type counter struct {
 	Count int `json:"count"`
@@ -87,8 +87,9 @@ func deskModel() *scripted.Model {
 }
 
 // deskCharter has a node "desk" with two asking tools and two commands:
-// bump (adds to the count, returns it) and hold (suspends).
-func deskCharter(t testing.TB, model llm.Model, now func() time.Time) *machine.Charter {
+// bump (adds to the count, returns it) and hold (suspends), then the extra
+// commands.
+func deskCharter(t testing.TB, model llm.Model, now func() time.Time, extra ...command.Command[counter]) *machine.Charter {
 	t.Helper()
 	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
 		return "", ctx.Suspend("asking about " + in.What)
@@ -107,7 +108,7 @@ func deskCharter(t testing.TB, model llm.Model, now func() time.Time) *machine.C
 	})
 	desk, err := node.New("desk", node.Config[counter]{
 		Tools:    []node.Tool[counter]{ask, askSoon},
-		Commands: []command.Command[counter]{bump, hold},
+		Commands: append([]command.Command[counter]{bump, hold}, extra...),
 		Validate: func(c counter) error {
 			if c.Count > 100 {
 				return errTooMuch
@@ -130,11 +131,12 @@ func (e stringError) Error() string { return string(e) }
 // env is a real stack: a durable runner over a store, the handler, and a
 // real listener.
 type env struct {
-	runner *durable.Runner
-	model  *scripted.Model
-	clock  *clock
-	srv    *httptest.Server
-	logs   *syncBuffer
+	runner  *durable.Runner
+	handler *resumehttp.Handler
+	model   *scripted.Model
+	clock   *clock
+	srv     *httptest.Server
+	logs    *syncBuffer
 }
 
 type syncBuffer struct {
@@ -156,15 +158,27 @@ func (b *syncBuffer) String() string {
 
 func newEnv(t testing.TB, st store.Store) *env {
 	t.Helper()
+	return newEnvWith(t, st, nil)
+}
+
+// newEnvWith is newEnv with the handler's config adjusted by tune (if not
+// nil) and the extra commands on the desk node.
+func newEnvWith(t testing.TB, st store.Store, tune func(*resumehttp.Config), extra ...command.Command[counter]) *env {
+	t.Helper()
 	e := &env{model: deskModel(), clock: &clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}, logs: &syncBuffer{}}
-	r, err := durable.New(durable.Config{Store: st, Charter: deskCharter(t, e.model, e.clock.Now)})
+	r, err := durable.New(durable.Config{Store: st, Charter: deskCharter(t, e.model, e.clock.Now, extra...)})
 	require.NoError(t, err)
 	e.runner = r
-	h, err := resumehttp.New(resumehttp.Config{
+	cfg := resumehttp.Config{
 		Runner: r, Secret: secret, Clock: e.clock.Now,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	h, err := resumehttp.New(cfg)
 	require.NoError(t, err)
+	e.handler = h
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -9,12 +9,15 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"math"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
@@ -28,9 +31,36 @@ const (
 	// DefaultMaxBody is the largest request body accepted when
 	// Config.MaxBody is zero.
 	DefaultMaxBody = 1 << 20
-	// MinSecretLen is the shortest Config.Secret New accepts.
-	MinSecretLen = 16
+	// MinSecretLen is the shortest Config.Secret New accepts, in bytes.
+	MinSecretLen = 32
+	// DefaultFailureBurst is how many failed authentications a client
+	// address may make in a row when Config.FailureBurst is zero.
+	DefaultFailureBurst = 10
+	// DefaultFailureRefill is how long it takes for one failed
+	// authentication to be forgiven when Config.FailureRefill is zero.
+	DefaultFailureRefill = 6 * time.Second
+	// DefaultMaxClients is how many client addresses the failure limit
+	// remembers when Config.MaxClients is zero.
+	DefaultMaxClients = 10000
 )
+
+// ErrWeakSecret reports a Config.Secret shorter than MinSecretLen bytes or
+// made of one repeated byte.
+var ErrWeakSecret = errors.New("resumehttp: weak secret")
+
+// CheckSecret returns an error wrapping ErrWeakSecret if secret is too
+// weak to sign requests with: shorter than MinSecretLen bytes, or one byte
+// repeated. New calls it; use it to check a secret from the environment
+// before serving.
+func CheckSecret(secret []byte) error {
+	if len(secret) < MinSecretLen {
+		return fmt.Errorf("%w: %d bytes, at least %d needed", ErrWeakSecret, len(secret), MinSecretLen)
+	}
+	if bytes.Count(secret, secret[:1]) == len(secret) {
+		return fmt.Errorf("%w: one character repeated", ErrWeakSecret)
+	}
+	return nil
+}
 
 // Runner is what the handler needs of a durable runner; *durable.Runner
 // satisfies it. Its errors are mapped to status codes with errors.Is (see
@@ -58,7 +88,8 @@ type Config struct {
 	// Runner runs the machines. Required.
 	Runner Runner
 	// Secret is the HMAC-SHA256 key shared with the clients. Required, at
-	// least MinSecretLen bytes.
+	// least MinSecretLen bytes and not one repeated byte (CheckSecret):
+	// for example 32 random bytes, hex-encoded.
 	Secret []byte
 	// Window is how far a request's timestamp may be from Clock, in either
 	// direction (DefaultWindow if zero). It bounds replays.
@@ -66,7 +97,24 @@ type Config struct {
 	// MaxBody is the largest request body accepted, in bytes; larger ones
 	// get 413 (DefaultMaxBody if zero).
 	MaxBody int64
-	// Clock tells the time for the replay window (time.Now if nil).
+	// FailureBurst is how many failed authentications (401s) a client
+	// address may make in a row before its requests are refused with 429
+	// (DefaultFailureBurst if zero).
+	FailureBurst int
+	// FailureRefill is how long it takes for one failed authentication to
+	// be forgiven (DefaultFailureRefill if zero): after its burst, a client
+	// may fail once per FailureRefill.
+	FailureRefill time.Duration
+	// MaxClients bounds how many client addresses the failure limit
+	// remembers (DefaultMaxClients if zero).
+	MaxClients int
+	// ClientKey names the client of a request for the failure limit (the
+	// IP address of r.RemoteAddr if nil). Behind a reverse proxy every
+	// request comes from the proxy's address: return the client address
+	// the proxy forwards, from a header only it can set.
+	ClientKey func(r *http.Request) string
+	// Clock tells the time for the replay window and the failure limit
+	// (time.Now if nil).
 	Clock func() time.Time
 	// Logger receives a record of every request handled: failures of
 	// authentication at Warn, internal errors (with their details) at Error,
@@ -85,6 +133,8 @@ type Handler struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	replays replayCache
+	limit   failureLimit
+	client  func(*http.Request) string
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -94,12 +144,15 @@ func New(cfg Config) (*Handler, error) {
 	switch {
 	case cfg.Runner == nil:
 		return nil, errors.New("resumehttp: Config.Runner is required")
-	case len(cfg.Secret) < MinSecretLen:
-		return nil, fmt.Errorf("resumehttp: Config.Secret must be at least %d bytes", MinSecretLen)
 	case cfg.Window < 0:
 		return nil, errors.New("resumehttp: Config.Window is negative")
 	case cfg.MaxBody < 0:
 		return nil, errors.New("resumehttp: Config.MaxBody is negative")
+	case cfg.FailureBurst < 0 || cfg.FailureRefill < 0 || cfg.MaxClients < 0:
+		return nil, errors.New("resumehttp: Config.FailureBurst, FailureRefill or MaxClients is negative")
+	}
+	if err := CheckSecret(cfg.Secret); err != nil {
+		return nil, fmt.Errorf("Config.Secret: %w", err)
 	}
 	h := &Handler{
 		runner:  cfg.Runner,
@@ -108,6 +161,16 @@ func New(cfg Config) (*Handler, error) {
 		maxBody: cfg.MaxBody,
 		now:     cfg.Clock,
 		log:     cfg.Logger,
+		client:  cfg.ClientKey,
+		limit: failureLimit{
+			burst:   float64(orDefault(cfg.FailureBurst, DefaultFailureBurst)),
+			refill:  orDefault(cfg.FailureRefill, DefaultFailureRefill),
+			max:     orDefault(cfg.MaxClients, DefaultMaxClients),
+			clients: map[string]*bucket{},
+		},
+	}
+	if h.client == nil {
+		h.client = remoteIP
 	}
 	if h.window == 0 {
 		h.window = DefaultWindow
@@ -156,35 +219,82 @@ func (h *Handler) routes() *http.ServeMux {
 	return mux
 }
 
-// ServeHTTP authenticates the request, then serves it. Unsigned, stale or
-// malformed requests are refused before their body is read.
+// ServeHTTP authenticates the request, then serves it. A client address
+// over its failure limit, and unsigned, stale or malformed requests, are
+// refused before their body is read, as is a body declared larger than
+// MaxBody; the signature is then checked over the body read up to MaxBody,
+// before any other work.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
+	defer h.recoverPanic(jw, r)
+	client := h.client(r)
+	if wait := h.limit.wait(client, h.now()); wait > 0 {
+		jw.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+		h.refuse(jw, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
+		return
+	}
 	ts, sig, aerr := checkHeaders(r, h.now(), h.window)
 	if aerr != nil {
-		h.writeError(w, r, http.StatusUnauthorized, aerr.code, aerr.msg)
+		h.limit.fail(client, h.now())
+		h.refuse(jw, r, http.StatusUnauthorized, aerr.code, aerr.msg)
+		return
+	}
+	if r.ContentLength > h.maxBody {
+		h.refuse(jw, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			h.writeError(w, r, http.StatusRequestEntityTooLarge, "body_too_large",
-				fmt.Sprintf("request body exceeds %d bytes", h.maxBody))
+			h.writeError(jw, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
 			return
 		}
-		h.writeError(w, r, http.StatusBadRequest, "bad_request", "cannot read the request body")
+		h.refuse(jw, r, http.StatusBadRequest, "bad_request", "cannot read the request body")
 		return
 	}
 	if !verify(h.secret, r, ts, sig, body) {
-		h.writeError(w, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
+		h.limit.fail(client, h.now())
+		h.writeError(jw, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.replays.first(sig, h.now(), h.window) {
-		h.writeError(w, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
+		h.limit.fail(client, h.now())
+		h.writeError(jw, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(jw, r)
+}
+
+func (h *Handler) tooLarge() string {
+	return fmt.Sprintf("request body exceeds %d bytes", h.maxBody)
+}
+
+// refuse answers a request whose body is left unread, and closes the
+// connection rather than let the server drain the body.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Connection", "close")
+	h.writeError(w, r, status, code, msg)
+}
+
+// recoverPanic turns a panic of an endpoint into a 500 with a correlation
+// ID, logged with the panic value and the stack. http.ErrAbortHandler
+// goes on up, as net/http expects.
+func (h *Handler) recoverPanic(w *jsonWriter, r *http.Request) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler { //nolint:errorlint // the sentinel is panicked as is
+		panic(p)
+	}
+	attrs := []slog.Attr{slog.Any("panic", p), slog.String("stack", string(debug.Stack()))}
+	if w.wrote {
+		h.log.LogAttrs(r.Context(), slog.LevelError, "resumehttp: panic after the answer began", attrs...)
+		return
+	}
+	h.writeError(w, r, http.StatusInternalServerError, "internal", "internal error", attrs...)
 }
 
 // runContext is the context of a run started by r: detached from the
@@ -228,6 +338,10 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("name")
+	if err := store.CheckID(id); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	var req InvokeRequest
 	if !h.decode(w, r, &req) {
 		return
@@ -242,7 +356,7 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	sus, err := h.runner.Suspension(r.Context(), r.PathValue("id"))
+	sus, err := h.suspension(r, r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -286,7 +400,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) commands(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	cmds, err := h.runner.Commands(r.Context(), id)
+	err := store.CheckID(id)
+	var cmds []durable.CommandInfo
+	if err == nil {
+		cmds, err = h.runner.Commands(r.Context(), id)
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -301,7 +419,7 @@ func (h *Handler) commands(w http.ResponseWriter, r *http.Request) {
 // unknown, 409 if it is no longer pending. Looking it up first also names
 // the machine for the summary.
 func (h *Handler) pending(w http.ResponseWriter, r *http.Request, suspendID string) (store.Suspension, bool) {
-	sus, err := h.runner.Suspension(r.Context(), suspendID)
+	sus, err := h.suspension(r, suspendID)
 	if err != nil {
 		h.fail(w, r, err)
 		return sus, false
@@ -312,6 +430,15 @@ func (h *Handler) pending(w http.ResponseWriter, r *http.Request, suspendID stri
 		return sus, false
 	}
 	return sus, true
+}
+
+// suspension looks suspendID up in the runner's index. An ID no store can
+// hold (store.ValidID) is unknown without asking.
+func (h *Handler) suspension(r *http.Request, suspendID string) (store.Suspension, error) {
+	if err := store.CheckID(suspendID); err != nil {
+		return store.Suspension{}, fmt.Errorf("%w: %w", instance.ErrUnknownSuspendID, err)
+	}
+	return h.runner.Suspension(r.Context(), suspendID)
 }
 
 // finish drains a run and answers with its summary, or with the error that

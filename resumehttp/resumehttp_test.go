@@ -18,6 +18,7 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/memstore"
 )
 
 func TestResumeFlow(t *testing.T) {
@@ -174,7 +175,8 @@ func TestListFilters(t *testing.T) {
 // TestErrors checks every error status over the real listener: the JSON
 // body, and that the machine is exactly as before.
 func TestErrors(t *testing.T) {
-	e := memEnv(t)
+	// Many failed authentications in a row: above the default limit.
+	e := newEnvWith(t, memstore.New(), func(c *resumehttp.Config) { c.FailureBurst = 100 })
 	mid, sid := e.start(t, "refund")
 	now := e.clock.Now()
 	window := resumehttp.DefaultWindow
@@ -210,7 +212,7 @@ func TestErrors(t *testing.T) {
 		{"signature too short", withHeader(e.signed(t, "POST", resumePath(sid), `{}`), resumehttp.HeaderSignature, goodSig[:len(goodSig)-2]), 401, "malformed_signature"},
 		{"wrong secret", func() *http.Request {
 			req := e.request(t, "POST", resumePath(sid), `{"payload":"x"}`)
-			resumehttp.SignRequest([]byte("another secret, just as long"), req, []byte(`{"payload":"x"}`), now)
+			resumehttp.SignRequest([]byte("another secret, just as long as the real one"), req, []byte(`{"payload":"x"}`), now)
 			return req
 		}(), 401, "bad_signature"},
 		{"tampered body", func() *http.Request {

@@ -109,6 +109,9 @@ type ErrorBody struct {
 	// Code says what went wrong, for programs (see the package
 	// documentation for the list).
 	Code string `json:"code"`
+	// CorrelationID identifies a 5xx answer in the handler's log, where
+	// its details are; absent on other answers.
+	CorrelationID string `json:"correlation_id,omitempty"`
 }
 
 func suspensionOf(s store.Suspension) Suspension {

@@ -334,15 +334,18 @@ func TestServeNeedsASecret(t *testing.T) {
 	err := c.Run(context.Background(), []string{"serve", "--db", db})
 	require.ErrorContains(t, err, "$MARKOV_SECRET is not set")
 
-	c = &CLI{Charter: charter, Getenv: func(k string) string { return map[string]string{"S": "short"}[k] }}
-	err = c.Run(context.Background(), []string{"serve", "--db", db, "--secret-env", "S"})
-	require.ErrorContains(t, err, "$S is too short")
+	for _, weak := range []string{"short", strings.Repeat(" ", 16), strings.Repeat("a", 64)} {
+		c = &CLI{Charter: charter, Getenv: func(k string) string { return map[string]string{"S": weak}[k] }}
+		err = c.Run(context.Background(), []string{"serve", "--db", db, "--secret-env", "S"})
+		require.ErrorIs(t, err, resumehttp.ErrWeakSecret)
+		require.ErrorContains(t, err, "$S: ")
+	}
 }
 
 func TestServe(t *testing.T) {
 	charter := refundCharter(t)
 	db, machineID, suspendID := parked(t, charter)
-	secret := []byte("0123456789abcdef-test-secret")
+	secret := []byte("0123456789abcdef-0123456789abcdef-test-secret")
 
 	var out, errb syncBuffer
 	addrs := make(chan net.Addr, 1)
@@ -464,7 +467,7 @@ func TestServeSweepsExpiredSuspensions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	c := &CLI{Charter: charter, Getenv: func(string) string { return "0123456789abcdef" }, Stderr: io.Discard}
+	c := &CLI{Charter: charter, Getenv: func(string) string { return "0123456789abcdef-0123456789abcdef" }, Stderr: io.Discard}
 	go func() { done <- c.Run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--sweep", "5ms"}) }()
 	require.Eventually(t, func() bool {
 		return run(t, charter, "pending", "--db", db).stdout == "no pending suspensions in "+db+"\n"

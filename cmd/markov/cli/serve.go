@@ -37,11 +37,11 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 		return Usagef("serve", "--sweep must not be negative")
 	}
 	secret := c.getenv(*secretEnv)
-	if len(secret) < resumehttp.MinSecretLen {
-		if secret == "" {
-			return fmt.Errorf("$%s is not set: set it to the HMAC secret the callers sign with (at least %d bytes)", *secretEnv, resumehttp.MinSecretLen)
-		}
-		return fmt.Errorf("$%s is too short: the HMAC secret needs at least %d bytes", *secretEnv, resumehttp.MinSecretLen)
+	if secret == "" {
+		return fmt.Errorf("$%s is not set: set it to the HMAC secret the callers sign with (at least %d bytes; for example: openssl rand -hex 32)", *secretEnv, resumehttp.MinSecretLen)
+	}
+	if err := resumehttp.CheckSecret([]byte(secret)); err != nil {
+		return fmt.Errorf("$%s: %w (for example: openssl rand -hex 32)", *secretEnv, err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), nil))
@@ -60,7 +60,7 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.Logger.Handler(), slog.LevelWarn)}
+	srv := resumehttp.NewServer(*addr, h, resumehttp.ServerConfig{Logger: c.Logger})
 
 	w := c.Out()
 	c.PrintModel()

@@ -1,0 +1,94 @@
+package resumehttp
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// failureLimit is a token bucket per client address, drawn on by failed
+// authentications only: a client may fail burst times in a row, then once
+// per refill; while its bucket is empty every request of that address is
+// refused before it is read. It remembers at most max addresses: a full
+// bucket is the same as none, so those are forgotten first, and when every
+// remembered address is limited the one whose bucket fills soonest goes.
+type failureLimit struct {
+	burst  float64
+	refill time.Duration
+	max    int
+
+	mu      sync.Mutex
+	clients map[string]*bucket
+}
+
+// bucket is one address's tokens as of at.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// level returns the tokens of b at now.
+func (l *failureLimit) level(b *bucket, now time.Time) float64 {
+	return min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.refill))
+}
+
+// wait reports how long client must wait before its next request is
+// heard: zero if it may go on.
+func (l *failureLimit) wait(client string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.clients[client]
+	if !ok {
+		return 0
+	}
+	if t := l.level(b, now); t < 1 {
+		return time.Duration(math.Ceil((1 - t) * float64(l.refill)))
+	}
+	return 0
+}
+
+// fail takes a token from client's bucket.
+func (l *failureLimit) fail(client string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.clients[client]
+	if !ok {
+		if len(l.clients) >= l.max {
+			l.evict(now)
+		}
+		b = &bucket{tokens: l.burst, at: now}
+		l.clients[client] = b
+	}
+	b.tokens, b.at = l.level(b, now)-1, now
+}
+
+// evict makes room for one more client: it forgets the full buckets, or
+// else the fullest one.
+func (l *failureLimit) evict(now time.Time) {
+	var fullest string
+	most := math.Inf(-1)
+	for k, b := range l.clients {
+		t := l.level(b, now)
+		if t >= l.burst {
+			delete(l.clients, k)
+			continue
+		}
+		if t > most {
+			fullest, most = k, t
+		}
+	}
+	if len(l.clients) >= l.max {
+		delete(l.clients, fullest)
+	}
+}
+
+// remoteIP is the default client key: the IP of r.RemoteAddr.
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
