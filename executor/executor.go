@@ -624,7 +624,7 @@ func (e *Executor) Command(ctx context.Context, leaf *Leaf, name string, input j
 		}
 		co.Value, co.Suspended = nil, &c
 	case err != nil:
-		return nil, fmt.Errorf("%w: %s: %w", command.ErrFailed, name, err)
+		return nil, command.Failed(name, err)
 	}
 	if f.Dirty {
 		if pack != nil {
