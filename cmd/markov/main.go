@@ -27,7 +27,9 @@
 //	cancel <suspend-id> [reason...]   cancel a suspension
 //	graph [--format mermaid|graphviz] print the charter's node graph
 //	serve [--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]
+//	      [--read-timeout D] [--write-timeout D] [--idle-timeout D]
 //	                                  serve the HMAC-signed HTTP resume endpoint
+//	                                  (timeouts default to resumehttp's: 15s, 5m, 15s)
 //
 // --db defaults to markov.db in the current directory (the demo uses a
 // fresh temporary database unless --db is given). Exit status: 0 on

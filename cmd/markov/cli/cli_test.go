@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -358,7 +359,7 @@ func TestServe(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- c.Run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret-env", "TEST_SECRET", "--sweep", "10ms"})
+		done <- c.Run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret-env", "TEST_SECRET", "--sweep", "10ms", "--idle-timeout", "100ms"})
 	}()
 	var addr net.Addr
 	select {
@@ -391,6 +392,25 @@ func TestServe(t *testing.T) {
 	require.True(t, sum.Done)
 	require.Empty(t, sum.Pending)
 	require.Equal(t, "Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana.", sum.Text)
+
+	// The server closes an idle keep-alive connection after --idle-timeout.
+	conn, err := net.Dial("tcp", addr.String())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	req, err = http.NewRequest(http.MethodGet, "http://"+addr.String()+"/suspensions", nil)
+	require.NoError(t, err)
+	resumehttp.SignRequest(secret, req, nil, time.Now())
+	require.NoError(t, req.Write(conn))
+	br := bufio.NewReader(conn)
+	resp, err = http.ReadResponse(br, req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.False(t, resp.Close)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, br)
+	require.NoError(t, err, "the idle connection was not closed")
 
 	cancel()
 	select {

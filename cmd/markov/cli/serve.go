@@ -26,6 +26,10 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to listen on")
 	secretEnv := fs.String("secret-env", "MARKOV_SECRET", "the environment `variable` holding the HMAC secret shared with the callers")
 	sweep := fs.Duration("sweep", 30*time.Second, "how often to resolve expired suspensions (0: never)")
+	var scfg resumehttp.ServerConfig
+	fs.DurationVar(&scfg.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
+	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written, the run it starts included")
+	fs.DurationVar(&scfg.IdleTimeout, "idle-timeout", resumehttp.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	pos, err := c.Parse(fs, "serve", args)
 	if err != nil {
 		return err
@@ -35,6 +39,9 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	}
 	if *sweep < 0 {
 		return Usagef("serve", "--sweep must not be negative")
+	}
+	if scfg.ReadTimeout <= 0 || scfg.WriteTimeout <= 0 || scfg.IdleTimeout <= 0 {
+		return Usagef("serve", "--read-timeout, --write-timeout and --idle-timeout must be positive")
 	}
 	secret := c.getenv(*secretEnv)
 	if secret == "" {
@@ -60,7 +67,8 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := resumehttp.NewServer(*addr, h, resumehttp.ServerConfig{Logger: c.Logger})
+	scfg.Logger = c.Logger
+	srv := resumehttp.NewServer(*addr, h, scfg)
 
 	w := c.Out()
 	c.PrintModel()
