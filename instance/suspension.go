@@ -193,6 +193,10 @@ type HeldReply struct {
 	Transition *Effect
 	// Terminal ends the turn after the resume without another model call.
 	Terminal bool
+	// Deferred is user input that arrived while the reply was held. It
+	// enters history after the reply and its results, so the model sees
+	// its own action before the words that came later.
+	Deferred []message.Message
 }
 
 // SuspensionState is everything an instance waits for.
@@ -225,6 +229,7 @@ func (s *SuspensionState) Clone() *SuspensionState {
 		r := *s.Reply
 		r.Message = r.Message.Clone()
 		r.Results = cloneParts(r.Results)
+		r.Deferred = message.CloneAll(r.Deferred)
 		if r.Transition != nil {
 			t := *r.Transition
 			r.Transition = &t

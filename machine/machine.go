@@ -88,7 +88,8 @@ type Step struct {
 	// Done marks the last step of this Run.
 	Done bool
 	// Messages were added to history in this step (the caller's own input
-	// messages excepted).
+	// messages excepted; input deferred behind a held reply is reported
+	// when the released reply brings it into history).
 	Messages []message.Message
 	// Held are model replies parked with a suspension in this step: they
 	// enter history, and Messages, with their results once every call is

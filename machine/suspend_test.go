@@ -15,6 +15,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/serialize"
 )
 
 type approval struct {
@@ -409,18 +410,62 @@ func TestSuspendedWorkerBesidePrimary(t *testing.T) {
 	require.Len(t, m.Root().Children, 1)
 }
 
+// TestAllSuspendedKeepsInput: input sent while every leaf is suspended is
+// kept, and enters history after the held reply and its results, so the
+// model sees its own call before the words that came later — also across
+// a restart.
 func TestAllSuspendedKeepsInput(t *testing.T) {
-	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("done"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in memory", true: "across a restart"}[restart], func(t *testing.T) {
+			model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("done"))
+			c := charter(t, model, suspendNode(t), doneNode(t))
+			m := newMachine(t, c, "desk")
+			ids := pendingIDs(run(t, m, machine.UserText("go")))
+			steps := run(t, m, machine.UserText("hurry up"))
+			require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
+			require.Equal(t, ids, pendingIDs(steps))
+			require.Equal(t, 1, model.Calls())
+			if restart {
+				var err error
+				m, err = serialize.Unmarshal(c, marshal(t, m))
+				require.NoError(t, err)
+			}
+			steps = run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+			require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+			want := []message.Role{message.User, message.Assistant, message.Tool, message.User}
+			msgs := model.Requests()[1].Messages
+			require.Equal(t, want, roles(msgs))
+			require.Equal(t, []string{"go", "hurry up"}, []string{msgs[0].Text(), msgs[3].Text()})
+			require.Equal(t, []string{"ok"}, texts(msgs[2].Parts))
+			require.Equal(t, append(want, message.Assistant), roles(m.History()))
+		})
+	}
+}
+
+// TestInputBehindATerminalReply: input deferred behind a held reply with a
+// terminal tool starts a new turn once the reply is released.
+func TestInputBehindATerminalReply(t *testing.T) {
+	finish := node.NewTool("finish", "end the conversation", func(*node.ToolContext[counter], empty) (string, error) {
+		return "goodbye", nil
+	}, node.Terminal())
+	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "finish"}), scripted.Text("one more thing, then"))
+	m := newMachine(t, charter(t, model, suspendNode(t, finish), doneNode(t)), "desk")
 	ids := pendingIDs(run(t, m, machine.UserText("go")))
-	steps := run(t, m, machine.UserText("hurry up"))
-	require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
-	require.Equal(t, ids, pendingIDs(steps))
-	require.Equal(t, 1, model.Calls())
-	run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+	run(t, m, machine.UserText("wait, one more thing"))
+	steps := run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	require.Equal(t, 2, model.Calls())
 	msgs := model.Requests()[1].Messages
-	require.Equal(t, []string{"go", "hurry up"}, []string{msgs[0].Text(), msgs[1].Text()})
-	require.Equal(t, message.Tool, msgs[3].Role)
+	require.Equal(t, []message.Role{message.User, message.Assistant, message.Tool, message.User}, roles(msgs))
+	require.Equal(t, "wait, one more thing", msgs[3].Text())
+}
+
+func roles(msgs []message.Message) []message.Role {
+	out := make([]message.Role, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Role
+	}
+	return out
 }
 
 func TestHeldTransition(t *testing.T) {

@@ -252,15 +252,28 @@ func errDuplicateID(id string) error {
 }
 
 // userMessage adds user input to history and wakes the primary leaf. The
-// caller's own input is not reported back in steps.
+// caller's own input is not reported back in steps. Input for a primary
+// leaf that holds a reply waits on it, to enter history after the reply
+// and its results.
 func (t *tx) userMessage(msg message.Message) {
 	msg.Role = message.User
 	msg.Source = message.Source{}
+	if l := t.m.charter.primaryLeaf(t.root); l != nil && l.Suspension != nil && l.Suspension.Reply != nil {
+		r := l.Suspension.Reply
+		r.Deferred = append(r.Deferred, msg.Clone())
+		return
+	}
 	caughtUp := t.reported == len(t.added)
 	t.add(msg.Clone())
 	if caughtUp {
 		t.reported++
 	}
+	t.wake(msg)
+}
+
+// wake starts a turn of the primary leaf for user input msg, unless msg
+// is silent.
+func (t *tx) wake(msg message.Message) {
 	if l := t.m.charter.primaryLeaf(t.root); l != nil && !msg.Silent {
 		l.Idle = false
 	}
@@ -521,20 +534,27 @@ func (t *tx) fillSlot(in *instance.Instance, part message.Part) {
 
 // finish drops a suspension with nothing pending and releases its held
 // reply: the assistant message and every result enter history together,
-// then the held transition applies.
+// then the held transition applies, then the user input deferred behind
+// the reply enters history (and, unless silent, starts a new turn of the
+// primary leaf, even after a terminal tool).
 func (t *tx) finish(in *instance.Instance) {
 	s := in.Suspension
 	if s == nil || s.PendingCount() > 0 {
 		return
 	}
 	in.Suspension = nil
-	if s.Reply == nil {
+	r := s.Reply
+	if r == nil {
 		return
 	}
-	t.addExchange(in, s.Reply.Message, s.Reply.Results)
-	in.Idle = s.Reply.Terminal
-	if s.Reply.Transition != nil {
-		t.applyEffect(in, *s.Reply.Transition, !s.Reply.Terminal)
+	t.addExchange(in, r.Message, r.Results)
+	in.Idle = r.Terminal
+	if r.Transition != nil {
+		t.applyEffect(in, *r.Transition, !r.Terminal)
+	}
+	for _, msg := range r.Deferred {
+		t.add(msg)
+		t.wake(msg)
 	}
 }
 

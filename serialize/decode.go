@@ -29,7 +29,7 @@ func (v1) machine(c *machine.Charter, body []byte) (*instance.Instance, []messag
 		case "r":
 			root, err = d.instance(1)
 		case "h":
-			history, err = d.history()
+			history, err = d.messages("history")
 		default:
 			err = d.r.skip()
 		}
@@ -153,16 +153,18 @@ func (d *decoder) array(what string, fn func(n int) error) error {
 	return fn(n)
 }
 
-func (d *decoder) history() ([]message.Message, error) {
+// messages decodes an array of messages: the history, or the input
+// deferred behind a held reply.
+func (d *decoder) messages(what string) ([]message.Message, error) {
 	var h []message.Message
-	err := d.array("history", func(n int) error {
+	err := d.array(what, func(n int) error {
 		if n == 0 {
 			return nil
 		}
 		h = make([]message.Message, n)
 		for i := range h {
 			if err := d.message(&h[i]); err != nil {
-				return fmt.Errorf("history message %d: %w", i, err)
+				return fmt.Errorf("%s message %d: %w", what, i, err)
 			}
 		}
 		return nil
@@ -509,6 +511,8 @@ func (d *decoder) reply() (*instance.HeldReply, error) {
 			err = d.effect(eff)
 		case "x":
 			r.Terminal, err = d.r.bool()
+		case "d":
+			r.Deferred, err = d.messages("deferred input")
 		default:
 			err = d.r.skip()
 		}

@@ -67,7 +67,8 @@
 //	held reply {m: message, r: [result part], x: terminal,
 //	           t: {k: effect kind, t: target, s: state JSON, sv: state version,
 //	               c: [{i: ID, n: node, s: state JSON, sv: state version}],
-//	               x: cede content JSON}}
+//	               x: cede content JSON},
+//	           d: [message] (user input deferred behind the reply)}
 //	message   {r: role, p: [part], s: {i: instance ID, n: node, t: to}, q: silent}
 //	part      {k: kind, t: text, i: ID, n: name, d: data, e: is error,
 //	           g: signature, u: suspend ID}

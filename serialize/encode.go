@@ -156,12 +156,17 @@ func (e *encoder) machine(root *instance.Instance, history []message.Message) er
 	}
 	if len(history) > 0 {
 		e.b = appendKey(e.b, "h")
-		e.b = appendArrayLen(e.b, len(history))
-		for i := range history {
-			e.message(&history[i])
-		}
+		e.messages(history)
 	}
 	return nil
+}
+
+// messages appends an array of messages.
+func (e *encoder) messages(msgs []message.Message) {
+	e.b = appendArrayLen(e.b, len(msgs))
+	for i := range msgs {
+		e.message(&msgs[i])
+	}
 }
 
 // state appends a state value: natively, or as JSON bytes when asJSON.
@@ -362,7 +367,7 @@ func (e *encoder) reply(r *instance.HeldReply) error {
 		}
 		eff = &w
 	}
-	e.b = appendMapLen(e.b, 1+count(len(r.Results) > 0, eff != nil, r.Terminal))
+	e.b = appendMapLen(e.b, 1+count(len(r.Results) > 0, eff != nil, r.Terminal, len(r.Deferred) > 0))
 	e.b = appendKey(e.b, "m")
 	e.message(&r.Message)
 	if len(r.Results) > 0 {
@@ -379,6 +384,10 @@ func (e *encoder) reply(r *instance.HeldReply) error {
 	if r.Terminal {
 		e.b = appendKey(e.b, "x")
 		e.b = appendBool(e.b, true)
+	}
+	if len(r.Deferred) > 0 {
+		e.b = appendKey(e.b, "d")
+		e.messages(r.Deferred)
 	}
 	return nil
 }

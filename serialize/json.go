@@ -115,14 +115,19 @@ func toWire(c *machine.Charter, root *instance.Instance, history []message.Messa
 	if err != nil {
 		return nil, err
 	}
-	w := &wireMachine{Root: r}
-	if len(history) > 0 {
-		w.History = make([]wireMessage, len(history))
-		for i := range history {
-			w.History[i] = toWireMessage(&history[i], f.jsonForm())
-		}
+	return &wireMachine{Root: r, History: toWireMessages(history, f.jsonForm())}, nil
+}
+
+// toWireMessages converts messages to the wire model (nil when empty).
+func toWireMessages(msgs []message.Message, jsonForm bool) []wireMessage {
+	if len(msgs) == 0 {
+		return nil
 	}
-	return w, nil
+	w := make([]wireMessage, len(msgs))
+	for i := range msgs {
+		w[i] = toWireMessage(&msgs[i], jsonForm)
+	}
+	return w
 }
 
 func (e *encoder) toWireInstance(in *instance.Instance, depth int, f stateForm) (*wireInstance, error) {
@@ -183,7 +188,7 @@ func (e *encoder) toWireInstance(in *instance.Instance, depth int, f stateForm) 
 			w.Suspension.Calls = append(w.Suspension.Calls, wc)
 		}
 		if r := s.Reply; r != nil {
-			wr := &wireReply{Message: toWireMessage(&r.Message, f.jsonForm()), Terminal: r.Terminal}
+			wr := &wireReply{Message: toWireMessage(&r.Message, f.jsonForm()), Terminal: r.Terminal, Deferred: toWireMessages(r.Deferred, f.jsonForm())}
 			for i := range r.Results {
 				wr.Results = append(wr.Results, toWirePart(&r.Results[i], f.jsonForm()))
 			}
@@ -272,14 +277,19 @@ func fromWire(c *machine.Charter, w *wireMachine) (*instance.Instance, []message
 	if err != nil {
 		return nil, nil, err
 	}
-	var history []message.Message
-	if len(w.History) > 0 {
-		history = make([]message.Message, len(w.History))
-		for i := range w.History {
-			history[i] = fromWireMessage(&w.History[i])
-		}
+	return root, fromWireMessages(w.History), nil
+}
+
+// fromWireMessages converts wire messages back (nil when empty).
+func fromWireMessages(w []wireMessage) []message.Message {
+	if len(w) == 0 {
+		return nil
 	}
-	return root, history, nil
+	msgs := make([]message.Message, len(w))
+	for i := range w {
+		msgs[i] = fromWireMessage(&w[i])
+	}
+	return msgs
 }
 
 func fromWireInstance(c *machine.Charter, w *wireInstance, depth int) (*instance.Instance, error) {
@@ -327,7 +337,7 @@ func fromWireInstance(c *machine.Charter, w *wireInstance, depth int) (*instance
 			s.Calls = append(s.Calls, fromWireCall(&wc))
 		}
 		if wr := ws.Reply; wr != nil {
-			r := &instance.HeldReply{Message: fromWireMessage(&wr.Message), Terminal: wr.Terminal}
+			r := &instance.HeldReply{Message: fromWireMessage(&wr.Message), Terminal: wr.Terminal, Deferred: fromWireMessages(wr.Deferred)}
 			for i := range wr.Results {
 				r.Results = append(r.Results, fromWirePart(&wr.Results[i]))
 			}

@@ -218,6 +218,9 @@ func (g *gen) suspension(instanceID string) *instance.SuspensionState {
 		if g.chance(0.6) {
 			r.Transition = g.effect()
 		}
+		for range g.r.IntN(3) {
+			r.Deferred = append(r.Deferred, g.message())
+		}
 		s.Reply = r
 	}
 	return s

@@ -93,10 +93,11 @@ type wireTimeout struct {
 
 // wireReply is instance.HeldReply. A pending result slot is an empty part.
 type wireReply struct {
-	Message    wireMessage `msgpack:"m" json:"m"`
-	Results    []wirePart  `msgpack:"r,omitempty" json:"r,omitempty"`
-	Transition *wireEffect `msgpack:"t,omitempty" json:"t,omitempty"`
-	Terminal   bool        `msgpack:"x,omitempty" json:"x,omitempty"`
+	Message    wireMessage   `msgpack:"m" json:"m"`
+	Results    []wirePart    `msgpack:"r,omitempty" json:"r,omitempty"`
+	Transition *wireEffect   `msgpack:"t,omitempty" json:"t,omitempty"`
+	Terminal   bool          `msgpack:"x,omitempty" json:"x,omitempty"`
+	Deferred   []wireMessage `msgpack:"d,omitempty" json:"d,omitempty"`
 }
 
 // wireEffect is a held instance.Effect. States are JSON of the target
