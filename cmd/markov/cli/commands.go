@@ -28,7 +28,7 @@ func builtins() []Command {
 		{Name: "cancel", Args: "<suspend-id> [reason...]", Summary: "cancel a suspension (the call fails with the reason) and run its machine on", Run: Cancel},
 		{Name: "run", Args: "<machine-id> [message...]", Summary: "send a machine a user message (none: continue pending work) and run it", Run: RunMachine},
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
-		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
+		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
 	}
 }
 
