@@ -42,6 +42,9 @@ type Executor struct {
 	Instructions string
 	// Settings are the charter's default model settings.
 	Settings llm.Settings
+	// ToolTimeout bounds each call of a tool without a timeout of its own
+	// (node.Timeout); zero means no limit. See ErrToolTimeout.
+	ToolTimeout time.Duration
 	// Nodes resolves node names; it returns nil for an unknown name.
 	Nodes func(name string) *node.Node
 	// Now is the clock.
@@ -213,7 +216,8 @@ func (e *Executor) generate(ctx context.Context, req *llm.Request) (*llm.Respons
 	return resp, nil
 }
 
-// call runs one tool call inside a span.
+// call runs one tool call inside a span, within the tool's timeout. The
+// frame is nil when the call timed out.
 func (e *Executor) call(ctx context.Context, leaf *Leaf, ent entry, u message.Part, state any, packs map[string]any) (*frame.Frame, any, error) {
 	ctx, span := e.tracer().Start(ctx, "markov.tool")
 	if span.IsRecording() {
@@ -224,13 +228,16 @@ func (e *Executor) call(ctx context.Context, leaf *Leaf, ent entry, u message.Pa
 	if ent.tool.Concurrent {
 		f.ReadOnly = true
 	}
-	out, err := frame.Call(ent.tool.Run, f, u.Data)
+	f, out, err := e.limit(ctx, ent.tool, f, func(f *frame.Frame) (any, error) { return frame.Call(ent.tool.Run, f, u.Data) })
 	if span.IsRecording() {
 		outcome := "ok"
 		var sr *instance.SuspendRequest
 		switch {
 		case errors.As(err, &sr):
 			outcome = "suspended"
+		case errors.Is(err, ErrToolTimeout):
+			outcome = "timeout"
+			span.SetStatus(codes.Error, err.Error())
 		case err != nil:
 			outcome = "error"
 			span.SetStatus(codes.Error, err.Error())
@@ -547,8 +554,9 @@ func (e *Executor) Resolve(ctx context.Context, leaf *Leaf, call *instance.Suspe
 	if !ok || ent.tool.Resume == nil {
 		return message.ToolResult(call.ToolUseID, PayloadText(r.Payload), r.IsError), state, nil
 	}
-	f := e.newFrame(ctx, leaf, ent, state, nil)
-	out, err := frame.CallResume(ent.tool.Resume, f, call.Input, r)
+	f, out, err := e.limit(ctx, ent.tool, e.newFrame(ctx, leaf, ent, state, nil), func(f *frame.Frame) (any, error) {
+		return frame.CallResume(ent.tool.Resume, f, call.Input, r)
+	})
 	var sr *instance.SuspendRequest
 	if errors.As(err, &sr) {
 		c := e.NewCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)

@@ -60,6 +60,14 @@ type CharterConfig struct {
 	SystemPrompt PromptBuilder
 	// MaxSteps bounds the rounds of one Run (DefaultMaxSteps if zero).
 	MaxSteps int
+	// ToolTimeout bounds each call of a tool (and of its resume handler)
+	// that sets no timeout of its own with node.Timeout. A call that
+	// outlives it becomes an error result the model sees ("tool X timed
+	// out after D") and the round goes on; a handler that ignores its
+	// context is abandoned and whatever it returns or writes later is
+	// discarded. Zero means no limit: such a handler holds Run until it
+	// returns.
+	ToolTimeout time.Duration
 	// Clock tells the time for suspensions and deadlines (time.Now if nil).
 	Clock func() time.Time
 	// NewID returns fresh instance and suspend IDs (random, unguessable
@@ -181,6 +189,7 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 		Prompt:       cfg.SystemPrompt,
 		Instructions: cfg.Instructions,
 		Settings:     cfg.Settings,
+		ToolTimeout:  cfg.ToolTimeout,
 		Nodes:        c.Node,
 		Now:          c.now,
 		NewID:        c.newID,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
@@ -77,6 +78,23 @@ func Concurrent() ToolOption { return toolOption(func(t *frame.Tool) { t.Concurr
 // Terminal ends the turn after the tool runs: its result is final and the
 // model is not called again until new input arrives.
 func Terminal() ToolOption { return toolOption(func(t *frame.Tool) { t.Terminal = true }) }
+
+// Timeout bounds each call of the tool, and of its resume handler, to d,
+// in place of the charter's default (machine.CharterConfig.ToolTimeout).
+// The handler's context is cancelled at d; a call that has not returned
+// by then becomes the error result "tool NAME timed out after D", the
+// model sees it and the round goes on. A handler that ignores its context
+// is abandoned: what it returns or writes afterwards is discarded. d must
+// be positive.
+func Timeout(d time.Duration) ToolOption {
+	return toolOption(func(t *frame.Tool) {
+		if d <= 0 {
+			t.Err = fmt.Errorf("timeout %s is not positive", d)
+			return
+		}
+		t.Timeout = d
+	})
+}
 
 // OnResume registers a resume handler: when a suspension of this tool is
 // resumed, fn receives the original typed input and the resolution and

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -211,7 +212,9 @@ type Tool struct {
 	Transition bool
 	Concurrent bool
 	Terminal   bool
-	Run        Handler
+	// Timeout bounds each call of the tool (zero: the executor's default).
+	Timeout time.Duration
+	Run     Handler
 	// Resume, when set, receives resume payloads (node.OnResume).
 	Resume ResumeHandler
 	// InType is the tool's input type, to check resume handlers against.
