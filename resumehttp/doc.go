@@ -123,9 +123,9 @@
 //     body declared larger than Config.MaxBody (default 1 MiB) are refused
 //     without reading the body, and the connection is closed.
 //   - The body is read up to Config.MaxBody (413 beyond it), and the
-//     signature is checked over it before anything else happens. (After
-//     the handler, net/http may read up to 256 KiB more of a body of
-//     unknown length to reuse the connection.)
+//     signature is checked over it before anything else happens.
+//   - After the handler, net/http discards up to 256 KiB of a body left
+//     unread, without keeping it, before it closes the connection.
 //   - Timestamps more than Config.Window (default 5 min) away are refused.
 //
 // The connection-level limits belong to the http.Server: serve the

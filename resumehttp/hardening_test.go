@@ -173,7 +173,9 @@ func (zeros) Read(p []byte) (int, error) {
 // A request is authenticated over a bounded body read: one without a
 // well-formed signature header is refused before its body is read, and so
 // is a body declared over MaxBody; an undeclared one is read up to MaxBody
-// only. The server's reads are counted on its connections.
+// only. The server's reads are counted on its connections. (The refused
+// bodies are over the 256 KiB net/http would otherwise drain after the
+// handler to reuse the connection.)
 func TestBodyReadIsBounded(t *testing.T) {
 	e := memEnv(t)
 	_, sid := e.start(t, "x")
