@@ -20,16 +20,16 @@ import (
 // even when the round right after the resume fails.
 func TestResumeIsReportedAfterAFailedRound(t *testing.T) {
 	errDown := errors.New("provider down")
+	providerDown := func(context.CancelFunc) (scripted.Reply, error) { return scripted.Reply{Err: errDown}, nil }
 	tests := []struct {
 		name string
-		// fail makes the second model call fail; it returns the error Run
-		// must yield.
+		// fail answers the second model call (the one after the resume).
 		fail  func(cancel context.CancelFunc) (scripted.Reply, error)
 		want  error
 		apply bool
 	}{
-		{"provider error", func(context.CancelFunc) (scripted.Reply, error) { return scripted.Reply{Err: errDown}, nil }, errDown, false},
-		{"provider error after Apply", func(context.CancelFunc) (scripted.Reply, error) { return scripted.Reply{Err: errDown}, nil }, errDown, true},
+		{"provider error", providerDown, errDown, false},
+		{"provider error after Apply", providerDown, errDown, true},
 		{"context cancelled", func(cancel context.CancelFunc) (scripted.Reply, error) {
 			cancel()
 			return scripted.Reply{}, context.Canceled

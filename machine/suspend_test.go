@@ -591,7 +591,12 @@ func TestExpireSweep(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	require.Empty(t, m.Pending())
-	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(run(t, m)))
+	steps := run(t, m)
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	// The next step reports what the sweep released, as for a resume.
+	require.Equal(t, []message.Role{message.Assistant, message.Tool, message.Assistant}, roles(steps[0].Messages))
+	require.Contains(t, steps[0].Messages[1].Parts[0].Text, "expired at")
+	require.Equal(t, events, steps[0].Events)
 }
 
 func TestSuspendWithResultIsAnError(t *testing.T) {

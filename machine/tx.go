@@ -600,7 +600,9 @@ func (t *tx) expire(now time.Time) []Step {
 
 // Expire resolves every suspension whose deadline is at or before now by
 // its on-timeout action, as the start of every Run does, and returns the
-// lifecycle events. The next Run continues the woken instances.
+// lifecycle events. The next Run continues the woken instances, and its
+// first step reports what the expiry released (the replies and results,
+// the events, cedes) as it does for resumes.
 func (m *Machine) Expire(now time.Time) ([]instance.Event, error) {
 	if !m.running.CompareAndSwap(false, true) {
 		return nil, ErrRunning
@@ -609,5 +611,6 @@ func (m *Machine) Expire(now time.Time) ([]instance.Event, error) {
 	t := m.newTx(context.Background(), m.root.Clone(nil), nil)
 	t.expire(now)
 	m.commit(t)
-	return t.events, nil
+	m.unreported = m.unreported.merge(t.leftover())
+	return slices.Clone(t.events), nil
 }
