@@ -131,13 +131,9 @@ func (r *Runner) Cancel(ctx context.Context, suspendID, reason string) iter.Seq2
 
 func (r *Runner) bySuspension(ctx context.Context, suspendID string, in machine.Input) iter.Seq2[machine.Step, error] {
 	return func(yield func(machine.Step, error) bool) {
-		sus, err := r.Suspension(ctx, suspendID)
+		sus, err := r.pendingEntry(ctx, suspendID)
 		if err != nil {
 			yield(machine.Step{}, err)
-			return
-		}
-		if sus.Status != store.StatusPending {
-			yield(machine.Step{}, fmt.Errorf("suspension %s is %s: %w", suspendID, sus.Status, instance.ErrAlreadyResolved))
 			return
 		}
 		for s, err := range r.Run(ctx, sus.MachineID, in) {
@@ -161,6 +157,38 @@ func (r *Runner) Suspension(ctx context.Context, suspendID string) (store.Suspen
 		return sus, fmt.Errorf("suspension %s: %w: %w", suspendID, instance.ErrUnknownSuspendID, err)
 	}
 	return sus, err
+}
+
+// pendingEntry returns the index entry of suspendID, which must be
+// pending: otherwise the error wraps instance.ErrAlreadyResolved.
+func (r *Runner) pendingEntry(ctx context.Context, suspendID string) (store.Suspension, error) {
+	sus, err := r.Suspension(ctx, suspendID)
+	if err == nil && sus.Status != store.StatusPending {
+		err = fmt.Errorf("suspension %s is %s: %w", suspendID, sus.Status, instance.ErrAlreadyResolved)
+	}
+	return sus, err
+}
+
+// Call returns the pending call suspendID as its machine records it: with
+// its input, metadata and payload schema, which the index does not hold
+// (a UI renders its approval form from them). A suspension no longer
+// pending fails with instance.ErrAlreadyResolved, an unknown one with
+// instance.ErrUnknownSuspendID.
+func (r *Runner) Call(ctx context.Context, suspendID string) (instance.SuspendedCall, error) {
+	sus, err := r.pendingEntry(ctx, suspendID)
+	if err != nil {
+		return instance.SuspendedCall{}, err
+	}
+	m, _, err := r.Load(ctx, sus.MachineID)
+	if err != nil {
+		return instance.SuspendedCall{}, err
+	}
+	for _, c := range m.Pending() {
+		if c.SuspendID == suspendID {
+			return c, nil
+		}
+	}
+	return instance.SuspendedCall{}, fmt.Errorf("suspension %s: %w", suspendID, instance.ErrUnknownSuspendID)
 }
 
 // Pending lists suspensions matching f (startup recovery: everything

@@ -23,6 +23,13 @@
 // the tool result text approved, anything else is the result as JSON.
 // A cancellation gives the call the error result "cancelled: reason".
 //
+// A suspension whose tool or command declared its payload type
+// (node.ResumeWith, command.ResumeWith) shows the type's JSON Schema in
+// GET /suspensions/{id} as payload_schema, for a form to render; a resume
+// payload that does not satisfy it (unless is_error is set) answers 400
+// payload_decode with the violation in the error message, and the
+// suspension stays pending.
+//
 // The run is detached from the request's cancellation: once a result is
 // accepted, a client that hangs up does not leave the machine halfway
 // through its run. Bound long runs with the model's own timeouts.
@@ -37,8 +44,9 @@
 //	    is redirected to its clean form (Location); sign the new path
 //	400 bad_request, invalid_input, payload_decode, unknown_command, invalid_state
 //	    (malformed JSON or query, input failing its schema, a payload that
-//	    does not encode, an unknown command, a command whose update fails
-//	    the state's validation)
+//	    does not encode or fails the suspension's payload schema, an
+//	    unknown command, a command whose update fails the state's
+//	    validation)
 //	401 missing_signature, malformed_signature, stale_timestamp, bad_signature,
 //	    replayed_request
 //	404 not_found (no such endpoint), unknown_suspension, unknown_machine, no_target;

@@ -41,6 +41,11 @@ type askIn struct {
 	What string `json:"what"`
 }
 
+// verdict is the payload of the typed tool ask_typed.
+type verdict struct {
+	Approved bool `json:"approved"`
+}
+
 type bumpIn struct {
 	By int `json:"by" jsonschema:"how much to add"`
 }
@@ -64,7 +69,7 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // deskModel asks a human about every user message ("soon: …" with a
-// one-minute deadline) and, once the tool result is there, says
+// one-minute deadline, "typed: …" for a verdict) and, once the tool result is there, says
 // "result: <result text>" (" (error)" appended for an error result).
 func deskModel() *scripted.Model {
 	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
@@ -82,13 +87,16 @@ func deskModel() *scripted.Model {
 		if strings.HasPrefix(text, "soon:") {
 			return scripted.Tool("ask_soon", askIn{What: text}), nil
 		}
+		if strings.HasPrefix(text, "typed:") {
+			return scripted.Tool("ask_typed", askIn{What: text}), nil
+		}
 		return scripted.Tool("ask", askIn{What: text}), nil
 	})
 }
 
-// deskCharter has a node "desk" with two asking tools and two commands:
-// bump (adds to the count, returns it) and hold (suspends), then the extra
-// commands.
+// deskCharter has a node "desk" with three asking tools (ask_typed takes
+// a verdict on resume) and two commands: bump (adds to the count, returns
+// it) and hold (suspends), then the extra commands.
 func deskCharter(t testing.TB, model llm.Model, now func() time.Time, extra ...command.Command[counter]) *machine.Charter {
 	t.Helper()
 	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
@@ -97,6 +105,9 @@ func deskCharter(t testing.TB, model llm.Model, now func() time.Time, extra ...c
 	askSoon := node.NewTool("ask_soon", "ask a human, who has a minute", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
 		return "", ctx.Suspend("asking quickly about "+in.What, instance.WithTimeout(time.Minute))
 	})
+	askTyped := node.NewTool("ask_typed", "ask a human for a verdict", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
+		return "", ctx.Suspend("asking for a verdict on " + in.What)
+	}, node.ResumeWith[verdict]())
 	bump := command.New("bump", "Add to the count.", func(ctx *command.Context[counter], in bumpIn) (int, error) {
 		if err := ctx.Update(func(c *counter) { c.Count += in.By }); err != nil {
 			return 0, err
@@ -107,7 +118,7 @@ func deskCharter(t testing.TB, model llm.Model, now func() time.Time, extra ...c
 		return 0, ctx.Suspend("held")
 	})
 	desk, err := node.New("desk", node.Config[counter]{
-		Tools:    []node.Tool[counter]{ask, askSoon},
+		Tools:    []node.Tool[counter]{ask, askSoon, askTyped},
 		Commands: append([]command.Command[counter]{bump, hold}, extra...),
 		Validate: func(c counter) error {
 			if c.Count > 100 {

@@ -73,6 +73,9 @@ type Runner interface {
 	Cancel(ctx context.Context, suspendID, reason string) iter.Seq2[machine.Step, error]
 	// Suspension returns the index entry of suspendID.
 	Suspension(ctx context.Context, suspendID string) (store.Suspension, error)
+	// Call returns the pending call suspendID as its machine records it
+	// (for its payload schema).
+	Call(ctx context.Context, suspendID string) (instance.SuspendedCall, error)
 	// Pending lists the suspensions f selects.
 	Pending(ctx context.Context, f store.Filter) ([]store.Suspension, error)
 	// Commands lists the commands of every instance of machineID.
@@ -356,12 +359,24 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	sus, err := h.suspension(r, r.PathValue("id"))
+	id := r.PathValue("id")
+	sus, err := h.suspension(r, id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.writeJSON(w, r, http.StatusOK, suspensionOf(sus))
+	out := suspensionOf(sus)
+	if sus.Status == store.StatusPending {
+		call, err := h.runner.Call(r.Context(), id)
+		switch {
+		case err == nil:
+			out.PayloadSchema = call.PayloadSchema
+		case !errors.Is(err, instance.ErrAlreadyResolved): // resolved meanwhile: the entry is enough
+			h.fail(w, r, err)
+			return
+		}
+	}
+	h.writeJSON(w, r, http.StatusOK, out)
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {

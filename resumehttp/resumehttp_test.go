@@ -433,6 +433,10 @@ func (f fakeRunner) Suspension(context.Context, string) (store.Suspension, error
 	return f.sus, f.err
 }
 
+func (f fakeRunner) Call(context.Context, string) (instance.SuspendedCall, error) {
+	return instance.SuspendedCall{}, f.err
+}
+
 func (f fakeRunner) Pending(context.Context, store.Filter) ([]store.Suspension, error) {
 	return nil, f.err
 }

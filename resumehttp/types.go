@@ -87,6 +87,10 @@ type Suspension struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	// CreatedAt is when the call suspended.
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// PayloadSchema is the JSON Schema a resume payload must satisfy, when
+	// the tool or command declared one; GET /suspensions/{id} of a
+	// pending suspension only.
+	PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
 }
 
 // SuspensionList is the answer of GET /suspensions, earliest deadline
