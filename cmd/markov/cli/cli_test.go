@@ -28,6 +28,7 @@ import (
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
@@ -165,18 +166,24 @@ func TestPending(t *testing.T) {
 	res := run(t, charter, "pending", "--db", db)
 	require.Equal(t, ExitOK, res.code, res.stderr)
 	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-	require.Len(t, lines, 2, res.stdout)
+	require.Len(t, lines, 4, res.stdout)
 	require.Regexp(t, `^SUSPEND ID\s+MACHINE\s+CALL\s+REASON\s+DEADLINE$`, lines[0])
 	require.Regexp(t, `^`+suspendID+`\s+`+machineID+`\s+tool request_refund\s+refund of \$89\.90 for order A-1042 needs a manager's approval\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(in 4[78]h`, lines[1])
+	// The payload a resume must send, from the refund tool's Approval.
+	require.Equal(t, "resume payloads must match:", lines[2])
+	require.Equal(t, "  "+suspendID+": "+approvalSchema, lines[3])
 
 	// The global --db works too, and --db after the flags.
 	require.Equal(t, res.stdout, run(t, charter, "--db", db, "pending").stdout)
 
 	res = run(t, charter, "pending", "--db", db, "--json")
 	require.Equal(t, ExitOK, res.code, res.stderr)
-	var list []map[string]string
+	var list []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &list))
 	require.Len(t, list, 1)
+	schema, err := json.Marshal(list[0]["payload_schema"])
+	require.NoError(t, err)
+	require.JSONEq(t, approvalSchema, string(schema))
 	require.Equal(t, suspendID, list[0]["suspend_id"])
 	require.Equal(t, machineID, list[0]["machine_id"])
 	require.Equal(t, "request_refund", list[0]["name"])
@@ -200,6 +207,7 @@ func TestInspect(t *testing.T) {
 		") [suspended: 1 pending]\n    state: {\"refunded\":null}\n",
 		"    suspension " + suspendID + ": pending tool request_refund, deadline ",
 		"pending: 1\n  pending tool call\n    suspend ID: " + suspendID,
+		"    payload:    " + approvalSchema + "\n",
 		"history: 1 messages\n  user: " + refund.CustomerRequest + "\n",
 	} {
 		require.Contains(t, res.stdout, want)
@@ -262,6 +270,43 @@ final answer: Update on your refund: refund of $89.90 for order A-1042 issued, a
 	res = run(t, charter, "resume", "--db", db, "NOSUCHID", `{}`)
 	require.Equal(t, ExitError, res.code)
 	require.Contains(t, res.stderr, "markov: no suspension NOSUCHID in "+db+" (list the pending ones with 'markov pending')")
+}
+
+// approvalSchema is the payload schema of the refund tool (refund.Approval).
+const approvalSchema = `{"type":"object","properties":{"approved":{"type":"boolean","description":"true to issue the refund, false to decline it"},"manager":{"type":"string","description":"who decided"}},"required":["approved","manager"],"additionalProperties":false}`
+
+// A payload that is not an Approval exits non-zero with the violation and
+// leaves the stored machine byte-identical and its suspension pending.
+func TestResumeRejectsBadPayload(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, suspendID := parked(t, charter)
+	stored := func() *store.Snapshot {
+		st, err := sqlite.Open(context.Background(), sqlite.Config{Path: db})
+		require.NoError(t, err)
+		defer st.Close()
+		snap, err := st.Load(context.Background(), machineID)
+		require.NoError(t, err)
+		return snap
+	}
+	before := stored()
+	for payload, violation := range map[string]string{
+		`{"approved":"yes","manager":"dana"}`: `validating /properties/approved: type: yes has type "string", want "boolean"`,
+		`{"approved":true}`:                   `required: missing properties: ["manager"]`,
+		`"yes"`:                               `want "object"`,
+	} {
+		res := run(t, charter, "resume", "--db", db, suspendID, payload)
+		require.Equal(t, ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "markov: suspension "+suspendID+": payload does not decode: ")
+		require.Contains(t, res.stderr, violation)
+		require.Contains(t, res.stderr, "nothing changed, the suspension is still pending")
+		require.Equal(t, before, stored(), "the stored machine is byte-identical")
+	}
+	res := run(t, charter, "pending", "--db", db)
+	require.Contains(t, res.stdout, suspendID)
+
+	res = run(t, charter, "resume", "--db", db, suspendID, `{"approved":true,"manager":"dana"}`)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "final answer: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana.\n")
 }
 
 func TestResumeDeclined(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -59,20 +60,25 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return err
 	}
+	schemas, err := payloadSchemas(ctx, db.Runner, list)
+	if err != nil {
+		return err
+	}
 	w := c.Out()
 	if *asJSON {
 		type entry struct {
-			SuspendID string `json:"suspend_id"`
-			MachineID string `json:"machine_id"`
-			Kind      string `json:"kind"`
-			Name      string `json:"name,omitempty"`
-			Reason    string `json:"reason"`
-			CreatedAt string `json:"created_at,omitempty"`
-			Deadline  string `json:"deadline,omitempty"`
+			SuspendID     string          `json:"suspend_id"`
+			MachineID     string          `json:"machine_id"`
+			Kind          string          `json:"kind"`
+			Name          string          `json:"name,omitempty"`
+			Reason        string          `json:"reason"`
+			CreatedAt     string          `json:"created_at,omitempty"`
+			Deadline      string          `json:"deadline,omitempty"`
+			PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
 		}
 		out := make([]entry, len(list))
 		for i, s := range list {
-			out[i] = entry{SuspendID: s.ID, MachineID: s.MachineID, Kind: s.Kind, Name: s.Name, Reason: s.Reason}
+			out[i] = entry{SuspendID: s.ID, MachineID: s.MachineID, Kind: s.Kind, Name: s.Name, Reason: s.Reason, PayloadSchema: schemas[s.ID]}
 			if !s.CreatedAt.IsZero() {
 				out[i].CreatedAt = formatTime(s.CreatedAt)
 			}
@@ -92,7 +98,39 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 		return nil
 	}
 	PrintSuspensions(w, list, now)
+	if len(schemas) > 0 {
+		fmt.Fprintln(w, "resume payloads must match:")
+		for _, s := range list {
+			if schema, ok := schemas[s.ID]; ok {
+				fmt.Fprintf(w, "  %s: %s\n", s.ID, schema)
+			}
+		}
+	}
 	return nil
+}
+
+// payloadSchemas returns the payload schemas of the listed suspensions
+// that have one, by suspend ID; the index does not hold them, so each
+// machine is loaded, once.
+func payloadSchemas(ctx context.Context, r *durable.Runner, list []store.Suspension) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	loaded := map[string]bool{}
+	for _, s := range list {
+		if loaded[s.MachineID] {
+			continue
+		}
+		loaded[s.MachineID] = true
+		m, _, err := r.Load(ctx, s.MachineID)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range m.Pending() {
+			if len(c.PayloadSchema) > 0 {
+				out[c.SuspendID] = c.PayloadSchema
+			}
+		}
+	}
+	return out, nil
 }
 
 // Inspect shows one machine, or lists the machines without an ID.
@@ -326,6 +364,8 @@ func (c *CLI) explain(err error, id string, db *DB) error {
 		return fmt.Errorf("no suspension %s in %s (list the pending ones with '%s pending'): %w", id, db.Path, c.name(), err)
 	case errors.Is(err, store.ErrConflict):
 		return fmt.Errorf("another process changed the machine first; nothing was saved: %w", err)
+	case errors.Is(err, instance.ErrPayloadDecode):
+		return fmt.Errorf("%w; nothing changed, the suspension is still pending (see the payload it takes with '%s pending')", err, c.name())
 	}
 	return err
 }

@@ -80,8 +80,8 @@ func PrintMessage(w io.Writer, prefix string, msg message.Message) {
 }
 
 // PrintCall prints a pending suspended call the way an approval queue
-// would: suspend ID, instance, kind and name, input, metadata, reason and
-// deadline.
+// would: suspend ID, instance, kind and name, input, metadata, the schema
+// a resume payload must match, reason and deadline.
 func PrintCall(w io.Writer, call instance.SuspendedCall) {
 	fmt.Fprintf(w, "pending %s call\n", call.Kind)
 	fmt.Fprintf(w, "  suspend ID: %s\n", call.SuspendID)
@@ -94,6 +94,9 @@ func PrintCall(w io.Writer, call instance.SuspendedCall) {
 	}
 	if len(call.Metadata) > 0 {
 		fmt.Fprintf(w, "  metadata:   %s\n", call.Metadata)
+	}
+	if len(call.PayloadSchema) > 0 {
+		fmt.Fprintf(w, "  payload:    %s\n", call.PayloadSchema)
 	}
 	fmt.Fprintf(w, "  reason:     %s\n", call.Reason)
 	fmt.Fprintf(w, "  suspended:  %s\n", formatTime(call.SuspendedAt))
