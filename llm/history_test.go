@@ -149,3 +149,18 @@ func ExampleCheckPairing() {
 	// true
 	// llm: malformed history: message 1: tool use "call_1" (weather) is not answered by a tool message right after it
 }
+
+func TestCheckRequest(t *testing.T) {
+	if err := llm.CheckRequest(nil); !errors.Is(err, llm.ErrNilRequest) {
+		t.Errorf("nil request: got %v, want ErrNilRequest", err)
+	}
+	unpaired := &llm.Request{Messages: []message.Message{
+		{Role: message.Assistant, Parts: []message.Part{message.ToolUse("use_1", "lookup", json.RawMessage(`{}`))}},
+	}}
+	if err := llm.CheckRequest(unpaired); !errors.Is(err, llm.ErrMalformedHistory) {
+		t.Errorf("unpaired tool use: got %v, want ErrMalformedHistory", err)
+	}
+	if err := llm.CheckRequest(&llm.Request{Messages: []message.Message{message.UserText("hi")}}); err != nil {
+		t.Errorf("valid request: %v", err)
+	}
+}

@@ -135,3 +135,6 @@ type Response struct {
 // ErrMalformedHistory reports a transcript a provider cannot send: a tool use
 // without a matching result, a result without its use, or an unknown role.
 var ErrMalformedHistory = errors.New("llm: malformed history")
+
+// ErrNilRequest reports a nil *Request given to a Model.
+var ErrNilRequest = errors.New("llm: nil request")

@@ -15,8 +15,8 @@
 // (with [Capabilities.Thinking]), structured output, the stop reasons,
 // usage, provider errors (named and reachable with [errors.As]), retries
 // (with [Harness.Retrying]), context cancellation, [llm.CheckPairing]
-// refusing an unpaired transcript before anything is sent, and concurrent
-// calls. What a provider's wire format looks like is the adapter's own
+// refusing an unpaired transcript before anything is sent, a nil request,
+// and concurrent calls. What a provider's wire format looks like is the adapter's own
 // business: [Fake.Sent] hands it the requests of the scenarios worth a
 // golden file.
 package llmtest
@@ -125,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retries", testRetries, h.Retrying == nil},
 		{"ContextCanceled", testContextCanceled, false},
 		{"UnpairedHistory", testUnpairedHistory, false},
+		{"NilRequest", testNilRequest, false},
 		{"Concurrent", testConcurrent, false},
 	}
 	for _, tc := range tests {
@@ -398,6 +399,14 @@ func testUnpairedHistory(t *testing.T, h Harness) {
 	require.True(t, strings.HasPrefix(err.Error(), h.Name+": "), "error %q does not name the provider %s", err, h.Name)
 	require.Contains(t, err.Error(), "use_unanswered")
 	require.Zero(t, f.Calls(), "a malformed transcript reached the provider")
+}
+
+func testNilRequest(t *testing.T, h Harness) {
+	f := h.New(t)
+	_, err := f.Model.Generate(context.Background(), nil)
+	require.ErrorIs(t, err, llm.ErrNilRequest)
+	require.True(t, strings.HasPrefix(err.Error(), h.Name+": "), "error %q does not name the provider %s", err, h.Name)
+	require.Zero(t, f.Calls())
 }
 
 func testConcurrent(t *testing.T, h Harness) {

@@ -190,13 +190,9 @@ func TestApprovalFlow(t *testing.T) {
 			refundtest.Run(t, func() llm.Model { return approvalModel(t, srv) }, c, refundtest.Expect{
 				ToolUseID: approvalCallID, HeldText: approvalHeldText, FinalText: approvalFinalText,
 			})
-			// The request after the resume carries the tool result paired
-			// with the tool use.
-			reqs := srv.Requests()
-			require.Len(t, reqs, 2)
-			var second approvalRequest
-			require.NoError(t, json.Unmarshal(reqs[1].Body, &second))
-			require.NoError(t, checkApprovalPairing(second, c.WantResult))
+			// The fake checked that the request after the resume carries
+			// the tool result paired with the tool use.
+			require.Len(t, srv.Requests(), 2)
 		})
 	}
 }

@@ -167,14 +167,11 @@ func New(cfg Config) (*Model, error) {
 	return m, nil
 }
 
-// Generate sends req to the Chat Completions API and returns the reply. A
-// transcript that fails [llm.CheckPairing] is rejected before any request is
-// made.
+// Generate sends req to the Chat Completions API and returns the reply. A nil
+// request or a transcript that fails [llm.CheckPairing] is rejected before
+// any request is made ([llm.CheckRequest]).
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	if req == nil {
-		return nil, errors.New("openai: nil request")
-	}
-	if err := llm.CheckPairing(req.Messages); err != nil {
+	if err := llm.CheckRequest(req); err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
 	params, err := m.params(req)

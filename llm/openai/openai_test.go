@@ -252,10 +252,6 @@ func TestRequestErrorsBeforeSending(t *testing.T) {
 			req:  &llm.Request{Messages: []message.Message{message.UserText("Hi")}, Output: &llm.OutputSpec{Name: "o", Schema: json.RawMessage(`{`)}},
 			want: `output "o"`,
 		},
-		{
-			name: "nil request",
-			want: "nil request",
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

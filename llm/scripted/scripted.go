@@ -87,13 +87,14 @@ func ByNode(scripts map[string][]Reply) *Model {
 func Func(fn func(req *llm.Request) (Reply, error)) *Model { return &Model{fn: fn} }
 
 // Generate answers req from the script. Like a provider adapter, it
-// refuses a canceled context and a transcript that fails
-// [llm.CheckPairing] before it records the request or takes a reply.
+// refuses a canceled context and a request that fails [llm.CheckRequest]
+// (nil, or a transcript with unpaired tool uses) before it records the
+// request or takes a reply.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := llm.CheckPairing(req.Messages); err != nil {
+	if err := llm.CheckRequest(req); err != nil {
 		return nil, fmt.Errorf("scripted: %w", err)
 	}
 	r, err := m.next(req)
