@@ -122,7 +122,8 @@ func (o *Outcome) HoldsReply() bool {
 
 // Step runs one inference step for leaf. The model's reply is checked
 // before any tool runs: a tool use with a missing or duplicate ID gets a
-// fresh one (see RepairedIDPrefix), so no reply can leave history that a
+// fresh one (see RepairedIDPrefix) and input that is not JSON is wrapped
+// as a JSON string (llm.ToolInput), so no reply can leave history that a
 // provider refuses.
 func (e *Executor) Step(ctx context.Context, leaf *Leaf) (*Outcome, error) {
 	prompt := e.Prompt
@@ -176,10 +177,10 @@ func (e *Executor) Step(ctx context.Context, leaf *Leaf) (*Outcome, error) {
 		o.Reply.Parts = withoutToolUses(o.Reply.Parts)
 		return o, nil
 	}
-	if parts, n := repairToolUseIDs(o.Reply.Parts, len(leaf.Transcript)); n > 0 {
+	if parts, n := repairToolUses(o.Reply.Parts, len(leaf.Transcript)); n > 0 {
 		o.Reply.Parts = parts
 		if e.Logger != nil {
-			e.Logger.LogAttrs(ctx, slog.LevelWarn, "provider reply: missing or duplicate tool-use IDs repaired",
+			e.Logger.LogAttrs(ctx, slog.LevelWarn, "provider reply: tool uses with a missing or duplicate ID or non-JSON input repaired",
 				slog.String("instance", in.ID), slog.Int("repaired", n))
 		}
 	}

@@ -1,8 +1,10 @@
 package executor
 
 import (
+	"encoding/json"
 	"strconv"
 
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 )
 
@@ -14,21 +16,23 @@ import (
 // (from 1).
 const RepairedIDPrefix = "toolu_markov_"
 
-// repairToolUseIDs makes every tool-use ID of a provider reply usable.
-// Provider input is untrusted: a reply whose tool use has no ID, or repeats
-// the ID of an earlier tool use of the same reply, would run its tools, be
-// committed, and then be refused by llm.CheckPairing on every later model
-// call. Each such tool use gets the ID
+// repairToolUses makes every tool use of a provider reply one that
+// providers accept back. Provider input is untrusted: a reply whose tool
+// use has no ID, or repeats the ID of an earlier tool use of the same
+// reply, would run its tools, be committed, and then be refused by
+// llm.CheckPairing on every later model call; input that is not JSON
+// would be refused by the next request to encode it. So:
 //
-//	toolu_markov_<t>_<k>
+//   - a missing or repeated ID becomes toolu_markov_<t>_<k> (see
+//     RepairedIDPrefix; t is pos), with "_<n>" appended should the reply
+//     already use that ID; the first tool use with a given ID keeps it;
+//   - input that is not JSON becomes llm.ToolInput of it (the tool then
+//     reports the bad input to the model).
 //
-// where t is the reply's position in the leaf's transcript (pos) and k the
-// tool use's position among the reply's tool uses, from 1; "_<n>" is
-// appended should the reply already use that ID. The repair depends on the
-// reply and pos only, so it is deterministic. The first tool use with a
-// given ID keeps it. parts is never modified: when IDs change, a copy is
-// returned with the number of IDs repaired.
-func repairToolUseIDs(parts []message.Part, pos int) ([]message.Part, int) {
+// The repair depends on the reply and pos only, so it is deterministic.
+// parts is never modified: when something changes, a copy is returned with
+// the number of tool uses repaired.
+func repairToolUses(parts []message.Part, pos int) ([]message.Part, int) {
 	taken := map[string]bool{}
 	for _, p := range parts {
 		if p.Kind == message.KindToolUse && p.ID != "" {
@@ -43,12 +47,23 @@ func repairToolUseIDs(parts []message.Part, pos int) ([]message.Part, int) {
 			continue
 		}
 		k++
-		if p.ID != "" && !kept[p.ID] {
+		goodID := p.ID != "" && !kept[p.ID]
+		goodInput := json.Valid(p.Data)
+		if goodID {
 			kept[p.ID] = true
+		}
+		if goodID && goodInput {
 			continue
 		}
 		if out == nil {
 			out = append([]message.Part(nil), parts...)
+		}
+		repaired++
+		if !goodInput {
+			out[i].Data = llm.ToolInput(p.Data)
+		}
+		if goodID {
+			continue
 		}
 		base := RepairedIDPrefix + strconv.Itoa(pos) + "_" + strconv.Itoa(k)
 		id := base
@@ -57,7 +72,6 @@ func repairToolUseIDs(parts []message.Part, pos int) ([]message.Part, int) {
 		}
 		taken[id] = true
 		out[i].ID = id
-		repaired++
 	}
 	if out == nil {
 		return parts, 0

@@ -10,38 +10,47 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-func TestRepairToolUseIDs(t *testing.T) {
+func TestRepairToolUses(t *testing.T) {
 	use := func(id string) message.Part { return message.ToolUse(id, "t", json.RawMessage(`{}`)) }
+	withInput := func(id, input string) message.Part { return message.ToolUse(id, "t", json.RawMessage(input)) }
 	tests := []struct {
 		name     string
 		in       []message.Part
 		want     []string
+		inputs   []string // the inputs after the repair, when checked
 		repaired int
 	}{
-		{"valid", []message.Part{message.Text("hi"), use("a"), use("b")}, []string{"a", "b"}, 0},
-		{"empty", []message.Part{use(""), use("")}, []string{"toolu_markov_4_1", "toolu_markov_4_2"}, 2},
-		{"duplicate keeps the first", []message.Part{use("x"), use("x"), use("y")}, []string{"x", "toolu_markov_4_2", "y"}, 1},
-		{"repaired ID already taken", []message.Part{use(""), use("toolu_markov_4_1")}, []string{"toolu_markov_4_1_2", "toolu_markov_4_1"}, 1},
-		{"text only", []message.Part{message.Text("hi")}, nil, 0},
+		{"valid", []message.Part{message.Text("hi"), use("a"), use("b")}, []string{"a", "b"}, nil, 0},
+		{"empty", []message.Part{use(""), use("")}, []string{"toolu_markov_4_1", "toolu_markov_4_2"}, nil, 2},
+		{"duplicate keeps the first", []message.Part{use("x"), use("x"), use("y")}, []string{"x", "toolu_markov_4_2", "y"}, nil, 1},
+		{"repaired ID already taken", []message.Part{use(""), use("toolu_markov_4_1")}, []string{"toolu_markov_4_1_2", "toolu_markov_4_1"}, nil, 1},
+		{"text only", []message.Part{message.Text("hi")}, nil, nil, 0},
+		{"input not JSON", []message.Part{withInput("a", `{"n": 1`), withInput("b", ``), withInput("c", ` {"n":1} `)},
+			[]string{"a", "b", "c"}, []string{`"{\"n\": 1"`, `{}`, ` {"n":1} `}, 2},
+		{"bad ID and input", []message.Part{withInput("", `nope`)}, []string{"toolu_markov_4_1"}, []string{`"nope"`}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			orig := append([]message.Part(nil), tt.in...)
-			got, n := repairToolUseIDs(tt.in, 4)
+			got, n := repairToolUses(tt.in, 4)
 			if n != tt.repaired {
 				t.Fatalf("repaired %d, want %d", n, tt.repaired)
 			}
 			if d := cmp.Diff(orig, tt.in); d != "" {
 				t.Fatalf("input modified:\n%s", d)
 			}
-			var ids []string
+			var ids, inputs []string
 			for _, p := range got {
 				if p.Kind == message.KindToolUse {
 					ids = append(ids, p.ID)
+					inputs = append(inputs, string(p.Data))
 				}
 			}
 			if d := cmp.Diff(tt.want, ids); d != "" {
 				t.Fatalf("IDs (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tt.inputs, inputs); tt.inputs != nil && d != "" {
+				t.Fatalf("inputs (-want +got):\n%s", d)
 			}
 			// The reply, answered, is a transcript providers accept.
 			var results []message.Part

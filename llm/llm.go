@@ -7,6 +7,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -130,6 +131,23 @@ type Response struct {
 	Message    message.Message
 	StopReason StopReason
 	Usage      Usage
+}
+
+// ToolInput returns a tool use's input as valid JSON, whatever a provider
+// sent: blank input is the empty object, valid JSON is kept (without
+// surrounding space), and anything else becomes a JSON string of it, so the
+// transcript stays encodable and decoding the input into the tool's input
+// type fails visibly.
+func ToolInput(raw []byte) json.RawMessage {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	if json.Valid(t) {
+		return json.RawMessage(t)
+	}
+	b, _ := json.Marshal(string(raw))
+	return b
 }
 
 // ErrMalformedHistory reports a transcript a provider cannot send: a tool use

@@ -419,7 +419,7 @@ func toResponse(c *openai.ChatCompletion, structured bool) (*llm.Response, error
 		if tc.Type != "" && tc.Type != "function" {
 			continue // custom tools are never offered
 		}
-		msg.Parts = append(msg.Parts, message.ToolUse(tc.ID, tc.Function.Name, arguments(tc.Function.Arguments)))
+		msg.Parts = append(msg.Parts, message.ToolUse(tc.ID, tc.Function.Name, llm.ToolInput([]byte(tc.Function.Arguments))))
 	}
 	u := c.Usage
 	cached := int(u.PromptTokensDetails.CachedTokens)
@@ -437,20 +437,6 @@ func toResponse(c *openai.ChatCompletion, structured bool) (*llm.Response, error
 }
 
 // arguments turns a tool call's arguments string into a tool-use input.
-func arguments(args string) json.RawMessage {
-	t := strings.TrimSpace(args)
-	if t == "" {
-		return json.RawMessage(`{}`)
-	}
-	if json.Valid([]byte(t)) {
-		return json.RawMessage(t)
-	}
-	// Not JSON: keep it as a JSON string so the input stays valid JSON and
-	// decoding it into the tool's input type fails visibly.
-	b, _ := json.Marshal(args)
-	return b
-}
-
 func finishReason(r string) llm.StopReason {
 	switch r {
 	case "tool_calls", "function_call":
