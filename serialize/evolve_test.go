@@ -1,8 +1,11 @@
 package serialize
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -293,4 +296,74 @@ func savedLedger[S any](t *testing.T, cfg node.Config[S], state, held S) *machin
 	m, err := machine.Restore(c, root, []message.Message{message.UserText("post 5 for cake")})
 	require.NoError(t, err)
 	return m
+}
+
+// knownKeys, the fast check of the JSON form, agrees with a strict
+// encoding/json decoder: it may send a clean state to the decoder (never
+// the other way round), and decodeJSON's answer is the decoder's.
+type withText struct{ v string }
+
+func (w *withText) UnmarshalText(b []byte) error { w.v = string(b); return nil }
+
+type keysState struct {
+	Name   string               `json:"name"`
+	Count  int                  // no tag: "Count", matched in any case
+	Nested *orderAfter          `json:"nested"`
+	Lines  []lineAfter          `json:"lines"`
+	ByKey  map[string]lineAfter `json:"by_key"`
+	Any    any                  `json:"any"`
+	Text   withText             `json:"text"`
+	Skip   string               `json:"-"`
+	lineAfter
+}
+
+func TestKnownKeys(t *testing.T) {
+	typ := reflect.TypeFor[keysState]()
+	for _, tc := range []struct {
+		raw   string
+		known bool
+	}{
+		{`{}`, true},
+		{`null`, true},
+		{` { "name" : "a\"}" , "count": 1, "COUNT": 2, "Name": "b" } `, true},
+		{`{"nested":{"id":1},"lines":[{"label":"x"},{"label":"y"}],"by_key":{"Q":{"label":"z"}}}`, true},
+		{`{"any":{"whatever":[1,{"deep":true}]},"text":"t","label":"promoted"}`, true},
+		{`{"nested":null,"lines":null,"by_key":null,"name":"\u00e9"}`, true},
+		{`{"nested":{"id":1,"gift":true}}`, false},
+		{`{"lines":[{"label":"x"},{"label":"y","sku":"s"}]}`, false},
+		{`{"by_key":{"a":{"sku":"s"}}}`, false},
+		{`{"skip":"x"}`, false},
+		{`{"nam\u0065":"escaped keys go to the decoder"}`, false},
+		{`{"items":[]}`, false},
+	} {
+		require.Equal(t, tc.known, knownKeys(typ, []byte(tc.raw)), tc.raw)
+		strict := json.NewDecoder(strings.NewReader(tc.raw))
+		strict.DisallowUnknownFields()
+		strictErr := strict.Decode(new(keysState))
+		_, err := codecFor(typ).decodeJSON([]byte(tc.raw))
+		require.Equal(t, strictErr == nil, err == nil, tc.raw)
+		if tc.known {
+			require.NoError(t, strictErr, "knownKeys accepted what the decoder refuses: %s", tc.raw)
+		}
+	}
+}
+
+// FuzzKnownKeys: whenever knownKeys accepts valid JSON, a strict decoder
+// finds no unknown field in it (otherwise the JSON form would load a state
+// without a field's data).
+func FuzzKnownKeys(f *testing.F) {
+	for _, s := range []string{`{"name":"a","Count":1}`, `{"nested":{"id":1,"gift":true}}`, `{"lines":[{"label":"x"}],"by_key":{"k":{"label":"y"}}}`, `{"any":{"x":1},"text":"t"}`} {
+		f.Add([]byte(s))
+	}
+	typ := reflect.TypeFor[keysState]()
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) || !knownKeys(typ, raw) {
+			return
+		}
+		strict := json.NewDecoder(bytes.NewReader(raw))
+		strict.DisallowUnknownFields()
+		if err := strict.Decode(new(keysState)); err != nil && strings.Contains(err.Error(), "unknown field") {
+			t.Fatalf("knownKeys accepted %s: %v", raw, err)
+		}
+	})
 }

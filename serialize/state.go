@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -96,9 +95,8 @@ type stateDecoder struct {
 }
 
 var (
-	encoders    = sync.Pool{New: func() any { return &stateEncoder{enc: newEncoder()} }}
-	jsonReaders = sync.Pool{New: func() any { return new(bytes.Reader) }}
-	decoders    = sync.Pool{New: func() any {
+	encoders = sync.Pool{New: func() any { return &stateEncoder{enc: newEncoder()} }}
+	decoders = sync.Pool{New: func() any {
 		d := &stateDecoder{dec: newDecoder()}
 		return d
 	}}
@@ -304,27 +302,31 @@ func encodeJSON(v any) ([]byte, error) {
 }
 
 // decodeJSON decodes JSON into a new value of the codec's type, strictly
-// as in the msgpack form: a field the type lacks is an error.
+// as in the msgpack form: a field the type lacks is an error. The common
+// case takes json.Unmarshal and a scan of the keys (knownKeys); a failure,
+// or a key the scan does not find, goes to a strict json.Decoder, which
+// decides.
 func (c *stateCodec) decodeJSON(raw []byte) (any, error) {
 	p := reflect.New(c.typ)
-	r := jsonReaders.Get().(*bytes.Reader)
-	r.Reset(raw)
-	dec := json.NewDecoder(r)
+	err := json.Unmarshal(raw, p.Interface())
+	if err == nil && knownKeys(c.typ, raw) {
+		return p.Elem().Interface(), nil
+	}
+	p = reflect.New(c.typ)
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(p.Interface())
-	r.Reset(nil)
-	jsonReaders.Put(r)
-	if err != nil {
-		var untyped any
-		if json.Unmarshal(raw, &untyped) != nil {
-			return nil, err
-		}
-		return nil, strictError(c.typ, untyped, false, err)
+	serr := dec.Decode(p.Interface())
+	if serr == nil && err == nil {
+		return p.Elem().Interface(), nil
 	}
-	if len(bytes.TrimLeft(raw[dec.InputOffset():], " \t\r\n")) != 0 {
-		return nil, errors.New("trailing data after state")
+	if serr == nil {
+		serr = err
 	}
-	return p.Elem().Interface(), nil
+	var untyped any
+	if json.Unmarshal(raw, &untyped) != nil {
+		return nil, serr
+	}
+	return nil, strictError(c.typ, untyped, false, serr)
 }
 
 // toUTC sets every time.Time reachable from the addressable v to UTC.

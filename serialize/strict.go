@@ -202,3 +202,183 @@ func addFields(m map[string]reflect.Type, t reflect.Type, mp bool, depth int) {
 		}
 	}
 }
+
+// knownKeys reports whether every object key of raw, valid JSON, names a
+// field of t where t has fields, at any depth, as encoding/json matches
+// them (case-insensitively). A false answer may be wrong in corner cases
+// (non-ASCII case folding, ambiguous embedded fields): the caller confirms
+// it with a strict decoder.
+func knownKeys(t reflect.Type, raw []byte) bool {
+	s := keyScanner{b: raw}
+	return s.value(keyTreeFor(t), 0)
+}
+
+// keyTree is what knownKeys checks values of one type against; nil takes
+// any value (an interface, a type that decodes itself, a scalar).
+type keyTree struct {
+	fields map[string]*keyTree // a struct: its fields, by fieldsOf's JSON-form keys
+	elem   *keyTree            // a map, slice or array: its elements
+	strct  bool
+}
+
+var keyTrees sync.Map // reflect.Type → *keyTree
+
+func keyTreeFor(t reflect.Type) *keyTree {
+	if k, ok := keyTrees.Load(t); ok {
+		return k.(*keyTree)
+	}
+	k := buildKeyTree(t, map[reflect.Type]*keyTree{})
+	keyTrees.Store(t, k)
+	return k
+}
+
+func buildKeyTree(t reflect.Type, memo map[reflect.Type]*keyTree) *keyTree {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if k, ok := memo[t]; ok {
+		return k
+	}
+	if implements(t, jsonUnmarshaler) || implements(t, textDecoder) {
+		return nil
+	}
+	k := &keyTree{}
+	memo[t] = k
+	switch t.Kind() {
+	case reflect.Struct:
+		k.strct = true
+		fields := fieldsOf(t, false)
+		k.fields = make(map[string]*keyTree, len(fields))
+		for name, ft := range fields {
+			k.fields[name] = buildKeyTree(ft, memo)
+		}
+	case reflect.Map, reflect.Slice, reflect.Array:
+		k.elem = buildKeyTree(t.Elem(), memo)
+	default:
+		return nil
+	}
+	return k
+}
+
+// keyScanner walks valid JSON beside a keyTree.
+type keyScanner struct {
+	b []byte
+	i int
+}
+
+func (s *keyScanner) space() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
+		s.i++
+	}
+}
+
+// value checks the value at the cursor against k and moves past it.
+func (s *keyScanner) value(k *keyTree, depth int) bool {
+	if depth > maxStateDepth {
+		return false
+	}
+	s.space()
+	if s.i >= len(s.b) {
+		return false
+	}
+	var elem *keyTree
+	if k != nil {
+		elem = k.elem
+	}
+	switch s.b[s.i] {
+	case '{':
+		return s.list('}', func() bool {
+			key, ok := s.key()
+			if !ok {
+				return false
+			}
+			vk := elem
+			if k != nil && k.strct {
+				if vk, ok = field(k.fields, key); !ok {
+					return false
+				}
+			}
+			return s.value(vk, depth+1)
+		})
+	case '[':
+		return s.list(']', func() bool { return s.value(elem, depth+1) })
+	case '"':
+		_, ok := s.str()
+		return ok
+	}
+	for ; s.i < len(s.b); s.i++ { // a number, true, false or null
+		switch s.b[s.i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return true
+		}
+	}
+	return true
+}
+
+// list reads the elements of an object or array, the cursor on its
+// opening bracket, with elem, up to end.
+func (s *keyScanner) list(end byte, elem func() bool) bool {
+	s.i++
+	for {
+		s.space()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case end:
+			s.i++
+			return true
+		case ',':
+			s.i++
+		}
+		if !elem() {
+			return false
+		}
+	}
+}
+
+// key reads an object key, raw, and its colon.
+func (s *keyScanner) key() ([]byte, bool) {
+	s.space()
+	k, ok := s.str()
+	if !ok {
+		return nil, false
+	}
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != ':' {
+		return nil, false
+	}
+	s.i++
+	return k, true
+}
+
+// field looks the raw JSON key k up in fields of the JSON form (keys
+// lower-cased), without allocating for a key in lower case.
+func field(fields map[string]*keyTree, k []byte) (*keyTree, bool) {
+	for _, c := range k {
+		if c >= 'A' && c <= 'Z' || c >= 0x80 {
+			t, ok := fields[strings.ToLower(string(k))]
+			return t, ok
+		}
+	}
+	t, ok := fields[string(k)]
+	return t, ok
+}
+
+// str reads a string at the cursor and returns its raw contents.
+func (s *keyScanner) str() ([]byte, bool) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false
+	}
+	start := s.i + 1
+	for s.i = start; s.i < len(s.b); s.i++ {
+		switch s.b[s.i] {
+		case '\\':
+			s.i++
+		case '"':
+			s.i++
+			return s.b[start : s.i-1], true
+		}
+	}
+	return nil, false
+}
