@@ -131,7 +131,11 @@
 //     body declared larger than Config.MaxBody (default 1 MiB) are refused
 //     without reading the body, and the connection is closed.
 //   - The body is read up to Config.MaxBody (413 beyond it), and the
-//     signature is checked over it before anything else happens.
+//     signature is checked over it before anything else happens. Until it
+//     is verified, a body counts as a failed authentication of its
+//     address: an address has at most Config.FailureBurst unverified
+//     bodies in the air at once, and so holds at most that many times
+//     MaxBody of memory; a verified request gives its count back.
 //   - After the handler, net/http discards up to 256 KiB of a body left
 //     unread, without keeping it, before it closes the connection.
 //   - Timestamps more than Config.Window (default 5 min) away are refused.

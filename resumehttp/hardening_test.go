@@ -393,3 +393,42 @@ func TestRedirectsAreJSON(t *testing.T) {
 		})
 	}
 }
+
+// An address has at most FailureBurst unverified bodies in the air: with
+// that many uploads stalled, its next request is refused at once, body
+// unread; verified requests give their count back, so a good client is
+// never limited.
+func TestStalledUploadsAreLimited(t *testing.T) {
+	e := newEnvWith(t, memstore.New(), func(c *resumehttp.Config) {
+		c.FailureBurst, c.FailureRefill = 3, time.Hour
+	})
+	_, sid := e.start(t, "x")
+	ln := serve(t, e.handler, resumehttp.ServerConfig{})
+	for range 20 {
+		requireOK[resumehttp.Suspension](t, do(t, e.signed(t, "GET", "/suspensions/"+sid, "")))
+	}
+
+	// Three uploads that send their headers, a forged signature and a
+	// tenth of their body, then stall.
+	for range 3 {
+		conn := dial(t, ln)
+		req := e.request(t, "POST", resumePath(sid), "")
+		resumehttp.SignRequest([]byte("another secret, just as long as the real one"), req, nil, e.clock.Now())
+		head := "POST " + resumePath(sid) + " HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n" +
+			resumehttp.HeaderTimestamp + ": " + req.Header.Get(resumehttp.HeaderTimestamp) + "\r\n" +
+			resumehttp.HeaderSignature + ": " + req.Header.Get(resumehttp.HeaderSignature) + "\r\n\r\n"
+		_, err := io.WriteString(conn, head+strings.Repeat("a", 100))
+		require.NoError(t, err)
+	}
+	// The server reads the stalled uploads concurrently: poll until it
+	// has started all three.
+	var r response
+	require.Eventually(t, func() bool {
+		r = do(t, e.signed(t, "GET", "/suspensions/"+sid, ""))
+		return r.Status == http.StatusTooManyRequests
+	}, 10*time.Second, 5*time.Millisecond)
+	requireError(t, r, http.StatusTooManyRequests, "rate_limited")
+	r, read := rawRequest(t, ln, bigBody(e.signed(t, "POST", resumePath(sid), ""), 512<<10, true))
+	requireError(t, r, http.StatusTooManyRequests, "rate_limited")
+	require.Less(t, read, int64(64<<10))
+}

@@ -11,7 +11,9 @@ import (
 // failureLimit is a token bucket per client address, drawn on by failed
 // authentications only: a client may fail burst times in a row, then once
 // per refill; while its bucket is empty every request of that address is
-// refused before it is read. It remembers at most max addresses: a full
+// refused before it is read. A body being read counts as a failure until
+// its signature is verified (then forgive), so a client also has at most
+// burst unverified bodies in the air. It remembers at most max addresses: a full
 // bucket is the same as none, so those are forgotten first, and when every
 // remembered address is limited the one whose bucket fills soonest goes.
 type failureLimit struct {
@@ -62,6 +64,16 @@ func (l *failureLimit) fail(client string, now time.Time) {
 		l.clients[client] = b
 	}
 	b.tokens, b.at = l.level(b, now)-1, now
+}
+
+// forgive gives client back the token of a failure that turned out not
+// to be one.
+func (l *failureLimit) forgive(client string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.clients[client]; ok {
+		b.tokens, b.at = min(l.burst, l.level(b, now)+1), now
+	}
 }
 
 // evict makes room for one more client: it forgets the full buckets, or

@@ -246,6 +246,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(jw, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
 		return
 	}
+	// A body is a failure until its signature checks out: a client has at
+	// most its burst of unverified bodies in the air, and it gets the token
+	// back once verified.
+	h.limit.fail(client, h.now())
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -256,15 +260,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !verify(h.secret, r, ts, sig, body) {
-		h.limit.fail(client, h.now())
 		h.writeError(jw, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.replays.first(sig, h.now(), h.window) {
-		h.limit.fail(client, h.now())
 		h.writeError(jw, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
 		return
 	}
+	h.limit.forgive(client, h.now())
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	h.mux.ServeHTTP(jw, r)
