@@ -80,10 +80,32 @@ const (
 	eventCancel  = "cancel"
 )
 
-var lifecycle = fsm.Events{
+// moves is the lifecycle's transition table, read off one looplab/fsm
+// machine built from the lifecycle's events at init: moves[status][event]
+// is the status the event leads to, absent when the FSM refuses the move.
+// The FSM stays the single definition of the lifecycle; calls look their
+// moves up instead of building an FSM per transition.
+var moves = lifecycleMoves(fsm.Events{
 	{Name: eventResolve, Src: []string{string(StatusPending)}, Dst: string(StatusResolved)},
 	{Name: eventExpire, Src: []string{string(StatusPending)}, Dst: string(StatusExpired)},
 	{Name: eventCancel, Src: []string{string(StatusPending)}, Dst: string(StatusCancelled)},
+})
+
+// lifecycleMoves fires every event from every status on one FSM and
+// records where each accepted event leads.
+func lifecycleMoves(events fsm.Events) map[Status]map[string]Status {
+	m := fsm.NewFSM(string(StatusPending), events, nil)
+	table := map[Status]map[string]Status{}
+	for _, from := range []Status{StatusPending, StatusResolved, StatusExpired, StatusCancelled} {
+		table[from] = map[string]Status{}
+		for _, e := range events {
+			m.SetState(string(from))
+			if m.Event(context.Background(), e.Name) == nil {
+				table[from][e.Name] = Status(m.Current())
+			}
+		}
+	}
+	return table
 }
 
 // TimeoutAction is what happens when a suspension's deadline passes.
@@ -133,15 +155,15 @@ func (c *SuspendedCall) Expired(now time.Time) bool {
 	return c.Status == StatusPending && !c.Deadline.IsZero() && !now.Before(c.Deadline)
 }
 
-// transition moves the call's status through the lifecycle FSM, restored
-// from the stored status. An invalid move (a double resume) wraps
-// ErrAlreadyResolved.
+// transition moves the call's status through the lifecycle (moves). An
+// invalid move (a double resume) wraps ErrAlreadyResolved and changes
+// nothing.
 func (c *SuspendedCall) transition(event string) error {
-	m := fsm.NewFSM(string(c.Status), lifecycle, nil)
-	if err := m.Event(context.Background(), event); err != nil {
+	to, ok := moves[c.Status][event]
+	if !ok {
 		return fmt.Errorf("suspension %s is %s: %w", c.SuspendID, c.Status, ErrAlreadyResolved)
 	}
-	c.Status = Status(m.Current())
+	c.Status = to
 	return nil
 }
 
