@@ -6,16 +6,6 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// CheckRequest reports whether req can be sent to a model: it is not nil,
-// and its transcript passes [CheckPairing]. Adapters call it first in
-// Generate, so a request no provider would take never reaches the network.
-func CheckRequest(req *Request) error {
-	if req == nil {
-		return ErrNilRequest
-	}
-	return CheckPairing(req.Messages)
-}
-
 // CheckPairing reports whether msgs is a transcript a provider can send.
 //
 // Every tool use (a [message.KindToolUse] part of an Assistant message) must

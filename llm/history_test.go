@@ -151,16 +151,29 @@ func ExampleCheckPairing() {
 }
 
 func TestCheckRequest(t *testing.T) {
-	if err := llm.CheckRequest(nil); !errors.Is(err, llm.ErrNilRequest) {
-		t.Errorf("nil request: got %v, want ErrNilRequest", err)
+	hi := []message.Message{message.UserText("hi")}
+	tests := []struct {
+		name string
+		req  *llm.Request
+		want error // nil for a valid request
+	}{
+		{"valid", &llm.Request{Messages: hi, Tools: []llm.ToolSpec{{Name: "t"}, {Name: "u", InputSchema: json.RawMessage(" {} ")}}}, nil},
+		{"nil", nil, llm.ErrNilRequest},
+		{"unpaired tool use", &llm.Request{Messages: []message.Message{
+			{Role: message.Assistant, Parts: []message.Part{message.ToolUse("use_1", "lookup", json.RawMessage(`{}`))}},
+		}}, llm.ErrMalformedHistory},
+		{"tool without a name", &llm.Request{Messages: hi, Tools: []llm.ToolSpec{{InputSchema: json.RawMessage(`{}`)}}}, llm.ErrInvalidSpec},
+		{"tool schema not an object", &llm.Request{Messages: hi, Tools: []llm.ToolSpec{{Name: "t", InputSchema: json.RawMessage(`[1]`)}}}, llm.ErrInvalidSpec},
+		{"tool schema not JSON", &llm.Request{Messages: hi, Tools: []llm.ToolSpec{{Name: "t", InputSchema: json.RawMessage(`{`)}}}, llm.ErrInvalidSpec},
+		{"output schema missing", &llm.Request{Messages: hi, Output: &llm.OutputSpec{Name: "o"}}, llm.ErrInvalidSpec},
+		{"output schema not JSON", &llm.Request{Messages: hi, Output: &llm.OutputSpec{Name: "o", Schema: json.RawMessage(`{"type":`)}}, llm.ErrInvalidSpec},
 	}
-	unpaired := &llm.Request{Messages: []message.Message{
-		{Role: message.Assistant, Parts: []message.Part{message.ToolUse("use_1", "lookup", json.RawMessage(`{}`))}},
-	}}
-	if err := llm.CheckRequest(unpaired); !errors.Is(err, llm.ErrMalformedHistory) {
-		t.Errorf("unpaired tool use: got %v, want ErrMalformedHistory", err)
-	}
-	if err := llm.CheckRequest(&llm.Request{Messages: []message.Message{message.UserText("hi")}}); err != nil {
-		t.Errorf("valid request: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := llm.CheckRequest(tt.req)
+			if tt.want == nil && err != nil || !errors.Is(err, tt.want) {
+				t.Fatalf("CheckRequest = %v, want %v", err, tt.want)
+			}
+		})
 	}
 }

@@ -54,6 +54,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,17 +230,10 @@ func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 		p.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
 	for _, t := range req.Tools {
-		tool, err := toolParam(t)
-		if err != nil {
-			return anthropic.MessageNewParams{}, err
-		}
-		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tool})
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: toolParam(t)})
 	}
 	if req.Output != nil {
-		schema, err := objectJSON(req.Output.Schema)
-		if err != nil {
-			return anthropic.MessageNewParams{}, fmt.Errorf("output %q: schema: %w", req.Output.Name, err)
-		}
+		schema := json.RawMessage(bytes.TrimSpace(req.Output.Schema))
 		// Override keeps the schema's bytes (and so its property order,
 		// which the model follows) instead of round-tripping it through a
 		// map.
@@ -251,19 +245,14 @@ func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 	return p, nil
 }
 
-// toolParam maps a tool spec, sending its schema unchanged.
-func toolParam(t llm.ToolSpec) (*anthropic.ToolParam, error) {
-	if t.Name == "" {
-		return nil, errors.New("tool without a name")
-	}
+// toolParam maps a tool spec (checked by llm.CheckRequest), sending its
+// schema unchanged.
+func toolParam(t llm.ToolSpec) *anthropic.ToolParam {
 	schema := t.InputSchema
 	if len(schema) == 0 {
 		schema = json.RawMessage(`{"type":"object"}`)
 	}
-	schema, err := objectJSON(schema)
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
-	}
+	schema = bytes.TrimSpace(schema)
 	tool := &anthropic.ToolParam{
 		Name:        t.Name,
 		InputSchema: param.Override[anthropic.ToolInputSchemaParam](schema),
@@ -271,16 +260,7 @@ func toolParam(t llm.ToolSpec) (*anthropic.ToolParam, error) {
 	if t.Description != "" {
 		tool.Description = anthropic.String(t.Description)
 	}
-	return tool, nil
-}
-
-// objectJSON checks that raw is a JSON object.
-func objectJSON(raw json.RawMessage) (json.RawMessage, error) {
-	trimmed := strings.TrimSpace(string(raw))
-	if !json.Valid([]byte(trimmed)) || !strings.HasPrefix(trimmed, "{") {
-		return nil, errors.New("not a JSON object")
-	}
-	return json.RawMessage(trimmed), nil
+	return tool
 }
 
 // messages maps the transcript, merging consecutive messages of the same

@@ -15,8 +15,8 @@
 // (with [Capabilities.Thinking]), structured output, the stop reasons,
 // usage, provider errors (named and reachable with [errors.As]), retries
 // (with [Harness.Retrying]), context cancellation, [llm.CheckPairing]
-// refusing an unpaired transcript before anything is sent, a nil request,
-// and concurrent calls. What a provider's wire format looks like is the adapter's own
+// refusing an unpaired transcript or an invalid request ([llm.CheckRequest])
+// before anything is sent, and concurrent calls. What a provider's wire format looks like is the adapter's own
 // business: [Fake.Sent] hands it the requests of the scenarios worth a
 // golden file.
 package llmtest
@@ -125,7 +125,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retries", testRetries, h.Retrying == nil},
 		{"ContextCanceled", testContextCanceled, false},
 		{"UnpairedHistory", testUnpairedHistory, false},
-		{"NilRequest", testNilRequest, false},
+		{"InvalidRequest", testInvalidRequest, false},
 		{"Concurrent", testConcurrent, false},
 	}
 	for _, tc := range tests {
@@ -401,12 +401,27 @@ func testUnpairedHistory(t *testing.T, h Harness) {
 	require.Zero(t, f.Calls(), "a malformed transcript reached the provider")
 }
 
-func testNilRequest(t *testing.T, h Harness) {
-	f := h.New(t)
-	_, err := f.Model.Generate(context.Background(), nil)
-	require.ErrorIs(t, err, llm.ErrNilRequest)
-	require.True(t, strings.HasPrefix(err.Error(), h.Name+": "), "error %q does not name the provider %s", err, h.Name)
-	require.Zero(t, f.Calls())
+func testInvalidRequest(t *testing.T, h Harness) {
+	hi := []message.Message{message.UserText("Hi")}
+	tests := []struct {
+		name string
+		req  *llm.Request
+		want error
+	}{
+		{"nil", nil, llm.ErrNilRequest},
+		{"tool schema not an object", &llm.Request{Messages: hi, Tools: []llm.ToolSpec{{Name: "t", InputSchema: json.RawMessage(`[1]`)}}}, llm.ErrInvalidSpec},
+		{"tool without a name", &llm.Request{Messages: hi, Tools: []llm.ToolSpec{{InputSchema: json.RawMessage(`{}`)}}}, llm.ErrInvalidSpec},
+		{"output schema not JSON", &llm.Request{Messages: hi, Output: &llm.OutputSpec{Name: "o", Schema: json.RawMessage(`{`)}}, llm.ErrInvalidSpec},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := h.New(t)
+			_, err := f.Model.Generate(context.Background(), tt.req)
+			require.ErrorIs(t, err, tt.want)
+			require.True(t, strings.HasPrefix(err.Error(), h.Name+": "), "error %q does not name the provider %s", err, h.Name)
+			require.Zero(t, f.Calls(), "an invalid request reached the provider")
+		})
+	}
 }
 
 func testConcurrent(t *testing.T, h Harness) {

@@ -59,6 +59,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,17 +215,10 @@ func (m *Model) params(req *llm.Request) (openai.ChatCompletionNewParams, error)
 	}
 	p.Messages = append(p.Messages, messages(req.Messages)...)
 	for _, t := range req.Tools {
-		tool, err := toolParam(t)
-		if err != nil {
-			return openai.ChatCompletionNewParams{}, err
-		}
-		p.Tools = append(p.Tools, tool)
+		p.Tools = append(p.Tools, toolParam(t))
 	}
 	if req.Output != nil {
-		schema, err := objectJSON(req.Output.Schema)
-		if err != nil {
-			return openai.ChatCompletionNewParams{}, fmt.Errorf("output %q: schema: %w", req.Output.Name, err)
-		}
+		schema := json.RawMessage(bytes.TrimSpace(req.Output.Schema))
 		p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{
 			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
 				Name:   schemaName(req.Output.Name),
@@ -245,32 +239,19 @@ type functionDef struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-func toolParam(t llm.ToolSpec) (openai.ChatCompletionToolUnionParam, error) {
-	if t.Name == "" {
-		return openai.ChatCompletionToolUnionParam{}, errors.New("tool without a name")
-	}
+// toolParam maps a tool spec (checked by llm.CheckRequest), sending its
+// schema unchanged.
+func toolParam(t llm.ToolSpec) openai.ChatCompletionToolUnionParam {
 	schema := t.InputSchema
 	if len(schema) == 0 {
 		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	schema, err := objectJSON(schema)
-	if err != nil {
-		return openai.ChatCompletionToolUnionParam{}, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
-	}
+	schema = bytes.TrimSpace(schema)
 	return openai.ChatCompletionFunctionTool(param.Override[shared.FunctionDefinitionParam](functionDef{
 		Name:        t.Name,
 		Description: t.Description,
 		Parameters:  schema,
-	})), nil
-}
-
-// objectJSON checks that raw is a JSON object.
-func objectJSON(raw json.RawMessage) (json.RawMessage, error) {
-	trimmed := strings.TrimSpace(string(raw))
-	if !json.Valid([]byte(trimmed)) || !strings.HasPrefix(trimmed, "{") {
-		return nil, errors.New("not a JSON object")
-	}
-	return json.RawMessage(trimmed), nil
+	}))
 }
 
 // schemaName reduces name to what response_format accepts:
