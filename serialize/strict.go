@@ -25,12 +25,13 @@ type UnknownFieldsError struct {
 	Fields []string
 }
 
+// Error names the fields and the way out: a state version and migration.
 func (e *UnknownFieldsError) Error() string {
 	q := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
 		q[i] = strconv.Quote(f)
 	}
-	return fmt.Sprintf("%v: %s (renamed or removed since the state was saved? give the node a StateVersion and Migrate)", ErrUnknownFields, strings.Join(q, ", "))
+	return fmt.Sprintf("%v: %s (renamed or removed since the state was saved? give the node a StateVersion and Migrate, the pack a PackMigration)", ErrUnknownFields, strings.Join(q, ", "))
 }
 
 // Unwrap returns ErrUnknownFields.
