@@ -14,6 +14,7 @@ import (
 	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/steptext"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -73,7 +74,7 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	}
 	fmt.Fprintf(w, "created machine %s (node %s)\n", id, refund.NodeName)
 	fmt.Fprintf(w, "customer: %s\n", refund.CustomerRequest)
-	last, err := cli.PrintSteps(w, db.Runner.Run(ctx, id, machine.UserText(refund.CustomerRequest)))
+	last, err := steptext.WriteAll(w, db.Runner.Run(ctx, id, machine.UserText(refund.CustomerRequest)))
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	}
 	for _, call := range last.Suspensions {
 		fmt.Fprintln(w)
-		cli.PrintCall(w, call)
+		steptext.WriteCall(w, call)
 	}
 	_, rev, err := db.Runner.Load(ctx, id)
 	if err != nil {
@@ -93,7 +94,7 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	if err != nil {
 		return err
 	}
-	cli.PrintSuspensions(cli.Indent(w, "  "), list, c.Charter.Now())
+	cli.PrintSuspensions(steptext.Indent(w, "  "), list, c.Charter.Now())
 
 	decision, err := json.Marshal(managerDecision)
 	if err != nil {
@@ -151,7 +152,7 @@ func resumeInChild(ctx context.Context, w io.Writer, exe string, n int, path, su
 		quoted[i] = shellQuote(a)
 	}
 	fmt.Fprintf(w, "── process %d (pid %d): markov %s\n", n, cmd.Process.Pid, strings.Join(quoted, " "))
-	_, copyErr := io.Copy(cli.Indent(w, childPrefix), r)
+	_, copyErr := io.Copy(steptext.Indent(w, childPrefix), r)
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("process %d (%s resume): %w", n, filepath.Base(exe), err)
 	}

@@ -23,13 +23,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"time"
 
 	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/steptext"
 )
 
 func main() {
@@ -94,55 +93,24 @@ func run(ctx context.Context, w io.Writer, model llm.Model) error {
 // drive runs m with inputs, prints every step and returns the calls still
 // pending when the run ends.
 func drive(ctx context.Context, w io.Writer, m *machine.Machine, inputs ...machine.Input) ([]instance.SuspendedCall, error) {
-	var pending []instance.SuspendedCall
-	for step, err := range m.Run(ctx, inputs...) {
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(w, "[step: %s, done: %v]\n", step.Reason, step.Done)
-		for _, msg := range step.Messages {
-			printMessage(w, msg)
-		}
-		pending = step.Suspensions
+	last, err := steptext.WriteAll(w, m.Run(ctx, inputs...))
+	if err != nil {
+		return nil, err
 	}
-	return pending, nil
+	return last.Suspensions, nil
 }
 
-func printMessage(w io.Writer, msg message.Message) {
-	for _, p := range msg.Parts {
-		switch p.Kind {
-		case message.KindText:
-			fmt.Fprintf(w, "%s: %s\n", msg.Role, p.Text)
-		case message.KindToolUse:
-			fmt.Fprintf(w, "%s calls %s %s\n", msg.Role, p.Name, p.Data)
-		case message.KindToolResult:
-			status := "result"
-			if p.IsError {
-				status = "error"
-			}
-			fmt.Fprintf(w, "tool %s: %s\n", status, p.Text)
-		}
-	}
-}
-
-// printPending shows a suspended call the way an approval queue would.
+// printPending shows a suspended call the way an approval queue would,
+// with the metadata the refund tool attached, decoded.
 func printPending(w io.Writer, c instance.SuspendedCall) error {
 	meta, err := instance.Decode[refund.RefundMeta](c.Metadata)
 	if err != nil {
 		return err
 	}
-	onTimeout := "the call fails"
-	if c.OnTimeout.Resume {
-		onTimeout = "the call resumes with " + string(c.OnTimeout.Payload)
+	fmt.Fprintln(w)
+	if err := steptext.WriteCall(w, c); err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "\npending call\n")
-	fmt.Fprintf(w, "  suspend ID: %s\n", c.SuspendID)
-	fmt.Fprintf(w, "  tool:       %s\n", c.Name)
-	fmt.Fprintf(w, "  input:      %s\n", c.Input)
-	fmt.Fprintf(w, "  reason:     %s\n", c.Reason)
-	fmt.Fprintf(w, "  metadata:   order %s, $%.2f\n", meta.OrderID, meta.Amount)
-	fmt.Fprintf(w, "  payload:    %s\n", c.PayloadSchema)
-	fmt.Fprintf(w, "  deadline:   %s (%s after suspension); then %s\n",
-		c.Deadline.Format(time.RFC3339), c.Deadline.Sub(c.SuspendedAt), onTimeout)
-	return nil
+	_, err = fmt.Fprintf(w, "  the manager sees: order %s, $%.2f\n", meta.OrderID, meta.Amount)
+	return err
 }

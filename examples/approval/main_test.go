@@ -18,21 +18,27 @@ import (
 
 const wantOutput = `customer: Hi, the blender from order A-1042 arrived broken. Can I get my $89.90 back?
 [step: suspend, done: true]
+(held until resumed) assistant: I'm sorry about the blender. I'll ask a manager to approve the refund.
+(held until resumed) assistant calls request_refund {"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}
 
-pending call
+pending tool call
   suspend ID: <ID>
+  instance:   <INSTANCE>
   tool:       request_refund
   input:      {"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}
-  reason:     refund of $89.90 for order A-1042 needs a manager's approval
-  metadata:   order A-1042, $89.90
+  metadata:   {"order_id":"A-1042","amount":89.9}
   payload:    {"type":"object","properties":{"approved":{"type":"boolean","description":"true to issue the refund, false to decline it"},"manager":{"type":"string","description":"who decided"}},"required":["approved","manager"],"additionalProperties":false}
+  reason:     refund of $89.90 for order A-1042 needs a manager's approval
+  suspended:  <TIME>
   deadline:   <TIME> (48h0m0s after suspension); then the call fails
+  the manager sees: order A-1042, $89.90
 
 manager sends: {"approved":"yes"}
 refused, 1 call still pending: suspension <ID>: payload does not decode: validating root: validating /properties/approved: type: yes has type "string", want "boolean"
 
 manager decides: {Approved:true Manager:dana@example.com}
 [step: end_turn, done: true]
+suspension <ID> resumed (tool request_refund)
 assistant: I'm sorry about the blender. I'll ask a manager to approve the refund.
 assistant calls request_refund {"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}
 tool result: refund of $89.90 for order A-1042 issued, approved by dana@example.com
@@ -43,6 +49,7 @@ ledger: refunded [A-1042]
 
 var (
 	suspendIDLine = regexp.MustCompile(`suspend ID: (\S+)`)
+	instanceLine  = regexp.MustCompile(`instance:   (\S+)`)
 	timestamp     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 )
 
@@ -56,6 +63,9 @@ func TestRun(t *testing.T) {
 	require.NotNil(t, id, "no suspend ID in output:\n%s", got)
 	require.Regexp(t, `^[A-Z2-7]{26}$`, id[1], "suspend IDs are random base32")
 	got = strings.ReplaceAll(got, id[1], "<ID>")
+	inst := instanceLine.FindStringSubmatch(got)
+	require.NotNil(t, inst, "no instance ID in output:\n%s", got)
+	got = strings.ReplaceAll(got, inst[1], "<INSTANCE>")
 	got = timestamp.ReplaceAllString(got, "<TIME>")
 	if diff := cmp.Diff(wantOutput, got); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)

@@ -63,9 +63,11 @@ var layers = map[string]rule{
 	"executor":            {layer: 4},
 	"machine":             {layer: 5},
 	"serialize":           {layer: 6},
-	"store":               {layer: 6, restricted: true, stdlib: true},
-	"store/...":           {layer: 6, restricted: true, only: []string{"store"}},
-	"durable":             {layer: 7},
+	// steptext writes steps as text: machine and below.
+	"steptext":  {layer: 6},
+	"store":     {layer: 6, restricted: true, stdlib: true},
+	"store/...": {layer: 6, restricted: true, only: []string{"store"}},
+	"durable":   {layer: 7},
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp":    {layer: 7, also: []string{"durable"}},
 	"llm/anthropic": adapter,

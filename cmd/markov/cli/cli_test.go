@@ -541,16 +541,6 @@ func TestServeSweepsExpiredSuspensions(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-func TestIndent(t *testing.T) {
-	var b bytes.Buffer
-	w := Indent(&b, "> ")
-	for _, s := range []string{"a", "b\nc", "\n", "\nd\n"} {
-		_, err := io.WriteString(w, s)
-		require.NoError(t, err)
-	}
-	require.Equal(t, "> ab\n> c\n> \n> d\n", b.String())
-}
-
 func TestParsePayload(t *testing.T) {
 	for _, tt := range []struct {
 		arg  string

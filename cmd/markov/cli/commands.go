@@ -14,6 +14,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
+	"github.com/markov-agents/markov/steptext"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -191,14 +192,14 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 func PrintMachine(w io.Writer, id string, rev int64, m *machine.Machine, n int) {
 	fmt.Fprintf(w, "machine %s (charter %q, revision %d)\n", id, m.Charter().Name(), rev)
 	fmt.Fprintln(w, "tree:")
-	PrintTree(w, m.Root())
+	steptext.WriteTree(w, m.Root())
 	pending := m.Pending()
 	if len(pending) == 0 {
 		fmt.Fprintln(w, "pending: none")
 	} else {
 		fmt.Fprintf(w, "pending: %d\n", len(pending))
 		for _, call := range pending {
-			PrintCall(Indent(w, "  "), call)
+			steptext.WriteCall(steptext.Indent(w, "  "), call)
 		}
 	}
 	h := m.History()
@@ -214,7 +215,7 @@ func PrintMachine(w io.Writer, id string, rev int64, m *machine.Machine, n int) 
 		fmt.Fprintf(w, "history: %d messages, the last %d:\n", len(h), n)
 	}
 	for _, msg := range h[len(h)-n:] {
-		PrintMessage(w, "  ", msg)
+		steptext.WriteMessage(steptext.Indent(w, "  "), msg)
 	}
 }
 
@@ -283,7 +284,7 @@ func RunMachine(ctx context.Context, c *CLI, args []string) error {
 	defer db.Close()
 	c.PrintModel()
 	w := c.Out()
-	last, err := PrintSteps(w, db.Runner.Run(ctx, id, inputs...))
+	last, err := steptext.WriteAll(w, db.Runner.Run(ctx, id, inputs...))
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("no machine %s in %s (list them with '%s inspect'): %w", id, db.Path, c.name(), err)
@@ -315,7 +316,7 @@ func (c *CLI) resolve(ctx context.Context, id, verb string, run func(*DB) runSte
 		what += " " + sus.Name
 	}
 	fmt.Fprintf(w, "%s suspension %s of machine %s (%s: %s)\n", verb, id, sus.MachineID, what, sus.Reason)
-	last, err := PrintSteps(w, run(db))
+	last, err := steptext.WriteAll(w, run(db))
 	if err != nil {
 		return c.explain(err, id, db)
 	}
@@ -334,7 +335,7 @@ func (c *CLI) printOutcome(ctx context.Context, db *DB, id string, last machine.
 	if last.NeedsResume() {
 		fmt.Fprintf(w, "; %d call(s) still pending:\n", len(last.Suspensions))
 		for _, call := range last.Suspensions {
-			PrintCall(w, call)
+			steptext.WriteCall(w, call)
 		}
 		return nil
 	}
