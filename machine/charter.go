@@ -1,13 +1,10 @@
 package machine
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
-	"github.com/looplab/fsm"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
@@ -17,11 +14,6 @@ import (
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/node"
 )
-
-// ErrInvalidCharter reports a charter that cannot be built: no model, no
-// nodes, duplicate names, a transition to an unknown node, or tools whose
-// names clash.
-var ErrInvalidCharter = errors.New("invalid charter")
 
 // TracerName is the instrumentation scope of markov's spans.
 const TracerName = "github.com/markov-agents/markov"
@@ -94,7 +86,7 @@ type Charter struct {
 	newID    func() string
 	logger   *slog.Logger
 	tracer   trace.Tracer
-	graph    *fsm.FSM
+	order    []string // node names in declaration order, for graphs
 }
 
 // NewCharter checks cfg and builds a charter. Every node name a transition
@@ -179,11 +171,14 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 			return nil, err
 		}
 	}
-	graph, err := buildGraph(cfg.Nodes, c.nodes)
-	if err != nil {
-		return nil, err
+	for _, n := range cfg.Nodes {
+		for _, e := range n.Edges() {
+			if c.nodes[e.Target] == nil {
+				return nil, fmt.Errorf("%w: node %s: transition %s leads to unknown node %q", ErrInvalidCharter, n.Name(), e.Transition, e.Target)
+			}
+		}
+		c.order = append(c.order, n.Name())
 	}
-	c.graph = graph
 	c.exec = &executor.Executor{
 		Model:        cfg.Model,
 		Prompt:       cfg.SystemPrompt,
@@ -241,30 +236,6 @@ func (c *Charter) checkNode(n *node.Node) error {
 	return nil
 }
 
-// buildGraph builds the node graph as an FSM: one state per node, one event
-// per declared transition target. Unknown targets fail here.
-func buildGraph(nodes []*node.Node, byName map[string]*node.Node) (*fsm.FSM, error) {
-	srcs := map[string][]string{}
-	for _, n := range nodes {
-		for _, t := range n.Targets() {
-			if byName[t] == nil {
-				return nil, fmt.Errorf("%w: node %s declares a transition to unknown node %q", ErrInvalidCharter, n.Name(), t)
-			}
-			srcs[t] = append(srcs[t], n.Name())
-		}
-	}
-	targets := make([]string, 0, len(srcs))
-	for t := range srcs {
-		targets = append(targets, t)
-	}
-	sort.Strings(targets)
-	events := make(fsm.Events, 0, len(targets))
-	for _, t := range targets {
-		events = append(events, fsm.EventDesc{Name: node.TransitionPrefix + t, Src: srcs[t], Dst: t})
-	}
-	return fsm.NewFSM(nodes[0].Name(), events, nil), nil
-}
-
 // Name returns the charter's name.
 func (c *Charter) Name() string { return c.name }
 
@@ -273,18 +244,6 @@ func (c *Charter) Node(name string) *node.Node { return c.nodes[name] }
 
 // Pack returns the pack named name, or nil.
 func (c *Charter) Pack(name string) *node.Pack { return c.packs[name] }
-
-// Graph formats for Charter.Graph.
-const (
-	GraphMermaid  = fsm.MERMAID
-	GraphGraphviz = fsm.GRAPHVIZ
-)
-
-// Graph exports the node graph (nodes and declared transitions) in the
-// given format: GraphMermaid, GraphGraphviz, or any fsm.VisualizeType.
-func (c *Charter) Graph(format fsm.VisualizeType) (string, error) {
-	return fsm.VisualizeWithType(c.graph, format)
-}
 
 // Now returns the charter clock's time.
 func (c *Charter) Now() time.Time { return c.now() }

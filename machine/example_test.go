@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/looplab/fsm"
-
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -180,14 +178,16 @@ func ExampleCharter_Graph() {
 	if err != nil {
 		panic(err)
 	}
-	graph, err := charter.Graph(fsm.MERMAID)
+	graph, err := charter.Graph(machine.GraphMermaid)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Print(graph)
 	// Output:
 	// stateDiagram-v2
+	//     triage
+	//     billing
 	//     [*] --> triage
-	//     billing --> triage: transition_to_triage
 	//     triage --> billing: transition_to_billing
+	//     billing --> triage: transition_to_triage
 }

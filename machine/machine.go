@@ -6,7 +6,6 @@
 package machine
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/markov-agents/markov/command"
@@ -14,25 +13,6 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
-)
-
-// Errors of running a machine.
-var (
-	// ErrMaxSteps: a Run took more rounds than the charter allows.
-	ErrMaxSteps = errors.New("max steps exceeded")
-	// ErrRunning: Run (or a mutating method) was called while a Run of the
-	// same machine is in progress.
-	ErrRunning = errors.New("machine is already running")
-	// ErrBadInput: Run received an input that is not a message.Message, a
-	// command.Invocation or a ResumeInput.
-	ErrBadInput = errors.New("bad run input")
-	// ErrNoPrimary: there is no non-worker leaf to address.
-	ErrNoPrimary = errors.New("no primary leaf")
-	// ErrInvalidTree: a restored tree does not fit its charter.
-	ErrInvalidTree = errors.New("invalid instance tree")
-	// ErrIterReused: the sequence Run returned was ranged over a second
-	// time; it is single-use (call Run again instead).
-	ErrIterReused = errors.New("run sequence already used")
 )
 
 // YieldReason says why a step was yielded.

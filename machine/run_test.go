@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/looplab/fsm"
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/command"
@@ -532,7 +531,7 @@ func TestGraph(t *testing.T) {
 	b := mustNode(t, "review", node.Config[empty]{Transitions: []node.Transition[empty]{node.To[empty]("draft", ""), node.To[empty]("done", "")}})
 	c := mustNode(t, "done", node.Config[empty]{})
 	ch := charter(t, scripted.New(), a, b, c)
-	g, err := ch.Graph(fsm.MERMAID)
+	g, err := ch.Graph(machine.GraphMermaid)
 	require.NoError(t, err)
 	for _, want := range []string{"stateDiagram", "draft --> review: transition_to_review", "review --> draft: transition_to_draft", "review --> done: transition_to_done"} {
 		require.Contains(t, g, want)

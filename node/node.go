@@ -124,7 +124,7 @@ type Node struct {
 	worker       bool
 	settings     llm.Settings
 	output       *OutputSpec
-	targets      []string
+	edges        []Edge
 }
 
 // New builds a node. It checks names (unique, provider-safe), tool and
@@ -172,8 +172,8 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 			return nil, fmt.Errorf("%w: node %s: zero Transition (build them with node.To or node.NewTransition)", ErrInvalidNode, name)
 		}
 		n.transitions = append(n.transitions, t.t)
-		if t.target != "" {
-			n.targets = append(n.targets, t.target)
+		for _, target := range t.targets {
+			n.edges = append(n.edges, Edge{Transition: t.t.Spec.Name, Target: target})
 		}
 	}
 	n.all = append(n.all, n.tools...)
@@ -316,8 +316,9 @@ func (n *Node) Commands() []command.Def { return n.commands }
 // Packs returns the packs the node opts into.
 func (n *Node) Packs() []*Pack { return n.packs }
 
-// Targets returns the node names of its declared transitions (node.To).
-func (n *Node) Targets() []string { return n.targets }
+// Edges returns the node's declared edges in transition order: one per
+// node.To, one per target a code transition declares (node.Targets).
+func (n *Node) Edges() []Edge { return n.edges }
 
 // updateStateTool builds the built-in state update tool of n.
 func updateStateTool(n *Node) *frame.Tool {

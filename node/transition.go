@@ -18,8 +18,32 @@ const CedeTool = "cede"
 // Transition is a way the model can move the tree from a node with state S,
 // shown to it as a tool. At most one transition runs per reply.
 type Transition[S any] struct {
-	t      *frame.Tool
-	target string
+	t       *frame.Tool
+	targets []string
+}
+
+// Edge is one possible move of a node's transition: the transition's tool
+// name and a node it may lead to (a replacement or a spawned child). Graphs
+// draw one arrow per edge.
+type Edge struct {
+	Transition string
+	Target     string
+}
+
+// TransitionOption configures a code transition (NewTransition).
+type TransitionOption interface{ applyTransition(*transitionConfig) }
+
+type transitionConfig struct{ targets []string }
+
+type transitionOption func(*transitionConfig)
+
+func (o transitionOption) applyTransition(c *transitionConfig) { o(c) }
+
+// Targets declares the nodes a code transition may lead to, by name: the
+// nodes its effect moves to or spawns. The charter checks every name like a
+// node.To target, and graphs (machine.Charter.Graph) draw an edge to each.
+func Targets(names ...string) TransitionOption {
+	return transitionOption(func(c *transitionConfig) { c.targets = append(c.targets, names...) })
 }
 
 // Name returns the transition's tool name ("" for the zero Transition).
@@ -72,14 +96,19 @@ func To[S any](target, description string) Transition[S] {
 		return instance.Goto(target, json.RawMessage(raw)), nil
 	}
 	t := newTransitionTool(TransitionPrefix+target, description, fn)
-	return Transition[S]{t: t, target: target}
+	return Transition[S]{t: t, targets: []string{target}}
 }
 
 // NewTransition returns a code transition with typed arguments: fn returns
 // the effect (instance.Goto, instance.Spawn, instance.Cede) or suspends the
-// whole instance through ctx.Suspend.
-func NewTransition[S, Args any](name, description string, fn func(ctx *TransitionContext[S], args Args) (instance.Effect, error)) Transition[S] {
-	return Transition[S]{t: newTransitionTool(name, description, fn)}
+// whole instance through ctx.Suspend. Targets declares the nodes it may
+// lead to, so the charter checks them and graphs show them.
+func NewTransition[S, Args any](name, description string, fn func(ctx *TransitionContext[S], args Args) (instance.Effect, error), opts ...TransitionOption) Transition[S] {
+	var cfg transitionConfig
+	for _, o := range opts {
+		o.applyTransition(&cfg)
+	}
+	return Transition[S]{t: newTransitionTool(name, description, fn), targets: cfg.targets}
 }
 
 // Ceder returns the transition "cede": the model hands its result (the

@@ -105,7 +105,7 @@ func newCharter(model llm.Model) (*machine.Charter, error) {
 				children[i] = instance.Child{Node: researcherNode, State: Assignment{Topic: t}}
 			}
 			return instance.Spawn(children...), nil
-		})
+		}, node.Targets(researcherNode))
 	lead, err := node.New(leadNode, node.Config[struct{}]{
 		Instructions: "Split the user's question into topics, dispatch a researcher per topic, then summarize their findings.",
 		Transitions:  []node.Transition[struct{}]{dispatch},

@@ -1,0 +1,31 @@
+package machine
+
+import "errors"
+
+// Errors of running a machine. Every error a Run yields for misuse or
+// bad input wraps one of these (or a lower package's sentinel).
+var (
+	// ErrMaxSteps: a Run took more rounds than the charter allows.
+	ErrMaxSteps = errors.New("machine: max steps exceeded")
+	// ErrRunning: Run (or a mutating method) was called while a Run of the
+	// same machine is in progress.
+	ErrRunning = errors.New("machine: machine is already running")
+	// ErrBadInput: Run received an input that is not a message.Message, a
+	// command.Invocation or a ResumeInput.
+	ErrBadInput = errors.New("machine: bad run input")
+	// ErrNoPrimary: there is no non-worker leaf to address.
+	ErrNoPrimary = errors.New("machine: no primary leaf")
+	// ErrInvalidTree: a restored tree does not fit its charter.
+	ErrInvalidTree = errors.New("machine: invalid instance tree")
+	// ErrIterReused: the sequence Run returned was ranged over a second
+	// time; it is single-use (call Run again instead).
+	ErrIterReused = errors.New("machine: run sequence already used")
+)
+
+// ErrInvalidCharter reports a charter that cannot be built: no model, no
+// nodes, duplicate names, a transition to an unknown node, or tools whose
+// names clash.
+var ErrInvalidCharter = errors.New("machine: invalid charter")
+
+// ErrGraphFormat reports a graph format Charter.Graph does not write.
+var ErrGraphFormat = errors.New("machine: unknown graph format")
