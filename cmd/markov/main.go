@@ -18,22 +18,33 @@
 //	markov [--db FILE] <command> [flags] [args]
 //
 //	demo [--db FILE]                  run the approval demo across two processes
-//	pending [--machine ID] [--expired] [--json]
+//	pending [--machine ID] [--expired] [-o text|json]
 //	                                  list pending suspensions
-//	inspect [-n N] [--json] [machine-id]
+//	inspect [-n N] [-o text|json] [machine-id]
 //	                                  show a machine (no ID: list machines)
-//	resume [--error] [--text] <suspend-id> <payload>
+//	create [--id ID] [--state JSON] [-o text|json] <node>
+//	                                  create a stored machine, print its ID
+//	run [-o text|json] <machine-id> [message...]
+//	                                  send a machine a message and run it
+//	invoke [--instance ID] [-o text|json] <machine-id> <command> [input-json]
+//	                                  invoke a command on a stored machine
+//	resume [--error] [--text] [-o text|json] <suspend-id> <payload>
 //	                                  resume a suspension with a JSON payload
-//	cancel <suspend-id> [reason...]   cancel a suspension
+//	cancel [-o text|json] <suspend-id> [reason...]
+//	                                  cancel a suspension
 //	graph [--format mermaid|graphviz] print the charter's node graph
 //	serve [--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]
 //	      [--read-timeout D] [--write-timeout D] [--idle-timeout D]
 //	                                  serve the HMAC-signed HTTP resume endpoint
 //	                                  (timeouts default to resumehttp's: 15s, 5m, 15s)
+//	version [-o text|json]            print the version and the Go version
+//	help [command]                    print help (also -h, --help, <command> -h)
 //
 // --db defaults to markov.db in the current directory (the demo uses a
-// fresh temporary database unless --db is given). Exit status: 0 on
-// success, 1 when a command fails, 2 on a bad command line.
+// fresh temporary database unless --db is given). -o json prints stable,
+// machine-readable output (documented in package cmd/markov/cli). Help
+// goes to stdout. Exit status: 0 on success (help included), 1 when a
+// command fails, 2 on a bad command line (the usage goes to stderr).
 //
 // The stored machines can only be run by a program that has their charter,
 // since the charter holds the Go code of their tools. This binary knows the

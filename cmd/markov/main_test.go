@@ -165,7 +165,38 @@ func TestBinary(t *testing.T) {
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
 	require.Equal(t, cli.ExitError, exit.ExitCode())
-	require.Equal(t, "markov: database markov.db does not exist (pass --db FILE, or create one with 'markov demo --db markov.db')\n", stderr.String())
+	require.Equal(t, "markov: database markov.db does not exist (pass --db FILE, or create a machine in it with 'markov create --db markov.db <node>')\n", stderr.String())
+
+	// Help goes to stdout with exit status 0; a bad command line prints
+	// the usage on stderr and exits with 2.
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"resume", "-h"}, {"help", "demo"}} {
+		cmd = exec.Command(bin, args...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		require.NoError(t, err, "%v", args)
+		require.Contains(t, string(out), "usage: markov ", "%v", args)
+	}
+	for _, args := range [][]string{{"frobnicate"}, {"pending", "-o", "yaml"}} {
+		cmd = exec.Command(bin, args...)
+		cmd.Dir = dir
+		stderr.Reset()
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.ErrorAs(t, err, &exit, "%v", args)
+		require.Equal(t, cli.ExitUsage, exit.ExitCode(), "%v", args)
+		require.Empty(t, out, "%v", args)
+		require.Contains(t, stderr.String(), "usage: markov", "%v", args)
+	}
+
+	// version reads the binary's build information.
+	cmd = exec.Command(bin, "version")
+	cmd.Dir = dir
+	out, err = cmd.Output()
+	require.NoError(t, err)
+	require.Regexp(t, `^markov (\(devel\)|v\S+)\nbuilt with go1\.\S+\n$`, string(out))
+	entries, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no command above creates a database")
 }
 
 func withoutEnv(env []string, key string) []string {

@@ -1,7 +1,25 @@
 // Package cli is the command-line front end of markov, reusable with any
-// charter: list pending suspensions, inspect a machine, resume or cancel a
+// charter: create a machine, send it a message or invoke a command on it,
+// list pending suspensions, inspect a machine, resume or cancel a
 // suspension, print the node graph, and serve the HTTP resume endpoint,
 // against machines kept in a SQLite file by a durable.Runner.
+//
+// Conventions: "help", -h and --help (also after a command) print help on
+// stdout and exit 0; a bad command line prints the usage on stderr and
+// exits 2 (ExitUsage); a failed command exits 1. "version" prints the
+// program's module version ("(devel)" when unknown) and the Go version.
+// The commands that show something (pending, inspect, create, run,
+// invoke, resume, cancel, version) take -o text|json. Text, the default,
+// is for people (steps are written with package steptext) and may change;
+// JSON is stable — fields are added, never renamed or removed:
+//
+//   - pending: an array of Call;
+//   - inspect MACHINE: the machine in serialize.MarshalJSON's form;
+//     inspect without an ID: an array of {"machine_id"};
+//   - create: {"machine_id", "node"};
+//   - run, invoke, resume, cancel: a RunResult (the calls still pending
+//     are Calls);
+//   - version: a VersionInfo.
 //
 // The markov command wires it to the refund demo's charter. A real
 // application builds its own binary with its own charter (the charter
@@ -25,6 +43,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -73,6 +92,8 @@ type CLI struct {
 	dbSet bool
 	// onListen, when set, is told the address serve listens on (tests).
 	onListen func(net.Addr)
+	// readBuildInfo replaces debug.ReadBuildInfo (tests).
+	readBuildInfo func() (*debug.BuildInfo, bool)
 }
 
 // Command is a subcommand.
@@ -144,7 +165,8 @@ func (c *CLI) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.db, "db", c.db, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			c.usage("")
+			// -h and --help ask for help: it goes to stdout.
+			fmt.Fprint(c.Out(), c.Usage())
 			return err
 		}
 		return Usagef("", "%v", err)
@@ -220,7 +242,8 @@ func (c *CLI) Usage() string {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(&b, "\nEvery command takes --db FILE, the SQLite database (default %s in the\n"+
-		"current directory). Run '%s help <command>' for its arguments and flags.\n", DefaultDB, c.name())
+		"current directory); those that show something take -o text|json (json is\n"+
+		"stable, for programs). Run '%s help <command>' for its arguments and flags.\n", DefaultDB, c.name())
 	return b.String()
 }
 
@@ -266,9 +289,10 @@ func (c *CLI) Parse(fs *flag.FlagSet, command string, args []string) ([]string, 
 	return pos, nil
 }
 
-// printFlags prints the usage of command with the flags of fs.
+// printFlags prints the usage of command with the flags of fs, on
+// stdout: it answers -h.
 func (c *CLI) printFlags(fs *flag.FlagSet, command string) {
-	w := c.stderr()
+	w := c.Out()
 	if cmd, ok := c.command(command); ok {
 		fmt.Fprintf(w, "usage: %s %s %s\n\n%s\n\nflags:\n", c.name(), cmd.Name, cmd.Args, cmd.Summary)
 	}
@@ -322,7 +346,7 @@ func (c *CLI) open(ctx context.Context, mustExist, readOnly bool) (*DB, error) {
 	path, _ := c.DB()
 	if mustExist {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("database %s does not exist (pass --db FILE, or create one with '%s demo --db %s')", path, c.name(), path)
+			return nil, fmt.Errorf("database %s does not exist (pass --db FILE, or create a machine in it with '%s create --db %s <node>')", path, c.name(), path)
 		}
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, ReadOnly: readOnly})

@@ -118,10 +118,20 @@ func TestUsage(t *testing.T) {
 		{name: "no command", args: nil, code: ExitUsage, stderr: []string{"markov: no command given", "usage: markov [--db FILE] <command>", "pending", "inspect", "resume", "cancel", "graph", "serve"}},
 		{name: "unknown command", args: []string{"frobnicate"}, code: ExitUsage, stderr: []string{`markov: unknown command "frobnicate"`}},
 		{name: "help", args: []string{"help"}, code: ExitOK, stdout: []string{"usage: markov [--db FILE] <command>", "\n  resume    resume a suspension with a JSON payload", "Every command takes --db FILE"}},
-		{name: "-h", args: []string{"-h"}, code: ExitOK, stderr: []string{"usage: markov"}},
-		{name: "help resume", args: []string{"help", "resume"}, code: ExitOK, stderr: []string{"usage: markov resume [--error] [--text] <suspend-id> <payload>", "-error", "-text", "-db"}},
-		{name: "resume -h", args: []string{"resume", "-h"}, code: ExitOK, stderr: []string{"usage: markov resume", "-error"}},
-		{name: "help unknown", args: []string{"help", "nope"}, code: ExitUsage, stderr: []string{`unknown command "nope"`}},
+		{name: "-h", args: []string{"-h"}, code: ExitOK, stdout: []string{"usage: markov", "-o text|json"}, emptyError: true},
+		{name: "--help", args: []string{"--help"}, code: ExitOK, stdout: []string{"usage: markov", "\n  version "}, emptyError: true},
+		{name: "help resume", args: []string{"help", "resume"}, code: ExitOK, stdout: []string{"usage: markov resume [--error] [--text] [-o text|json] <suspend-id> <payload>", "-error", "-text", "-db", "-o format"}, emptyError: true},
+		{name: "resume -h", args: []string{"resume", "-h"}, code: ExitOK, stdout: []string{"usage: markov resume", "-error"}, emptyError: true},
+		{name: "invoke --help", args: []string{"invoke", "--help"}, code: ExitOK, stdout: []string{"usage: markov invoke [--instance ID] [-o text|json] <machine-id> <command> [input-json]", "-instance"}, emptyError: true},
+		{name: "help create", args: []string{"help", "create"}, code: ExitOK, stdout: []string{"usage: markov create", "-state"}, emptyError: true},
+		{name: "version -h", args: []string{"version", "-h"}, code: ExitOK, stdout: []string{"usage: markov version [-o text|json]"}, emptyError: true},
+		{name: "help unknown", args: []string{"help", "nope"}, code: ExitUsage, stderr: []string{`unknown command "nope"`}, noStdout: true},
+		{name: "bad output format", args: []string{"pending", "-o", "yaml"}, code: ExitUsage, stderr: []string{`markov pending: invalid value "yaml" for flag -o: unknown output format "yaml" (want text or json)`, "usage: markov pending"}, noStdout: true},
+		{name: "version takes no argument", args: []string{"version", "x"}, code: ExitUsage, stderr: []string{`markov version: unexpected argument "x"`}, noStdout: true},
+		{name: "create wants a node", args: []string{"create"}, code: ExitUsage, stderr: []string{"markov create: want a node name, got 0 arguments"}, noStdout: true},
+		{name: "create state not JSON", args: []string{"create", "--state", "{x", "support"}, code: ExitUsage, stderr: []string{`state "{x" is not valid JSON`}, noStdout: true},
+		{name: "invoke wants a command", args: []string{"invoke", "m_1"}, code: ExitUsage, stderr: []string{"markov invoke: want a machine ID, a command and an optional JSON input, got 1 arguments"}, noStdout: true},
+		{name: "invoke input not JSON", args: []string{"invoke", "m_1", "note", "{x"}, code: ExitUsage, stderr: []string{`input "{x" is not valid JSON`}, noStdout: true},
 		{name: "bad flag", args: []string{"pending", "--nope"}, code: ExitUsage, stderr: []string{"markov pending: flag provided but not defined: -nope", "usage: markov pending", "Run 'markov pending -h' for details."}},
 		{name: "bad global flag", args: []string{"--nope", "pending"}, code: ExitUsage, stderr: []string{"markov: flag provided but not defined: -nope"}},
 		{name: "resume wants two arguments", args: []string{"resume", "x"}, code: ExitUsage, stderr: []string{"markov resume: want a suspend ID and a payload, got 1 arguments"}},
@@ -138,6 +148,12 @@ func TestUsage(t *testing.T) {
 			}
 			for _, s := range tt.stderr {
 				require.Contains(t, res.stderr, s)
+			}
+			if tt.noStdout {
+				require.Empty(t, res.stdout)
+			}
+			if tt.emptyError {
+				require.Empty(t, res.stderr)
 			}
 		})
 	}
@@ -188,6 +204,7 @@ func TestPending(t *testing.T) {
 	require.Equal(t, machineID, list[0]["machine_id"])
 	require.Equal(t, "request_refund", list[0]["name"])
 	require.NotEmpty(t, list[0]["deadline"])
+	require.Equal(t, res.stdout, run(t, charter, "pending", "--db", db, "-o", "json").stdout, "--json is -o json")
 
 	res = run(t, charter, "pending", "--db", db, "--machine", "m_other")
 	require.Equal(t, "no pending suspensions in "+db+"\n", res.stdout)

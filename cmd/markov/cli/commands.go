@@ -9,6 +9,7 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
@@ -24,13 +25,16 @@ type runSteps = iter.Seq2[machine.Step, error]
 // builtins returns the built-in commands, in usage order.
 func builtins() []Command {
 	return []Command{
-		{Name: "pending", Args: "[--machine ID] [--expired] [--json]", Summary: "list the pending suspensions: ID, machine, call, reason, deadline", Run: Pending},
-		{Name: "inspect", Args: "[-n N] [--json] [machine-id]", Summary: "show a machine: tree, states, suspensions, last messages (no ID: list them)", Run: Inspect},
-		{Name: "resume", Args: "[--error] [--text] <suspend-id> <payload>", Summary: "resume a suspension with a JSON payload and run its machine on", Run: Resume},
-		{Name: "cancel", Args: "<suspend-id> [reason...]", Summary: "cancel a suspension (the call fails with the reason) and run its machine on", Run: Cancel},
-		{Name: "run", Args: "<machine-id> [message...]", Summary: "send a machine a user message (none: continue pending work) and run it", Run: RunMachine},
+		{Name: "pending", Args: "[--machine ID] [--expired] [-o text|json]", Summary: "list the pending suspensions: ID, machine, call, reason, deadline", Run: Pending},
+		{Name: "inspect", Args: "[-n N] [-o text|json] [machine-id]", Summary: "show a machine: tree, states, suspensions, last messages (no ID: list them)", Run: Inspect},
+		{Name: "create", Args: "[--id ID] [--state JSON] [-o text|json] <node>", Summary: "create a stored machine whose root runs the charter's node, and print its ID", Run: Create},
+		{Name: "run", Args: "[-o text|json] <machine-id> [message...]", Summary: "send a machine a user message (none: continue pending work) and run it", Run: RunMachine},
+		{Name: "invoke", Args: "[--instance ID] [-o text|json] <machine-id> <command> [input-json]", Summary: "invoke a command on a stored machine and run it on", Run: Invoke},
+		{Name: "resume", Args: "[--error] [--text] [-o text|json] <suspend-id> <payload>", Summary: "resume a suspension with a JSON payload and run its machine on", Run: Resume},
+		{Name: "cancel", Args: "[-o text|json] <suspend-id> [reason...]", Summary: "cancel a suspension (the call fails with the reason) and run its machine on", Run: Cancel},
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
 		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
+		{Name: "version", Args: "[-o text|json]", Summary: "print the program's version and the Go version it was built with", Run: Version},
 	}
 }
 
@@ -39,7 +43,7 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("pending")
 	machineID := fs.String("machine", "", "list the suspensions of this machine only")
 	expired := fs.Bool("expired", false, "list only suspensions whose deadline has passed")
-	asJSON := fs.Bool("json", false, "print the list as JSON")
+	out := OutputFlag(fs)
 	pos, err := c.Parse(fs, "pending", args)
 	if err != nil {
 		return err
@@ -66,33 +70,12 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 		return err
 	}
 	w := c.Out()
-	if *asJSON {
-		type entry struct {
-			SuspendID     string          `json:"suspend_id"`
-			MachineID     string          `json:"machine_id"`
-			Kind          string          `json:"kind"`
-			Name          string          `json:"name,omitempty"`
-			Reason        string          `json:"reason"`
-			CreatedAt     string          `json:"created_at,omitempty"`
-			Deadline      string          `json:"deadline,omitempty"`
-			PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
+	if *out == FormatJSON {
+		entries := make([]Call, len(list))
+		for i, sus := range list {
+			entries[i] = indexCall(sus, schemas[sus.ID])
 		}
-		out := make([]entry, len(list))
-		for i, s := range list {
-			out[i] = entry{SuspendID: s.ID, MachineID: s.MachineID, Kind: s.Kind, Name: s.Name, Reason: s.Reason, PayloadSchema: schemas[s.ID]}
-			if !s.CreatedAt.IsZero() {
-				out[i].CreatedAt = formatTime(s.CreatedAt)
-			}
-			if !s.Deadline.IsZero() {
-				out[i].Deadline = formatTime(s.Deadline)
-			}
-		}
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s\n", b)
-		return nil
+		return c.WriteJSON(entries)
 	}
 	if len(list) == 0 {
 		fmt.Fprintf(w, "no pending suspensions in %s\n", db.Path)
@@ -138,7 +121,7 @@ func payloadSchemas(ctx context.Context, r *durable.Runner, list []store.Suspens
 func Inspect(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("inspect")
 	n := fs.Int("n", 10, "show the last `N` messages of the history (0: none, -1: all)")
-	asJSON := fs.Bool("json", false, "print the whole machine in markov's JSON form (serialize.MarshalJSON)")
+	out := OutputFlag(fs)
 	pos, err := c.Parse(fs, "inspect", args)
 	if err != nil {
 		return err
@@ -156,6 +139,13 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 		ids, err := db.Runner.Machines(ctx)
 		if err != nil {
 			return err
+		}
+		if *out == FormatJSON {
+			entries := make([]machineEntry, len(ids))
+			for i, id := range ids {
+				entries[i].MachineID = id
+			}
+			return c.WriteJSON(entries)
 		}
 		if len(ids) == 0 {
 			fmt.Fprintf(w, "no machines in %s\n", db.Path)
@@ -175,7 +165,7 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 		}
 		return err
 	}
-	if *asJSON {
+	if *out == FormatJSON {
 		b, err := serialize.MarshalJSON(m)
 		if err != nil {
 			return err
@@ -224,6 +214,7 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("resume")
 	isError := fs.Bool("error", false, "resolve the call as a failure (the model sees an error result)")
 	text := fs.Bool("text", false, "pass the payload as plain text rather than JSON")
+	out := OutputFlag(fs)
 	pos, err := c.Parse(fs, "resume", args)
 	if err != nil {
 		return err
@@ -236,7 +227,7 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return Usagef("resume", "%v", err)
 	}
-	return c.resolve(ctx, id, "resuming", func(db *DB) runSteps {
+	return c.resolve(ctx, id, "resuming", *out, func(db *DB) runSteps {
 		return db.Runner.Resume(ctx, id, payload, *isError)
 	})
 }
@@ -244,6 +235,7 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 // Cancel cancels a suspension and runs its machine on.
 func Cancel(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("cancel")
+	out := OutputFlag(fs)
 	pos, err := c.Parse(fs, "cancel", args)
 	if err != nil {
 		return err
@@ -256,7 +248,7 @@ func Cancel(ctx context.Context, c *CLI, args []string) error {
 	if reason == "" {
 		reason = "cancelled from the command line"
 	}
-	return c.resolve(ctx, id, "cancelling", func(db *DB) runSteps {
+	return c.resolve(ctx, id, "cancelling", *out, func(db *DB) runSteps {
 		return db.Runner.Cancel(ctx, id, reason)
 	})
 }
@@ -265,6 +257,7 @@ func Cancel(ctx context.Context, c *CLI, args []string) error {
 // pending work without one, and prints the steps.
 func RunMachine(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("run")
+	out := OutputFlag(fs)
 	pos, err := c.Parse(fs, "run", args)
 	if err != nil {
 		return err
@@ -272,37 +265,115 @@ func RunMachine(ctx context.Context, c *CLI, args []string) error {
 	if len(pos) == 0 {
 		return Usagef("run", "want a machine ID")
 	}
-	id := pos[0]
 	var inputs []machine.Input
 	if text := strings.Join(pos[1:], " "); text != "" {
 		inputs = append(inputs, machine.UserText(text))
 	}
+	return c.runStored(ctx, pos[0], *out, inputs...)
+}
+
+// Invoke invokes a command on a stored machine (its primary leaf, or the
+// instance --instance names) and runs it on, printing the steps.
+func Invoke(ctx context.Context, c *CLI, args []string) error {
+	fs := c.FlagSet("invoke")
+	instanceID := fs.String("instance", "", "the `ID` of the instance to run the command on (default: the primary leaf)")
+	out := OutputFlag(fs)
+	pos, err := c.Parse(fs, "invoke", args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 || len(pos) > 3 {
+		return Usagef("invoke", "want a machine ID, a command and an optional JSON input, got %d arguments", len(pos))
+	}
+	inv := command.Invocation{Name: pos[1], InstanceID: *instanceID}
+	if len(pos) == 3 {
+		if !json.Valid([]byte(pos[2])) {
+			return Usagef("invoke", "input %q is not valid JSON (quote it for the shell)", pos[2])
+		}
+		inv.Input = json.RawMessage(pos[2])
+	}
+	return c.runStored(ctx, pos[0], *out, inv)
+}
+
+// runStored runs stored machine id with inputs and reports the run in
+// format out.
+func (c *CLI) runStored(ctx context.Context, id string, out Format, inputs ...machine.Input) error {
 	db, err := c.Open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	c.PrintModel()
-	w := c.Out()
-	last, err := steptext.WriteAll(w, db.Runner.Run(ctx, id, inputs...))
-	if err != nil {
+	if out == FormatText {
+		c.PrintModel()
+	}
+	if err := c.writeRun(ctx, db, id, db.Runner.Run(ctx, id, inputs...), out); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("no machine %s in %s (list them with '%s inspect'): %w", id, db.Path, c.name(), err)
 		}
+		if errors.Is(err, command.ErrUnknownCommand) {
+			return fmt.Errorf("%w; nothing changed (the commands a node takes are in its charter)", err)
+		}
 		return c.explain(err, id, db)
 	}
-	return c.printOutcome(ctx, db, id, last)
+	return nil
+}
+
+// Create creates a stored machine whose root runs a node of the charter
+// and prints its ID.
+func Create(ctx context.Context, c *CLI, args []string) error {
+	fs := c.FlagSet("create")
+	id := fs.String("id", "", "the machine `ID` (default: a random one)")
+	state := fs.String("state", "", "the root's initial state as `JSON` (default: the node's initial state)")
+	out := OutputFlag(fs)
+	pos, err := c.Parse(fs, "create", args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return Usagef("create", "want a node name, got %d arguments", len(pos))
+	}
+	nodeName := pos[0]
+	var initial any
+	if *state != "" {
+		if !json.Valid([]byte(*state)) {
+			return Usagef("create", "state %q is not valid JSON (quote it for the shell)", *state)
+		}
+		initial = json.RawMessage(*state)
+	}
+	if *id != "" {
+		if err := store.CheckID(*id); err != nil {
+			return Usagef("create", "%v", err)
+		}
+	}
+	db, err := c.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	created, err := db.Runner.Create(ctx, *id, nodeName, initial)
+	switch {
+	case errors.Is(err, instance.ErrUnknownNode):
+		return fmt.Errorf("%w (see the charter's nodes with '%s graph')", err, c.name())
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("machine %s already exists in %s: %w", *id, db.Path, err)
+	case err != nil:
+		return err
+	}
+	if *out == FormatJSON {
+		return c.WriteJSON(machineEntry{MachineID: created, Node: nodeName})
+	}
+	fmt.Fprintln(c.Out(), created)
+	return nil
 }
 
 // resolve finds suspension id, prints what it is, runs its machine with
-// run's steps and prints them and how the run ended.
-func (c *CLI) resolve(ctx context.Context, id, verb string, run func(*DB) runSteps) error {
+// run's steps and reports them in format out.
+func (c *CLI) resolve(ctx context.Context, id, verb string, out Format, run func(*DB) runSteps) error {
 	db, err := c.Open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	w := c.Out()
 	sus, err := db.Runner.Suspension(ctx, id)
 	if err != nil {
 		return c.explain(err, id, db)
@@ -310,17 +381,18 @@ func (c *CLI) resolve(ctx context.Context, id, verb string, run func(*DB) runSte
 	if sus.Status != store.StatusPending {
 		return fmt.Errorf("suspension %s of machine %s is %s, not pending; nothing changed: %w", id, sus.MachineID, sus.Status, instance.ErrAlreadyResolved)
 	}
-	c.PrintModel()
-	what := sus.Kind
-	if sus.Name != "" {
-		what += " " + sus.Name
+	if out == FormatText {
+		c.PrintModel()
+		what := sus.Kind
+		if sus.Name != "" {
+			what += " " + sus.Name
+		}
+		fmt.Fprintf(c.Out(), "%s suspension %s of machine %s (%s: %s)\n", verb, id, sus.MachineID, what, sus.Reason)
 	}
-	fmt.Fprintf(w, "%s suspension %s of machine %s (%s: %s)\n", verb, id, sus.MachineID, what, sus.Reason)
-	last, err := steptext.WriteAll(w, run(db))
-	if err != nil {
+	if err := c.writeRun(ctx, db, sus.MachineID, run(db), out); err != nil {
 		return c.explain(err, id, db)
 	}
-	return c.printOutcome(ctx, db, sus.MachineID, last)
+	return nil
 }
 
 // printOutcome prints the stored revision of machine id and how its run
@@ -333,7 +405,7 @@ func (c *CLI) printOutcome(ctx context.Context, db *DB, id string, last machine.
 	}
 	fmt.Fprintf(w, "machine %s saved at revision %d", id, rev)
 	if last.NeedsResume() {
-		fmt.Fprintf(w, "; %d call(s) still pending:\n", len(last.Suspensions))
+		fmt.Fprintf(w, "; %d call(s) still pending (resume with '%s resume <suspend-id> <payload>'):\n", len(last.Suspensions), c.name())
 		for _, call := range last.Suspensions {
 			steptext.WriteCall(w, call)
 		}
