@@ -230,6 +230,9 @@ type Tool struct {
 type Schema struct {
 	Raw      json.RawMessage
 	resolved *jsonschema.Resolved
+	// accept, when the schema allows, accepts valid values without the
+	// resolved schema's allocations.
+	accept *acceptor
 }
 
 // SchemaFor infers and compiles the JSON Schema of In, which must describe
@@ -282,7 +285,7 @@ func compile(s *jsonschema.Schema) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	return &Schema{Raw: raw, resolved: r}, nil
+	return &Schema{Raw: raw, resolved: r, accept: newAcceptor(s)}, nil
 }
 
 // Decode validates data against the schema and decodes it into In. An empty
@@ -313,6 +316,9 @@ func (s *Schema) Validate(data json.RawMessage) error {
 	var generic any
 	if err := json.Unmarshal(data, &generic); err != nil {
 		return err
+	}
+	if s.accept != nil && s.accept.accepts(generic) {
+		return nil
 	}
 	return s.resolved.Validate(generic)
 }
