@@ -3,15 +3,18 @@ package steptext_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -128,4 +131,23 @@ func TestWriterErrors(t *testing.T) {
 	require.ErrorIs(t, steptext.WriteMessage(&errWriter{}, machine.UserText("hi")), errFull)
 	_, err = steptext.Indent(&errWriter{}, "> ").Write([]byte("x\n"))
 	require.ErrorIs(t, err, errFull)
+}
+
+func TestWriteCall(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	call := instance.SuspendedCall{
+		SuspendID: "S1", InstanceID: "i1", Kind: instance.KindCommand, Name: "approve",
+		Reason: "waiting", SuspendedAt: at, Deadline: at.Add(time.Hour),
+		OnTimeout: instance.TimeoutAction{Resume: true, Payload: json.RawMessage(`"late"`)},
+	}
+	var b bytes.Buffer
+	require.NoError(t, steptext.WriteCall(&b, call))
+	require.Equal(t, `pending command call
+  suspend ID: S1
+  instance:   i1
+  command:    approve
+  reason:     waiting
+  suspended:  2026-01-02T03:04:05Z
+  deadline:   2026-01-02T04:04:05Z (1h0m0s after suspension); then the call resumes with "late"
+`, b.String())
 }

@@ -124,7 +124,7 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 		fmt.Fprintf(w, "final answer: %s\n", a)
 	}
 	if keep {
-		fmt.Fprintf(w, "\nexplore it: %[1]s inspect --db %[2]s %[3]s · %[1]s pending --db %[2]s\n", "markov", shellQuote(path), id)
+		fmt.Fprintf(w, "\nexplore it: %[1]s inspect --db %[2]s %[3]s · %[1]s pending --db %[2]s\n", c.Name, shellQuote(path), id)
 	}
 	return nil
 }
