@@ -56,9 +56,11 @@ func WriteAll(w io.Writer, steps iter.Seq2[machine.Step, error]) (machine.Step, 
 // suspension lifecycle events (but "suspended": the pending calls are for
 // WriteCall), the messages it produced (see WriteMessage), the replies
 // held with a suspension, prefixed "(held until resumed) ", and a
-// command's result.
+// command's result. When the messages come from more than one instance
+// (workers running side by side), each line names the one it came from:
+// "assistant (researcher i2) calls search {...}".
 func Write(w io.Writer, st machine.Step) error {
-	p := &printer{w: w}
+	p := &printer{w: w, attribute: sources(st) > 1}
 	p.printf("[step: %s, done: %v]\n", st.Reason, st.Done)
 	for _, ev := range st.Events {
 		if ev.Type == instance.EventSuspended {
@@ -139,10 +141,25 @@ func WriteTree(w io.Writer, root *instance.Instance) error {
 	return p.err
 }
 
+// sources counts the instances the messages of st come from.
+func sources(st machine.Step) int {
+	ids := map[string]bool{}
+	for _, msgs := range [][]message.Message{st.Messages, st.Held} {
+		for _, msg := range msgs {
+			if msg.Source.InstanceID != "" {
+				ids[msg.Source.InstanceID] = true
+			}
+		}
+	}
+	return len(ids)
+}
+
 // printer writes formatted lines and keeps the first error.
 type printer struct {
 	w   io.Writer
 	err error
+	// attribute names the instance of every message line.
+	attribute bool
 }
 
 func (p *printer) printf(format string, args ...any) {
@@ -152,22 +169,26 @@ func (p *printer) printf(format string, args ...any) {
 }
 
 func (p *printer) message(prefix string, msg message.Message) {
+	by := ""
+	if src := msg.Source; p.attribute && src.InstanceID != "" {
+		by = " (" + strings.TrimSpace(src.Node+" "+src.InstanceID) + ")"
+	}
 	for _, part := range msg.Parts {
 		switch part.Kind {
 		case message.KindText:
-			p.printf("%s%s: %s\n", prefix, msg.Role, part.Text)
+			p.printf("%s%s%s: %s\n", prefix, msg.Role, by, part.Text)
 		case message.KindToolUse:
-			p.printf("%s%s calls %s %s\n", prefix, msg.Role, part.Name, part.Data)
+			p.printf("%s%s%s calls %s %s\n", prefix, msg.Role, by, part.Name, part.Data)
 		case message.KindToolResult:
 			status := "result"
 			if part.IsError {
 				status = "error"
 			}
-			p.printf("%stool %s: %s\n", prefix, status, part.Text)
+			p.printf("%stool %s%s: %s\n", prefix, status, by, part.Text)
 		case message.KindThinking:
-			p.printf("%s%s thinks: %s\n", prefix, msg.Role, OneLine(part.Text, ThinkingWidth))
+			p.printf("%s%s%s thinks: %s\n", prefix, msg.Role, by, OneLine(part.Text, ThinkingWidth))
 		case message.KindStructured:
-			p.printf("%s%s (structured): %s\n", prefix, msg.Role, part.Data)
+			p.printf("%s%s%s (structured): %s\n", prefix, msg.Role, by, part.Data)
 		case message.KindRecord:
 			p.printf("%srecord %s %s\n", prefix, part.Name, part.Data)
 		}

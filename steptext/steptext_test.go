@@ -151,3 +151,33 @@ func TestWriteCall(t *testing.T) {
   deadline:   2026-01-02T04:04:05Z (1h0m0s after suspension); then the call resumes with "late"
 `, b.String())
 }
+
+// When workers ran side by side, each line names its instance; a step
+// of one instance reads as before.
+func TestWriteAttributesWorkers(t *testing.T) {
+	from := func(node, id string, parts ...message.Part) message.Message {
+		return message.Message{Role: message.Assistant, Parts: parts, Source: message.Source{InstanceID: id, Node: node}}
+	}
+	result := func(node, id, text string) message.Message {
+		return message.Message{Role: message.Tool, Parts: []message.Part{{Kind: message.KindToolResult, Text: text}},
+			Source: message.Source{InstanceID: id, Node: node}}
+	}
+	use := message.Part{Kind: message.KindToolUse, Name: "search", Data: json.RawMessage(`{}`)}
+	st := machine.Step{Reason: machine.ToolUse, Messages: []message.Message{
+		from("researcher", "r2", use), result("researcher", "r2", "solar"),
+		from("researcher", "r3", use), result("researcher", "r3", "wind"),
+	}}
+	var b bytes.Buffer
+	require.NoError(t, steptext.Write(&b, st))
+	require.Equal(t, `[step: tool_use, done: false]
+assistant (researcher r2) calls search {}
+tool result (researcher r2): solar
+assistant (researcher r3) calls search {}
+tool result (researcher r3): wind
+`, b.String())
+
+	b.Reset()
+	st.Messages = st.Messages[:2]
+	require.NoError(t, steptext.Write(&b, st))
+	require.Equal(t, "[step: tool_use, done: false]\nassistant calls search {}\ntool result: solar\n", b.String())
+}
