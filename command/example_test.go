@@ -72,7 +72,7 @@ func ExampleNew() {
 	// Output:
 	// command set_priority: normal -> urgent (done: true)
 	// state: {Priority:urgent}
-	// error: command set_priority: invalid state: unknown priority "whenever"
+	// error: command set_priority: instance: invalid state: unknown priority "whenever"
 	// state: {Priority:urgent}
 }
 

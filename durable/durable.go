@@ -58,7 +58,7 @@ type Runner struct {
 // New returns a Runner.
 func New(cfg Config) (*Runner, error) {
 	if cfg.Store == nil || cfg.Charter == nil {
-		return nil, errors.New("durable: Config needs a Store and a Charter")
+		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
 	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger}
 	if r.lease <= 0 {

@@ -348,3 +348,10 @@ func TestCreateConflictAndCommands(t *testing.T) {
 	_, _, err = r.Load(ctx, id)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	_, err := durable.New(durable.Config{Store: memstore.New()})
+	require.ErrorIs(t, err, durable.ErrInvalidConfig)
+	_, err = durable.New(durable.Config{})
+	require.ErrorIs(t, err, durable.ErrInvalidConfig)
+}

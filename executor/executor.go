@@ -28,10 +28,6 @@ import (
 	"github.com/markov-agents/markov/node"
 )
 
-// ErrNoResponse reports a model that returned neither a response nor an
-// error.
-var ErrNoResponse = errors.New("model returned no response")
-
 // Executor runs steps and commands. Its fields are set once by the charter;
 // it is safe for concurrent use.
 type Executor struct {
@@ -323,7 +319,7 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 		if ent.tool.Transition {
 			transitions++
 			if transitions > 1 {
-				o.Results[i] = message.ToolResult(u.ID, instance.ErrTransitionLimit.Error(), true)
+				o.Results[i] = message.ToolResult(u.ID, ErrTransitionLimit.Error(), true)
 				continue
 			}
 		}
@@ -356,7 +352,7 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 			continue
 		}
 		if seen[c.SuspendID] || leaf.taken(c.SuspendID) {
-			o.Results[i] = message.ToolResult(uses[i].ID, fmt.Sprintf("%v: suspend ID %q", instance.ErrDuplicateID, c.SuspendID), true)
+			o.Results[i] = message.ToolResult(uses[i].ID, fmt.Sprintf("%v: suspend ID %q", ErrDuplicateID, c.SuspendID), true)
 			continue
 		}
 		seen[c.SuspendID] = true
@@ -490,7 +486,7 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 		return "transitioned to " + eff.Target, nil
 	case instance.EffectSpawn:
 		if len(eff.Children) == 0 {
-			return "", instance.ErrEmptySpawn
+			return "", ErrEmptySpawn
 		}
 		children := make([]instance.Child, len(eff.Children))
 		ids := make([]string, len(children))
@@ -506,7 +502,7 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 				c.ID = e.NewID()
 			}
 			if leaf.taken(c.ID) || slices.ContainsFunc(children[:i], func(o instance.Child) bool { return o.ID == c.ID }) {
-				return "", fmt.Errorf("%w: instance ID %q", instance.ErrDuplicateID, c.ID)
+				return "", fmt.Errorf("%w: instance ID %q", ErrDuplicateID, c.ID)
 			}
 			c.State = s
 			children[i], ids[i] = c, c.Node+" "+c.ID
@@ -518,7 +514,7 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 		return "spawned " + strings.Join(ids, ", "), nil
 	case instance.EffectCede:
 		if len(leaf.Ancestors) == 0 {
-			return "", instance.ErrCedeFromRoot
+			return "", ErrCedeFromRoot
 		}
 		return "ceded to " + leaf.Ancestors[len(leaf.Ancestors)-1].InstanceID, nil
 	}
@@ -530,7 +526,7 @@ func (e *Executor) validateEffect(eff *instance.Effect, leaf *Leaf) (string, err
 func (e *Executor) placement(name string, state any) (*node.Node, any, error) {
 	n := e.Nodes(name)
 	if n == nil {
-		return nil, nil, fmt.Errorf("%w: %q", instance.ErrUnknownNode, name)
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownNode, name)
 	}
 	s, err := n.NormalizeState(state)
 	return n, s, err
@@ -541,7 +537,7 @@ func (e *Executor) checkPrimaries(leaf *Leaf, added int) error {
 		added++
 	}
 	if added > 1 {
-		return instance.ErrPrimaryConflict
+		return ErrPrimaryConflict
 	}
 	return nil
 }

@@ -2,16 +2,9 @@ package executor
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/markov-agents/markov/internal/frame"
 )
-
-// ErrToolTimeout is wrapped by the error of a tool call that outlived its
-// timeout (node.Timeout, or Executor.ToolTimeout); the model sees it as the
-// result "tool NAME timed out after D".
-var ErrToolTimeout = errors.New("timed out")
 
 // limit runs fn on f within the timeout of tool t: its own, else
 // e.ToolTimeout; none if both are zero, and fn then runs on the caller's
@@ -46,7 +39,7 @@ func (e *Executor) limit(ctx context.Context, t *frame.Tool, f *frame.Frame, fn 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return fmt.Errorf("tool %s %w after %s", t.Spec.Name, ErrToolTimeout, d)
+		return &ToolTimeoutError{Tool: t.Spec.Name, After: d}
 	}
 	select {
 	case r := <-done:

@@ -2,25 +2,8 @@ package instance
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-)
-
-// Errors of effects that fail validation. Tools see them as error results;
-// commands return them.
-var (
-	// ErrUnknownNode: a transition names a node the charter does not have.
-	ErrUnknownNode = errors.New("unknown node")
-	// ErrCedeFromRoot: the root instance has no parent to cede to.
-	ErrCedeFromRoot = errors.New("root instance cannot cede")
-	// ErrPrimaryConflict: the effect would leave more than one non-worker
-	// leaf.
-	ErrPrimaryConflict = errors.New("at most one non-worker leaf may be active")
-	// ErrTransitionLimit: a reply asked for more than one transition.
-	ErrTransitionLimit = errors.New("only one transition per reply")
-	// ErrEmptySpawn: a spawn names no children.
-	ErrEmptySpawn = errors.New("spawn without children")
 )
 
 // EffectKind says what a transition does to the tree.

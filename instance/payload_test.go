@@ -53,7 +53,7 @@ func TestEncodePayloadCopiesBytes(t *testing.T) {
 func TestPayloadError(t *testing.T) {
 	var err error = &instance.PayloadError{SuspendID: "s1", Violation: `type: yes has type "string", want "boolean"`}
 	require.ErrorIs(t, err, instance.ErrPayloadDecode)
-	require.Equal(t, `suspension s1: payload does not decode: type: yes has type "string", want "boolean"`, err.Error())
+	require.Equal(t, `instance: suspension s1: payload does not decode: type: yes has type "string", want "boolean"`, err.Error())
 	var pe *instance.PayloadError
 	require.True(t, errors.As(err, &pe))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -12,28 +11,6 @@ import (
 	"github.com/looplab/fsm"
 
 	"github.com/markov-agents/markov/message"
-)
-
-// Sentinel errors of suspend and resume. Every error returned for a bad
-// resume wraps one of these; none of them leaves a trace on the machine.
-var (
-	// ErrUnknownSuspendID: no suspension with that ID exists or ever did.
-	ErrUnknownSuspendID = errors.New("unknown suspend ID")
-	// ErrAlreadyResolved: the suspension was resolved, expired or cancelled.
-	ErrAlreadyResolved = errors.New("suspension already resolved")
-	// ErrNotSuspended: the target is not waiting for anything.
-	ErrNotSuspended = errors.New("not suspended")
-	// ErrPayloadDecode: a payload, metadata or input could not be encoded or
-	// decoded.
-	ErrPayloadDecode = errors.New("payload does not decode")
-	// ErrDeadlinePassed: the suspension's deadline passed before the resume;
-	// its on-timeout action applies instead.
-	ErrDeadlinePassed = errors.New("suspension deadline passed")
-	// ErrReadOnly: the handler may read this state but not write it
-	// (ancestor state, pack state from a worker, concurrent tools).
-	ErrReadOnly = errors.New("state is read-only here")
-	// ErrInvalidState: a state value failed its node's validation.
-	ErrInvalidState = errors.New("invalid state")
 )
 
 // CallKind says what kind of call a suspension parks.
@@ -287,25 +264,6 @@ func Decode[T any](raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
-// PayloadError is the error of a resume payload that its suspension's
-// payload schema (SuspendedCall.PayloadSchema) rejects: the payload is not
-// of the declared type, or there is none. It wraps ErrPayloadDecode; the
-// suspension stays pending and nothing changed.
-type PayloadError struct {
-	SuspendID string
-	// Violation says what is wrong with the payload, in the schema
-	// validator's words.
-	Violation string
-}
-
-// Error names the suspension and the violation.
-func (e *PayloadError) Error() string {
-	return fmt.Sprintf("suspension %s: %v: %s", e.SuspendID, ErrPayloadDecode, e.Violation)
-}
-
-// Unwrap returns ErrPayloadDecode.
-func (e *PayloadError) Unwrap() error { return ErrPayloadDecode }
-
 // EncodePayload returns v as JSON. Raw JSON (json.RawMessage) must be
 // valid and passes through. A []byte that is valid JSON passes through
 // too (a webhook body handed over as is); any other []byte is text and
@@ -351,18 +309,3 @@ func ResultText(v any) (string, error) {
 func NewID(prefix string) string {
 	return prefix + rand.Text()
 }
-
-// More sentinels, for handler misuse and bad input.
-var (
-	// ErrSuspendWithResult: a handler returned a non-zero result together
-	// with a suspension; the call fails instead of suspending.
-	ErrSuspendWithResult = errors.New("handler returned a result and a suspension")
-	// ErrInvalidInput: a tool, command or transition input failed its
-	// schema or did not decode.
-	ErrInvalidInput = errors.New("invalid input")
-	// ErrPanic: a handler panicked; the panic value follows in the message.
-	ErrPanic = errors.New("handler panicked")
-	// ErrDuplicateID: an instance or suspend ID chosen by the caller is
-	// already in use in the tree.
-	ErrDuplicateID = errors.New("ID already in use")
-)

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/markov-agents/markov/message"
 )
@@ -149,14 +148,3 @@ func ToolInput(raw []byte) json.RawMessage {
 	b, _ := json.Marshal(string(raw))
 	return b
 }
-
-// ErrMalformedHistory reports a transcript a provider cannot send: a tool use
-// without a matching result, a result without its use, or an unknown role.
-var ErrMalformedHistory = errors.New("llm: malformed history")
-
-// ErrNilRequest reports a nil *Request given to a Model.
-var ErrNilRequest = errors.New("llm: nil request")
-
-// ErrInvalidSpec reports a tool or output spec no provider takes: a tool
-// without a name, or a schema that is not a JSON object.
-var ErrInvalidSpec = errors.New("llm: invalid tool or output spec")

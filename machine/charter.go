@@ -267,7 +267,7 @@ func (c *Charter) cloneState(name string, v any) any {
 func (c *Charter) NewMachine(rootNode string, state any) (*Machine, error) {
 	n := c.nodes[rootNode]
 	if n == nil {
-		return nil, fmt.Errorf("%w: %q", instance.ErrUnknownNode, rootNode)
+		return nil, fmt.Errorf("%w: %q", executor.ErrUnknownNode, rootNode)
 	}
 	s, err := n.NormalizeState(state)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
@@ -106,14 +107,14 @@ func TestCommands(t *testing.T) {
 		inv  command.Invocation
 		want error
 	}{
-		{"cede from root", command.Invoke("hand_back", nil), instance.ErrCedeFromRoot},
+		{"cede from root", command.Invoke("hand_back", nil), executor.ErrCedeFromRoot},
 		{"unknown command", command.Invoke("nope", nil), command.ErrUnknownCommand},
 		{"invalid input", command.Invoke("set", map[string]any{"count": "five"}), instance.ErrInvalidInput},
 		{"input that is not JSON", command.Invoke("set", []byte("{")), instance.ErrInvalidInput},
 		{"state that fails validation", command.Invoke("set", setIn{-1}), instance.ErrInvalidState},
 		{"handler error", command.Invoke("refuse", nil), errRefused},
 		{"handler panic", command.Invoke("crash", nil), instance.ErrPanic},
-		{"transition to unknown node", command.Invoke("move", moveIn{"ghost"}), instance.ErrUnknownNode},
+		{"transition to unknown node", command.Invoke("move", moveIn{"ghost"}), executor.ErrUnknownNode},
 		{"unknown instance", command.Invocation{Name: "set", Input: setIn{1}, InstanceID: "ghost"}, command.ErrNoTarget},
 	}
 	for _, tt := range errCases {

@@ -5,6 +5,9 @@ import "errors"
 // Errors of running a machine. Every error a Run yields for misuse or
 // bad input wraps one of these (or a lower package's sentinel).
 var (
+	// ErrDeadlinePassed: the suspension's deadline passed before the resume;
+	// its on-timeout action applies instead.
+	ErrDeadlinePassed = errors.New("machine: suspension deadline passed")
 	// ErrMaxSteps: a Run took more rounds than the charter allows.
 	ErrMaxSteps = errors.New("machine: max steps exceeded")
 	// ErrRunning: Run (or a mutating method) was called while a Run of the

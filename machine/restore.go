@@ -3,6 +3,7 @@ package machine
 import (
 	"fmt"
 
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/message"
 )
@@ -54,7 +55,7 @@ func (c *Charter) checkInstance(in *instance.Instance, ids, suspends map[string]
 	ids[in.ID] = true
 	n := c.Node(in.Node)
 	if n == nil {
-		return fmt.Errorf("%w: instance %s: %w: %q", ErrInvalidTree, in.ID, instance.ErrUnknownNode, in.Node)
+		return fmt.Errorf("%w: instance %s: %w: %q", ErrInvalidTree, in.ID, executor.ErrUnknownNode, in.Node)
 	}
 	if err := n.ValidateState(in.State); err != nil {
 		return fmt.Errorf("%w: instance %s: %w", ErrInvalidTree, in.ID, err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -22,7 +23,7 @@ func TestRestoreChecksTheTree(t *testing.T) {
 		want error
 	}{
 		{"nil root", func() *instance.Instance { return nil }, machine.ErrInvalidTree},
-		{"unknown node", func() *instance.Instance { r := ok(); r.Node = "ghost"; return r }, instance.ErrUnknownNode},
+		{"unknown node", func() *instance.Instance { r := ok(); r.Node = "ghost"; return r }, executor.ErrUnknownNode},
 		{"wrong state type", func() *instance.Instance { r := ok(); r.State = "text"; return r }, instance.ErrInvalidState},
 		{"invalid state", func() *instance.Instance { r := ok(); r.State = counter{Count: -1}; return r }, instance.ErrInvalidState},
 		{"duplicate IDs", func() *instance.Instance {

@@ -197,7 +197,7 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 		}
 	}
 	if primaries > 1 {
-		return Step{}, fmt.Errorf("%w: %d non-worker leaves", instance.ErrPrimaryConflict, primaries)
+		return Step{}, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)
 	}
 	for _, lf := range leaves {
 		lf.PrimaryElsewhere = primaries > 0 && lf.Node.Worker()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
@@ -178,7 +179,7 @@ func TestTwoNonWorkerLeavesIsAnError(t *testing.T) {
 	run(t, m, machine.UserText("go"))
 	res := lastToolResults(m.History())
 	require.True(t, res[0].IsError)
-	require.Contains(t, res[0].Text, instance.ErrPrimaryConflict.Error())
+	require.Contains(t, res[0].Text, executor.ErrPrimaryConflict.Error())
 	require.Empty(t, m.Root().Children)
 
 	// A tree that already breaks the rule fails the run.
@@ -187,7 +188,7 @@ func TestTwoNonWorkerLeavesIsAnError(t *testing.T) {
 	bad, err := machine.Restore(m.Charter(), tree, nil)
 	require.NoError(t, err)
 	_, err = collect(bad.Run(context.Background(), machine.UserText("again")))
-	require.ErrorIs(t, err, instance.ErrPrimaryConflict)
+	require.ErrorIs(t, err, executor.ErrPrimaryConflict)
 }
 
 func TestSilentMessage(t *testing.T) {

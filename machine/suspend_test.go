@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -368,7 +369,7 @@ func TestWholeInstanceSuspension(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "op-1", id)
 		_, err = m.Suspend("again", instance.WithID("op-1"))
-		require.ErrorIs(t, err, instance.ErrDuplicateID)
+		require.ErrorIs(t, err, executor.ErrDuplicateID)
 		// Input while parked is kept, and the model is not called.
 		steps := run(t, m, machine.UserText("are you there?"))
 		require.Equal(t, []machine.YieldReason{machine.AwaitingResume}, reasons(steps))
@@ -560,7 +561,7 @@ func TestDeadlineExpiry(t *testing.T) {
 			// A resume after the deadline fails and changes nothing.
 			before := snap(m)
 			_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: "late"}))
-			require.ErrorIs(t, err, instance.ErrDeadlinePassed)
+			require.ErrorIs(t, err, machine.ErrDeadlinePassed)
 			requireUnchanged(t, before, m)
 			// The next run applies the on-timeout action.
 			steps = run(t, m)

@@ -216,7 +216,7 @@ func (m *Machine) checkResumable(root *instance.Instance, id string, now time.Ti
 		return err
 	}
 	if c.Expired(now) {
-		return fmt.Errorf("suspension %s (deadline %s): %w", id, c.Deadline.Format(time.RFC3339), instance.ErrDeadlinePassed)
+		return fmt.Errorf("suspension %s (deadline %s): %w", id, c.Deadline.Format(time.RFC3339), ErrDeadlinePassed)
 	}
 	return nil
 }
@@ -248,7 +248,7 @@ func (m *Machine) resolvedBefore(id string) bool {
 }
 
 func errDuplicateID(id string) error {
-	return fmt.Errorf("%w: suspend ID %q", instance.ErrDuplicateID, id)
+	return fmt.Errorf("%w: suspend ID %q", executor.ErrDuplicateID, id)
 }
 
 // userMessage adds user input to history and wakes the primary leaf. The

@@ -2,18 +2,11 @@ package node
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
 )
-
-// ErrMigration reports a persisted state that a migration (Config.Migrate,
-// PackMigration) could not turn into a valid state: the error it returned
-// (wrapped), a panic in it, or a migrated state that fails validation. It
-// comes with instance.ErrInvalidState.
-var ErrMigration = errors.New("state migration failed")
 
 // evolution is the persisted version of a node's or pack's state type and
 // its migration from older versions.

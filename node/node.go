@@ -49,11 +49,6 @@ import (
 	"github.com/markov-agents/markov/llm"
 )
 
-// ErrInvalidNode reports a node, tool, pack or transition that cannot be
-// built: a bad or duplicate name, an input type without an object schema,
-// an initial state that fails validation.
-var ErrInvalidNode = errors.New("invalid node")
-
 // UpdateStateTool is the name of the built-in tool that updates a node's
 // state with a JSON Merge Patch (RFC 7396). Nodes offer it only when
 // Config.StateTool is set.

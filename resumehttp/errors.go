@@ -8,7 +8,9 @@ import (
 	"net/http"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -34,8 +36,8 @@ var classes = []errorClass{
 	{command.ErrNoTarget, http.StatusNotFound, "no_target", ""},
 	{instance.ErrAlreadyResolved, http.StatusConflict, "already_resolved", "suspension already resolved"},
 	{store.ErrConflict, http.StatusConflict, "conflict", "another request saved the machine first"},
-	{instance.ErrDuplicateID, http.StatusConflict, "duplicate_id", ""},
-	{instance.ErrDeadlinePassed, http.StatusGone, "deadline_passed", "the suspension's deadline passed: its on-timeout action applies"},
+	{executor.ErrDuplicateID, http.StatusConflict, "duplicate_id", ""},
+	{machine.ErrDeadlinePassed, http.StatusGone, "deadline_passed", "the suspension's deadline passed: its on-timeout action applies"},
 	{instance.ErrInvalidInput, http.StatusBadRequest, "invalid_input", ""},
 	{instance.ErrPayloadDecode, http.StatusBadRequest, "payload_decode", ""},
 	{command.ErrUnknownCommand, http.StatusBadRequest, "unknown_command", ""},
@@ -158,3 +160,15 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, status int, v 
 	attrs = append([]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status)}, attrs...)
 	h.log.LogAttrs(r.Context(), level, msg, attrs...)
 }
+
+// ErrWeakSecret reports a Config.Secret shorter than MinSecretLen bytes or
+// made of one repeated byte.
+var ErrWeakSecret = errors.New("resumehttp: weak secret")
+
+// authError is a failed authentication: its code and message.
+type authError struct{ code, msg string }
+
+// ErrInvalidConfig reports a Config New cannot build a Handler from: no
+// Runner, a negative limit, or a weak Secret (then it wraps ErrWeakSecret
+// too).
+var ErrInvalidConfig = errors.New("resumehttp: invalid config")

@@ -276,10 +276,26 @@ func TestWeakSecretsRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := resumehttp.New(resumehttp.Config{Runner: fakeRunner{}, Secret: []byte(s)})
 			require.ErrorIs(t, err, resumehttp.ErrWeakSecret)
+			require.ErrorIs(t, err, resumehttp.ErrInvalidConfig)
 			require.ErrorIs(t, resumehttp.CheckSecret([]byte(s)), resumehttp.ErrWeakSecret)
 		})
 	}
 	require.NoError(t, resumehttp.CheckSecret([]byte(strings.Repeat("ab", 16))))
+}
+
+func TestInvalidConfigRefused(t *testing.T) {
+	secret := []byte(strings.Repeat("ab", 16))
+	for name, cfg := range map[string]resumehttp.Config{
+		"no runner":       {Secret: secret},
+		"negative window": {Runner: fakeRunner{}, Secret: secret, Window: -1},
+		"negative body":   {Runner: fakeRunner{}, Secret: secret, MaxBody: -1},
+		"negative burst":  {Runner: fakeRunner{}, Secret: secret, FailureBurst: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := resumehttp.New(cfg)
+			require.ErrorIs(t, err, resumehttp.ErrInvalidConfig)
+		})
+	}
 }
 
 // A command's error is a 422 with the handler's message; a panic is a 500

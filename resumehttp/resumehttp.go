@@ -44,10 +44,6 @@ const (
 	DefaultMaxClients = 10000
 )
 
-// ErrWeakSecret reports a Config.Secret shorter than MinSecretLen bytes or
-// made of one repeated byte.
-var ErrWeakSecret = errors.New("resumehttp: weak secret")
-
 // CheckSecret returns an error wrapping ErrWeakSecret if secret is too
 // weak to sign requests with: shorter than MinSecretLen bytes, or one byte
 // repeated. New calls it; use it to check a secret from the environment
@@ -146,16 +142,16 @@ var _ http.Handler = (*Handler)(nil)
 func New(cfg Config) (*Handler, error) {
 	switch {
 	case cfg.Runner == nil:
-		return nil, errors.New("resumehttp: Config.Runner is required")
+		return nil, fmt.Errorf("%w: Runner is required", ErrInvalidConfig)
 	case cfg.Window < 0:
-		return nil, errors.New("resumehttp: Config.Window is negative")
+		return nil, fmt.Errorf("%w: Window is negative", ErrInvalidConfig)
 	case cfg.MaxBody < 0:
-		return nil, errors.New("resumehttp: Config.MaxBody is negative")
+		return nil, fmt.Errorf("%w: MaxBody is negative", ErrInvalidConfig)
 	case cfg.FailureBurst < 0 || cfg.FailureRefill < 0 || cfg.MaxClients < 0:
-		return nil, errors.New("resumehttp: Config.FailureBurst, FailureRefill or MaxClients is negative")
+		return nil, fmt.Errorf("%w: FailureBurst, FailureRefill or MaxClients is negative", ErrInvalidConfig)
 	}
 	if err := CheckSecret(cfg.Secret); err != nil {
-		return nil, fmt.Errorf("Config.Secret: %w", err)
+		return nil, fmt.Errorf("%w: Secret: %w", ErrInvalidConfig, err)
 	}
 	h := &Handler{
 		runner:  cfg.Runner,

@@ -102,9 +102,6 @@ func (c *replayCache) first(sig []byte, now time.Time, window time.Duration) boo
 	return true
 }
 
-// authError is a failed authentication: its code and message.
-type authError struct{ code, msg string }
-
 // checkHeaders validates the headers of r against now and window: both
 // present and well formed, the timestamp within ±window. It returns the
 // timestamp and the decoded signature.

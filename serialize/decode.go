@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -327,7 +328,7 @@ func (d *decoder) instance(depth int) (*instance.Instance, error) {
 	}
 	n := d.c.Node(in.Node)
 	if n == nil {
-		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, in.ID, instance.ErrUnknownNode, in.Node)
+		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, in.ID, executor.ErrUnknownNode, in.Node)
 	}
 	in.State, err = evolvedState(n, version, state, stateJSON)
 	if err != nil {
@@ -625,7 +626,7 @@ func fromWireEffect(c *machine.Charter, w *wireEffect) (*instance.Effect, error)
 func effectState(c *machine.Charter, name string, version int, raw []byte) (any, error) {
 	n := c.Node(name)
 	if n == nil {
-		return nil, fmt.Errorf("%w: held transition: %w: %q", machine.ErrInvalidTree, instance.ErrUnknownNode, name)
+		return nil, fmt.Errorf("%w: held transition: %w: %q", machine.ErrInvalidTree, executor.ErrUnknownNode, name)
 	}
 	v, err := evolvedState(n, version, nil, raw)
 	if err != nil {

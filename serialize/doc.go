@@ -16,7 +16,7 @@
 //
 // Nodes and packs are written by name and resolved through the charter on
 // decode; a name the charter does not know fails with an error wrapping
-// machine.ErrInvalidTree and instance.ErrUnknownNode. A state is encoded
+// machine.ErrInvalidTree and executor.ErrUnknownNode. A state is encoded
 // with its node's state type and decoded into a new value of that type,
 // then validated (machine.Restore). In the msgpack form a state is native
 // msgpack, with struct fields named by their json tags (a msgpack tag wins

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -302,7 +303,7 @@ func fromWireInstance(c *machine.Charter, w *wireInstance, depth int) (*instance
 	in := &instance.Instance{ID: w.ID, Node: w.Node, Idle: w.Idle, MaxTokensStreak: w.MaxTokensStreak}
 	n := c.Node(w.Node)
 	if n == nil {
-		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, w.ID, instance.ErrUnknownNode, w.Node)
+		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, w.ID, executor.ErrUnknownNode, w.Node)
 	}
 	var err error
 	if err = checkState(w.State, w.StateJSON); err == nil {

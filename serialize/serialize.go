@@ -22,35 +22,6 @@ const Version = 1
 // input cannot make decoding recurse without bound.
 const MaxDepth = 256
 
-// Errors of encoding and decoding. Every decoding failure wraps ErrCorrupt,
-// ErrVersion or machine.ErrInvalidTree (a well-formed machine that does not
-// fit the charter: unknown node — also instance.ErrUnknownNode —, unknown
-// pack, a state that does not decode into its node's type or fails its
-// validation — also instance.ErrInvalidState, and ErrUnknownFields,
-// ErrStateVersion or node.ErrMigration when that is why —, duplicate IDs).
-var (
-	// ErrCorrupt: the data is not a well-formed encoding: not markov data,
-	// the wrong kind of blob, truncated, altered (checksum mismatch),
-	// malformed msgpack or JSON, or beyond a decoding limit (ErrLimit).
-	ErrCorrupt = errors.New("corrupt data")
-	// ErrVersion: the data is of a format version this build cannot read
-	// (written by a newer version of the library).
-	ErrVersion = errors.New("unsupported format version")
-	// ErrLimit: a tree deeper than MaxDepth, or a state value nested
-	// deeper than 512 levels. Decoding errors wrap ErrCorrupt too.
-	ErrLimit = errors.New("decoding limit exceeded")
-	// ErrEncode: a value cannot be encoded (a state the msgpack or JSON
-	// encoder refuses, a tree deeper than MaxDepth, a nil machine).
-	ErrEncode = errors.New("cannot encode")
-	// ErrUnknownFields: a persisted state has fields its type lacks (a
-	// field renamed or removed since it was saved, and no migration of the
-	// node handles it). The error is an *UnknownFieldsError naming them.
-	ErrUnknownFields = errors.New("state has fields its type lacks")
-	// ErrStateVersion: a state was saved at a node.Config.StateVersion
-	// above the node's (written by a newer build of the node).
-	ErrStateVersion = errors.New("state version newer than the node's")
-)
-
 // bodyDecoder reads the bodies of one format version.
 type bodyDecoder interface {
 	machine(c *machine.Charter, body []byte) (*instance.Instance, []message.Message, error)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -257,7 +258,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"deep tree", reseal(deepTree(MaxDepth + 1)), []error{ErrCorrupt, ErrLimit}},
 		{"deep state", reseal(deepState(maxStateDepth + 10)), []error{ErrCorrupt, ErrLimit}},
 		{"very deep state", reseal(deepState(1 << 20)), []error{ErrCorrupt, ErrLimit}},
-		{"unknown node", reseal(rootOnly("nobody", []byte{0x80})), []error{machine.ErrInvalidTree, instance.ErrUnknownNode}},
+		{"unknown node", reseal(rootOnly("nobody", []byte{0x80})), []error{machine.ErrInvalidTree, executor.ErrUnknownNode}},
 		{"state of wrong type", reseal(rootOnly("support", []byte{0xa3, 'a', 'b', 'c'})), []error{machine.ErrInvalidTree, instance.ErrInvalidState}},
 		{"state fails validation", reseal(rootOnly("support", tooManyOrders())), []error{machine.ErrInvalidTree, instance.ErrInvalidState}},
 	}
@@ -351,7 +352,7 @@ func TestDecodeJSONErrors(t *testing.T) {
 		{"no root", `{"format":"markov","version":1}`, []error{ErrCorrupt}},
 		{"no version", `{"format":"markov","r":{"i":"a","n":"support","s":{}}}`, []error{ErrCorrupt}},
 		{"truncated", `{"format":"markov","version":1,"r":{"i":"a","n":"support","s":{`, []error{ErrCorrupt}},
-		{"unknown node", `{"format":"markov","version":1,"r":{"i":"a","n":"who","s":{}}}`, []error{machine.ErrInvalidTree, instance.ErrUnknownNode}},
+		{"unknown node", `{"format":"markov","version":1,"r":{"i":"a","n":"who","s":{}}}`, []error{machine.ErrInvalidTree, executor.ErrUnknownNode}},
 		{"bad state", `{"format":"markov","version":1,"r":{"i":"a","n":"support","s":{"orders":"x"}}}`, []error{machine.ErrInvalidTree, instance.ErrInvalidState}},
 		{"deep tree", `{"format":"markov","version":1,"r":` + strings.Repeat(`{"i":"a","n":"review","s":{},"c":[`, MaxDepth+1) + strings.Repeat(`]}`, MaxDepth+1) + `}`, []error{ErrCorrupt, ErrLimit}},
 		{"very deep", `{"format":"markov","version":1,"r":{"i":"a","n":"support","s":{"extra":` + strings.Repeat(`[`, 100000) + strings.Repeat(`]`, 100000) + `}}}`, []error{ErrCorrupt}},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -15,27 +14,6 @@ import (
 // data. A node that changed its state type declares a state version and a
 // migration (node.Config.StateVersion, Migrate); states saved at an older
 // version go through the migration, as JSON.
-
-// UnknownFieldsError is the error of a persisted state with fields its
-// type lacks. It wraps ErrUnknownFields.
-type UnknownFieldsError struct {
-	// Fields are the unknown fields, sorted, each a dotted path from the
-	// state's top level ("items", "order.note"); elements of lists and
-	// maps add no segment.
-	Fields []string
-}
-
-// Error names the fields and the way out: a state version and migration.
-func (e *UnknownFieldsError) Error() string {
-	q := make([]string, len(e.Fields))
-	for i, f := range e.Fields {
-		q[i] = strconv.Quote(f)
-	}
-	return fmt.Sprintf("%v: %s (renamed or removed since the state was saved? give the node a StateVersion and Migrate, the pack a PackMigration)", ErrUnknownFields, strings.Join(q, ", "))
-}
-
-// Unwrap returns ErrUnknownFields.
-func (e *UnknownFieldsError) Unwrap() error { return ErrUnknownFields }
 
 // evolving is a node or a pack: a state type with a persisted version and
 // a migration from older versions.

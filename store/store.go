@@ -31,27 +31,10 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
-)
-
-// Errors reported by every [Store]. Implementations wrap them with context
-// (the machine or suspend ID); test with [errors.Is].
-var (
-	// ErrNotFound reports a machine or suspension that does not exist.
-	ErrNotFound = errors.New("store: not found")
-	// ErrConflict reports a save whose base revision is not the stored one:
-	// another writer saved (or deleted, or created) the machine first. Nothing
-	// was written; reload and retry, or give up.
-	ErrConflict = errors.New("store: revision conflict")
-	// ErrInvalid reports a malformed request (a machine or suspend ID that
-	// is not a [ValidID], an empty status, a negative revision, duplicate suspend IDs in one save, a
-	// non-positive lease) or a suspend ID already owned by another machine.
-	// Nothing was written; retrying the same request fails again.
-	ErrInvalid = errors.New("store: invalid request")
 )
 
 // StatusPending is the suspension status [Store.ClaimExpired] considers. Other

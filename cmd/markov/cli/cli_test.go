@@ -280,7 +280,7 @@ final answer: Update on your refund: refund of $89.90 for order A-1042 issued, a
 	// A second resume is refused and changes nothing.
 	res = run(t, charter, "resume", "--db", db, suspendID, `{"approved":false,"manager":"sam"}`)
 	require.Equal(t, ExitError, res.code)
-	require.Equal(t, "markov: suspension "+suspendID+" of machine "+machineID+" is resolved, not pending; nothing changed: suspension already resolved\n", res.stderr)
+	require.Equal(t, "markov: suspension "+suspendID+" of machine "+machineID+" is resolved, not pending; nothing changed: instance: suspension already resolved\n", res.stderr)
 	require.Empty(t, res.stdout)
 	require.Contains(t, run(t, charter, "inspect", "--db", db, machineID).stdout, "revision 5)")
 
@@ -313,7 +313,7 @@ func TestResumeRejectsBadPayload(t *testing.T) {
 	} {
 		res := run(t, charter, "resume", "--db", db, suspendID, payload)
 		require.Equal(t, ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "markov: suspension "+suspendID+": payload does not decode: ")
+		require.Contains(t, res.stderr, "markov: instance: suspension "+suspendID+": payload does not decode: ")
 		require.Contains(t, res.stderr, violation)
 		require.Contains(t, res.stderr, "nothing changed, the suspension is still pending")
 		require.Equal(t, before, stored(), "the stored machine is byte-identical")

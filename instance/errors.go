@@ -1,0 +1,56 @@
+package instance
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of suspend and resume. Every error returned for a bad
+// resume wraps one of these; none of them leaves a trace on the machine.
+var (
+	// ErrUnknownSuspendID: no suspension with that ID exists or ever did.
+	ErrUnknownSuspendID = errors.New("instance: unknown suspend ID")
+	// ErrAlreadyResolved: the suspension was resolved, expired or cancelled.
+	ErrAlreadyResolved = errors.New("instance: suspension already resolved")
+	// ErrNotSuspended: the target is not waiting for anything.
+	ErrNotSuspended = errors.New("instance: not suspended")
+	// ErrPayloadDecode: a payload, metadata or input could not be encoded or
+	// decoded.
+	ErrPayloadDecode = errors.New("instance: payload does not decode")
+	// ErrReadOnly: the handler may read this state but not write it
+	// (ancestor state, pack state from a worker, concurrent tools).
+	ErrReadOnly = errors.New("instance: state is read-only here")
+	// ErrInvalidState: a state value failed its node's validation.
+	ErrInvalidState = errors.New("instance: invalid state")
+)
+
+// PayloadError is the error of a resume payload that its suspension's
+// payload schema (SuspendedCall.PayloadSchema) rejects: the payload is not
+// of the declared type, or there is none. It wraps ErrPayloadDecode; the
+// suspension stays pending and nothing changed.
+type PayloadError struct {
+	SuspendID string
+	// Violation says what is wrong with the payload, in the schema
+	// validator's words.
+	Violation string
+}
+
+// Error names the suspension and the violation.
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("instance: suspension %s: payload does not decode: %s", e.SuspendID, e.Violation)
+}
+
+// Unwrap returns ErrPayloadDecode.
+func (e *PayloadError) Unwrap() error { return ErrPayloadDecode }
+
+// More sentinels, for handler misuse and bad input.
+var (
+	// ErrSuspendWithResult: a handler returned a non-zero result together
+	// with a suspension; the call fails instead of suspending.
+	ErrSuspendWithResult = errors.New("instance: handler returned a result and a suspension")
+	// ErrInvalidInput: a tool, command or transition input failed its
+	// schema or did not decode.
+	ErrInvalidInput = errors.New("instance: invalid input")
+	// ErrPanic: a handler panicked; the panic value follows in the message.
+	ErrPanic = errors.New("instance: handler panicked")
+)
