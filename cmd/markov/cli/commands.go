@@ -11,6 +11,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -352,7 +353,7 @@ func Create(ctx context.Context, c *CLI, args []string) error {
 	defer db.Close()
 	created, err := db.Runner.Create(ctx, *id, nodeName, initial)
 	switch {
-	case errors.Is(err, instance.ErrUnknownNode):
+	case errors.Is(err, executor.ErrUnknownNode):
 		return fmt.Errorf("%w (see the charter's nodes with '%s graph')", err, c.name())
 	case errors.Is(err, store.ErrConflict):
 		return fmt.Errorf("machine %s already exists in %s: %w", *id, db.Path, err)
