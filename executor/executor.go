@@ -23,6 +23,7 @@ import (
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
@@ -191,7 +192,7 @@ func (e *Executor) Step(ctx context.Context, leaf *Leaf) (*Outcome, error) {
 
 // generate calls the model inside a span.
 func (e *Executor) generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	ctx, span := e.tracer().Start(ctx, "markov.model")
+	ctx, span := tracing.Start(ctx, e.tracer(), "markov.model")
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("markov.instance", req.InstanceID), attribute.String("markov.node", req.Node),
 			attribute.Int("markov.messages", len(req.Messages)))
@@ -216,7 +217,7 @@ func (e *Executor) generate(ctx context.Context, req *llm.Request) (*llm.Respons
 // call runs one tool call inside a span, within the tool's timeout. The
 // frame is nil when the call timed out.
 func (e *Executor) call(ctx context.Context, leaf *Leaf, ent entry, u message.Part, state any, packs map[string]any) (*frame.Frame, any, error) {
-	ctx, span := e.tracer().Start(ctx, "markov.tool")
+	ctx, span := tracing.Start(ctx, e.tracer(), "markov.tool")
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("markov.tool", u.Name), attribute.String("markov.instance", leaf.Instance.ID))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
@@ -62,6 +63,7 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 		span.SetAttributes(attribute.String("markov.root", m.root.ID), attribute.Int("markov.inputs", len(inputs)))
 	}
 	defer span.End()
+	ctx = tracing.Run(ctx, span)
 	yield = traced(span, yield)
 	log := m.charter.logger
 	log.LogAttrs(ctx, slog.LevelDebug, "run", slog.String("root", m.root.ID), slog.Int("inputs", len(inputs)))
@@ -181,7 +183,7 @@ func (m *Machine) finishStep(s *Step) {
 // round runs every active leaf once, concurrently, and applies their
 // outcomes in leaf order.
 func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
-	ctx, span := m.charter.tracer.Start(ctx, "markov.step")
+	ctx, span := tracing.Start(ctx, m.charter.tracer, "markov.step")
 	defer span.End()
 	var leaves []*executor.Leaf
 	primaries := 0
@@ -452,7 +454,7 @@ func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, wake bool) 
 func (t *tx) suspended(in *instance.Instance, calls ...instance.SuspendedCall) {
 	addCalls(in, calls...)
 	for _, c := range calls {
-		_, span := t.m.charter.tracer.Start(t.ctx, "markov.suspend")
+		_, span := tracing.Start(t.ctx, t.m.charter.tracer, "markov.suspend")
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("markov.suspend_id", c.SuspendID), attribute.String("markov.instance", c.InstanceID),
 				attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.name", c.Name),

@@ -14,6 +14,7 @@ import (
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 )
@@ -457,7 +458,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		return nil, err
 	}
 	c := *call // the slice may grow below
-	_, span := t.m.charter.tracer.Start(t.ctx, "markov.resume")
+	_, span := tracing.Start(t.ctx, t.m.charter.tracer, "markov.resume")
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("markov.suspend_id", c.SuspendID), attribute.String("markov.instance", in.ID),
 			attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.cause", string(r.cause)))

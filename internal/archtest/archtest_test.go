@@ -58,6 +58,7 @@ var layers = map[string]rule{
 	"internal/archtest":   {layer: 0, stdlib: true},
 	"instance":            {layer: 1},
 	"internal/frame":      {layer: 1, also: []string{"instance"}},
+	"internal/tracing":    {layer: 0},
 	"command":             {layer: 2},
 	"node":                {layer: 3},
 	"executor":            {layer: 4},
