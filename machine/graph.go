@@ -28,13 +28,18 @@ func (c *Charter) Graph(format GraphFormat) (string, error) {
 	var b strings.Builder
 	switch format {
 	case GraphMermaid:
+		id := c.mermaidIDs()
 		b.WriteString("stateDiagram-v2\n")
 		for _, name := range c.order {
-			fmt.Fprintf(&b, "    %s\n", name)
+			if id[name] == name {
+				fmt.Fprintf(&b, "    %s\n", name)
+			} else {
+				fmt.Fprintf(&b, "    state %q as %s\n", name, id[name])
+			}
 		}
-		fmt.Fprintf(&b, "    [*] --> %s\n", c.order[0])
+		fmt.Fprintf(&b, "    [*] --> %s\n", id[c.order[0]])
 		c.eachEdge(func(from, transition, to string) {
-			fmt.Fprintf(&b, "    %s --> %s: %s\n", from, to, transition)
+			fmt.Fprintf(&b, "    %s --> %s: %s\n", id[from], id[to], transition)
 		})
 	case GraphGraphviz:
 		b.WriteString("digraph charter {\n")
@@ -61,4 +66,28 @@ func (c *Charter) eachEdge(fn func(from, transition, to string)) {
 			fn(name, e.Transition, e.Target)
 		}
 	}
+}
+
+// mermaidIDs maps node names to Mermaid state IDs: the name itself, or,
+// for a name with a hyphen (which Mermaid reads as part of an arrow), the
+// name with underscores, lengthened until no other node or state has it. Such a
+// state is declared with its real name as label.
+func (c *Charter) mermaidIDs() map[string]string {
+	ids := make(map[string]string, len(c.order))
+	taken := make(map[string]bool, len(c.order))
+	for _, name := range c.order {
+		taken[name] = true
+	}
+	for _, name := range c.order {
+		id := name
+		if strings.Contains(name, "-") {
+			id = strings.ReplaceAll(name, "-", "_")
+			for taken[id] {
+				id += "_"
+			}
+			taken[id] = true
+		}
+		ids[name] = id
+	}
+	return ids
 }
