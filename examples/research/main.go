@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/steptext"
 )
 
 // Node names.
@@ -84,7 +84,9 @@ func demo(ctx context.Context, w io.Writer, model llm.Model) error {
 		if err != nil {
 			return err
 		}
-		p.step(step)
+		if err := p.step(step); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -177,7 +179,9 @@ func scriptedModel() *scripted.Model {
 	})
 }
 
-// printer prints rounds. It remembers instance labels, so a researcher
+// printer prints rounds: the step as package steptext writes it (which
+// names the instance of every line when several ran), then the tree with
+// each researcher's topic. It remembers instance labels, so a researcher
 // that ceded (and left the tree) keeps its name.
 type printer struct {
 	w      io.Writer
@@ -185,9 +189,8 @@ type printer struct {
 	labels map[string]string
 }
 
-// step prints one round: which leaves ran, what they said and did, and the
-// tree after it.
-func (p *printer) step(step machine.Step) {
+// step prints one round.
+func (p *printer) step(step machine.Step) error {
 	p.round++
 	for in := range step.Root.Walk() {
 		p.labels[in.ID] = in.Node + "[" + in.ID + "]"
@@ -195,34 +198,12 @@ func (p *printer) step(step machine.Step) {
 			p.labels[in.ID] = fmt.Sprintf("%s(%s)[%s]", in.Node, a.Topic, in.ID)
 		}
 	}
-	var ran []string
-	for _, msg := range step.Messages {
-		if msg.Role == message.Assistant && !slices.Contains(ran, p.labels[msg.Source.InstanceID]) {
-			ran = append(ran, p.labels[msg.Source.InstanceID])
-		}
+	fmt.Fprintf(p.w, "\nround %d\n", p.round)
+	if err := steptext.Write(steptext.Indent(p.w, "  "), step); err != nil {
+		return err
 	}
-	done := ""
-	if step.Done {
-		done = ", done"
-	}
-	fmt.Fprintf(p.w, "\nround %d (%s%s): %s ran\n", p.round, step.Reason, done, strings.Join(ran, " and "))
-	for _, msg := range step.Messages {
-		who := p.labels[msg.Source.InstanceID]
-		for _, part := range msg.Parts {
-			switch {
-			case part.Kind == message.KindToolUse:
-				fmt.Fprintf(p.w, "  %s calls %s %s\n", who, part.Name, part.Data)
-			case part.Kind == message.KindToolResult:
-				fmt.Fprintf(p.w, "  %s gets: %s\n", who, part.Text)
-			case part.Kind == message.KindText && msg.Role == message.User:
-				// A cede: the child's content, addressed to its parent.
-				fmt.Fprintf(p.w, "  %s receives from %s: %s\n", p.labels[msg.Source.To], who, part.Text)
-			case part.Kind == message.KindText:
-				fmt.Fprintf(p.w, "  %s says: %s\n", who, strings.ReplaceAll(part.Text, "\n", "\n    "))
-			}
-		}
-	}
-	fmt.Fprintf(p.w, "  tree: %s\n", p.tree(step.Root))
+	_, err := fmt.Fprintf(p.w, "  tree: %s\n", p.tree(step.Root))
+	return err
 }
 
 func (p *printer) tree(in *instance.Instance) string {

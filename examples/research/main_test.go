@@ -19,32 +19,36 @@ import (
 
 const wantOutput = `user: Should our 40-hectare farm invest in solar panels or a wind turbine?
 
-round 1 (tool_use): lead[r1] ran
-  lead[r1] calls dispatch {"topics":["solar","wind"]}
-  lead[r1] gets: spawned researcher r2, researcher r3
+round 1
+  [step: tool_use, done: false]
+  assistant calls dispatch {"topics":["solar","wind"]}
+  tool result: spawned researcher r2, researcher r3
   tree: lead[r1] { researcher(solar)[r2], researcher(wind)[r3] }
 
-round 2 (tool_use): researcher(solar)[r2] and researcher(wind)[r3] ran
-  researcher(solar)[r2] calls search {"angle":"cost and payback for a farm"}
-  researcher(solar)[r2] gets: solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep
-  researcher(wind)[r3] calls search {"angle":"cost and payback for a farm"}
-  researcher(wind)[r3] gets: wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance
+round 2
+  [step: tool_use, done: false]
+  assistant (researcher r2) calls search {"angle":"cost and payback for a farm"}
+  tool result (researcher r2): solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep
+  assistant (researcher r3) calls search {"angle":"cost and payback for a farm"}
+  tool result (researcher r3): wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance
   tree: lead[r1] { researcher(solar)[r2], researcher(wind)[r3] }
 
-round 3 (cede): researcher(solar)[r2] and researcher(wind)[r3] ran
-  researcher(solar)[r2] calls cede {"content":"solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep"}
-  researcher(solar)[r2] gets: ceded to r1
-  lead[r1] receives from researcher(solar)[r2]: solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep
-  researcher(wind)[r3] calls cede {"content":"wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance"}
-  researcher(wind)[r3] gets: ceded to r1
-  lead[r1] receives from researcher(wind)[r3]: wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance
+round 3
+  [step: cede, done: false]
+  assistant (researcher r2) calls cede {"content":"solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep"}
+  tool result (researcher r2): ceded to r1
+  user (researcher r2): solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep
+  assistant (researcher r3) calls cede {"content":"wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance"}
+  tool result (researcher r3): ceded to r1
+  user (researcher r3): wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance
   tree: lead[r1]
 
-round 4 (end_turn, done): lead[r1] ran
-  lead[r1] says: Findings:
-    - solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep
-    - wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance
-    Recommendation: start with solar; it is cheaper and pays back sooner.
+round 4
+  [step: end_turn, done: true]
+  assistant: Findings:
+  - solar: a 30 kW array costs about $45k, pays back in 7-9 years and needs little upkeep
+  - wind: a 20 kW turbine costs about $80k, pays back in 10-15 years on a good site and needs yearly maintenance
+  Recommendation: start with solar; it is cheaper and pays back sooner.
   tree: lead[r1]
 `
 
