@@ -69,7 +69,7 @@ func history(n int) []message.Message {
 
 // oneRound runs exactly one round: the leaf keeps calling tools, and the
 // loop breaks after the first step.
-func oneRound(b *testing.B, m *machine.Machine) {
+func oneRound(b testing.TB, m *machine.Machine) {
 	for _, err := range m.Run(context.Background()) {
 		if err != nil {
 			b.Fatal(err)
@@ -78,18 +78,35 @@ func oneRound(b *testing.B, m *machine.Machine) {
 	}
 }
 
-func BenchmarkRunRound(b *testing.B) {
+// roundMachine returns a machine whose leaf calls a tool every round, with
+// size messages of history and its transcript built.
+func roundMachine(t testing.TB, size int) *machine.Machine {
 	n := must(node.New("chat", node.Config[state]{Instructions: "Answer briefly.", Initial: state{Topic: "bench"}, Tools: []node.Tool[state]{echo()}}))
 	c := must(machine.NewCharter(machine.CharterConfig{Model: toolReply("echo"), Nodes: []*node.Node{n}, MaxSteps: 1 << 30}))
+	m := must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, history(size)))
+	oneRound(t, m)
+	return m
+}
+
+func BenchmarkRunRound(b *testing.B) {
 	for _, size := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
-			fresh := func() *machine.Machine {
-				m := must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, history(size)))
-				oneRound(b, m) // builds the transcript once, outside the timer
-				return m
-			}
-			loop(b, 1000, fresh, func(m *machine.Machine) { oneRound(b, m) })
+			loop(b, 1000, func() *machine.Machine { return roundMachine(b, size) }, func(m *machine.Machine) { oneRound(b, m) })
 		})
+	}
+}
+
+// TestRoundAllocs keeps the library's cost per round down: one agent and
+// tool round (model call, input validation, tool, effects, step
+// snapshot) took 82 allocations before inputs skipped jsonschema-go's
+// allocations on valid input and untraced runs stopped starting spans.
+func TestRoundAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates too: counts are not the library's")
+	}
+	m := roundMachine(t, 100)
+	if allocs := testing.AllocsPerRun(200, func() { oneRound(t, m) }); allocs > 40 {
+		t.Errorf("a round allocates %v times, want at most 40", allocs)
 	}
 }
 

@@ -296,11 +296,14 @@ func (e *Executor) structured(ctx context.Context, leaf *Leaf, o *Outcome) {
 func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []message.Part) {
 	o.Results = make([]message.Part, len(uses))
 	calls := make([]*instance.SuspendedCall, len(uses))
-	var wg sync.WaitGroup
+	var wg *sync.WaitGroup // only a reply with concurrent tools needs one
 	for i, u := range uses {
 		ent, ok := leaf.Tools.lookup(u.Name)
 		if !ok || !ent.tool.Concurrent {
 			continue
+		}
+		if wg == nil {
+			wg = new(sync.WaitGroup)
 		}
 		wg.Go(func() {
 			_, out, err := e.call(ctx, leaf, ent, u, leaf.Instance.State, nil)
@@ -346,7 +349,9 @@ func (e *Executor) runTools(ctx context.Context, leaf *Leaf, o *Outcome, uses []
 			o.Terminal = true
 		}
 	}
-	wg.Wait()
+	if wg != nil {
+		wg.Wait()
+	}
 	seen := map[string]bool{}
 	for i, c := range calls {
 		if c == nil {
@@ -385,8 +390,7 @@ func (e *Executor) newFrame(ctx context.Context, leaf *Leaf, ent entry, state an
 // settle turns a handler's return into a tool result, a suspended call, or
 // for a transition the validated effect.
 func (e *Executor) settle(leaf *Leaf, ent entry, u message.Part, out any, err error) (message.Part, *instance.SuspendedCall, *instance.Effect) {
-	var sr *instance.SuspendRequest
-	if errors.As(err, &sr) {
+	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
 		if ent.tool.Transition {
 			c := e.NewCall(sr, leaf.Instance.ID, instance.KindInstance, instance.ByTransition, u.Name, u.Data)
 			return message.ToolResult(u.ID, "suspended: "+sr.Reason, false), &c, nil

@@ -204,24 +204,20 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	for _, lf := range leaves {
 		lf.PrimaryElsewhere = primaries > 0 && lf.Node.Worker()
 	}
-	outcomes := make([]*executor.Outcome, len(leaves))
-	errs := make([]error, len(leaves))
+	var outcomes []*executor.Outcome
+	var err error
 	if len(leaves) == 1 {
-		outcomes[0], errs[0] = m.charter.exec.Step(ctx, leaves[0])
+		var o *executor.Outcome
+		o, err = m.charter.exec.Step(ctx, leaves[0])
+		outcomes = []*executor.Outcome{o}
 	} else {
-		var wg sync.WaitGroup
-		for i, lf := range leaves {
-			wg.Go(func() { outcomes[i], errs[i] = m.charter.exec.Step(ctx, lf) })
-		}
-		wg.Wait()
+		outcomes, err = m.stepAll(ctx, leaves)
 	}
-	if err := ctx.Err(); err != nil {
+	if cerr := ctx.Err(); cerr != nil {
+		return Step{}, cerr
+	}
+	if err != nil {
 		return Step{}, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return Step{}, err
-		}
 	}
 	t := m.newTx(ctx, m.root, carry)
 	flags := reasonFlags{}
@@ -236,12 +232,33 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	return s, nil
 }
 
+// stepAll runs the executor steps of several leaves concurrently and
+// returns their outcomes, or the first error in leaf order.
+func (m *Machine) stepAll(ctx context.Context, leaves []*executor.Leaf) ([]*executor.Outcome, error) {
+	outcomes := make([]*executor.Outcome, len(leaves))
+	errs := make([]error, len(leaves))
+	var wg sync.WaitGroup
+	for i, lf := range leaves {
+		wg.Go(func() { outcomes[i], errs[i] = m.charter.exec.Step(ctx, lf) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return outcomes, nil
+}
+
 // leafOf assembles what the executor needs for instance in of root (the
 // live tree, or a transaction's working copy): its ancestors, its tool set
 // (cached per node chain) and the ID check. Callers set PrimaryElsewhere,
 // and a round adds the transcript.
 func (m *Machine) leafOf(root, in *instance.Instance) *executor.Leaf {
-	path := root.Path(in.ID)
+	var path []*instance.Instance // the root has no ancestors to find
+	if in != root {
+		path = root.Path(in.ID)
+	}
 	lf := &executor.Leaf{
 		Instance: in,
 		Node:     m.charter.Node(in.Node),
@@ -399,8 +416,7 @@ func (t *tx) scope(in *instance.Instance, lf *executor.Leaf) string {
 
 // addExchange appends an assistant message and its tool results.
 func (t *tx) addExchange(in *instance.Instance, reply message.Message, results []message.Part) {
-	t.add(reply)
-	t.add(message.Message{
+	t.added = append(t.added, reply, message.Message{
 		Role:   message.Tool,
 		Parts:  results,
 		Source: message.Source{InstanceID: in.ID, Node: in.Node, To: in.ID},

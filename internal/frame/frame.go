@@ -363,12 +363,15 @@ func Bind[C, In, Out any](s *Schema, mk func(*Frame) C, fn func(C, In) (Out, err
 // Result checks a handler's return: a suspension must come with the zero
 // result.
 func Result[Out any](out Out, err error) (any, error) {
-	var sr *instance.SuspendRequest
-	if err != nil && errors.As(err, &sr) && !reflect.ValueOf(&out).Elem().IsZero() {
+	if _, ok := errors.AsType[*instance.SuspendRequest](err); ok && !isZero(out) {
 		return nil, instance.ErrSuspendWithResult
 	}
 	return out, err
 }
+
+// isZero reports whether v is its type's zero value. It takes a copy, so
+// only calls to it move a value to the heap.
+func isZero[T any](v T) bool { return reflect.ValueOf(&v).Elem().IsZero() }
 
 // Suspend builds the suspension a handler returns.
 func Suspend(reason string, opts []instance.SuspendOption) error {
