@@ -82,13 +82,15 @@ func TestTimeoutMustBePositive(t *testing.T) {
 	require.ErrorIs(t, err, node.ErrInvalidNode)
 }
 
-// A resume handler runs under its tool's timeout too.
+// A resume handler runs under its tool's timeout too. The timeout is long
+// enough that the first call, which only suspends, never meets it on a
+// loaded machine.
 func TestResumeHandlerTimeout(t *testing.T) {
 	never := make(chan struct{}) // never closed
 	wait := node.NewTool("wait", "suspends; its resume handler blocks for ever",
 		func(ctx *node.ToolContext[counter], _ empty) (string, error) {
 			return "", ctx.Suspend("waiting")
-		}, node.Timeout(20*time.Millisecond), node.OnResume(func(*node.ToolContext[counter], empty, instance.Resolution) (string, error) {
+		}, node.Timeout(time.Second), node.OnResume(func(*node.ToolContext[counter], empty, instance.Resolution) (string, error) {
 			<-never
 			return "never", nil
 		}))
@@ -98,7 +100,7 @@ func TestResumeHandlerTimeout(t *testing.T) {
 	require.Len(t, ids, 1)
 	run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
 	res := lastToolResults(m.History())
-	require.Equal(t, []string{"tool wait timed out after 20ms"}, texts(res))
+	require.Equal(t, []string{"tool wait timed out after 1s"}, texts(res))
 	require.True(t, res[0].IsError)
 	require.Empty(t, m.Pending())
 }
