@@ -14,6 +14,7 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/markov-agents/markov/command"
@@ -103,15 +104,30 @@ func (r *Runner) Load(ctx context.Context, id string) (*machine.Machine, int64, 
 // store.ErrConflict and nothing of this run is kept. The inputs are saved
 // before any model call, so a losing racer conflicts before it calls the
 // model. Breaking out of the loop leaves the store at the last yielded
-// step.
+// step. Like machine.Run's, the sequence is single-use: ranging over it
+// again yields machine.ErrIterReused once and applies nothing twice (the
+// sequences of Resume, Cancel and Invoke too).
 func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
-	return func(yield func(machine.Step, error) bool) {
+	return singleUse(func(yield func(machine.Step, error) bool) {
 		s, err := r.load(ctx, id)
 		if err != nil {
 			yield(machine.Step{}, err)
 			return
 		}
 		s.run(ctx, inputs, yield)
+	})
+}
+
+// singleUse makes seq yield machine.ErrIterReused, and do nothing else,
+// when ranged over a second time.
+func singleUse(seq iter.Seq2[machine.Step, error]) iter.Seq2[machine.Step, error] {
+	var used atomic.Bool
+	return func(yield func(machine.Step, error) bool) {
+		if used.Swap(true) {
+			yield(machine.Step{}, machine.ErrIterReused)
+			return
+		}
+		seq(yield)
 	}
 }
 
@@ -130,7 +146,7 @@ func (r *Runner) Cancel(ctx context.Context, suspendID, reason string) iter.Seq2
 }
 
 func (r *Runner) bySuspension(ctx context.Context, suspendID string, in machine.Input) iter.Seq2[machine.Step, error] {
-	return func(yield func(machine.Step, error) bool) {
+	return singleUse(func(yield func(machine.Step, error) bool) {
 		sus, err := r.pendingEntry(ctx, suspendID)
 		if err != nil {
 			yield(machine.Step{}, err)
@@ -141,7 +157,7 @@ func (r *Runner) bySuspension(ctx context.Context, suspendID string, in machine.
 				return
 			}
 		}
-	}
+	})
 }
 
 // Invoke runs a command on machine id.

@@ -355,3 +355,31 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 	_, err = durable.New(durable.Config{})
 	require.ErrorIs(t, err, durable.ErrInvalidConfig)
 }
+
+// A Run sequence ranged over twice applies its inputs once: the second
+// range yields machine.ErrIterReused and the stored machine is unchanged.
+func TestRunSequenceIsSingleUse(t *testing.T) {
+	ctx := context.Background()
+	r := newRunner(t, memstore.New(), agentModel(0))
+	_, err := r.Create(ctx, "m1", "desk", nil)
+	require.NoError(t, err)
+	seq := r.Run(ctx, "m1", machine.UserText("go"))
+	steps, err := drain(seq)
+	require.NoError(t, err)
+	id := steps[len(steps)-1].Suspensions[0].SuspendID
+	before, rev, err := r.Load(ctx, "m1")
+	require.NoError(t, err)
+
+	_, err = drain(seq)
+	require.ErrorIs(t, err, machine.ErrIterReused)
+	after, rev2, err := r.Load(ctx, "m1")
+	require.NoError(t, err)
+	require.Equal(t, rev, rev2)
+	require.Equal(t, before.History(), after.History())
+
+	resume := r.Resume(ctx, id, "approved", false)
+	_, err = drain(resume)
+	require.NoError(t, err)
+	_, err = drain(resume)
+	require.ErrorIs(t, err, machine.ErrIterReused, "not a second resume attempt")
+}

@@ -242,6 +242,19 @@ func jsonText(v any) string {
 	return string(b)
 }
 
+// FinalAnswer returns the text of the last assistant message of msgs that
+// has text (a step's Messages, or a machine's History), or "".
+func FinalAnswer(msgs []message.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == message.Assistant {
+			if t := msgs[i].Text(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
 // OneLine flattens s to one line (runs of white space become one space)
 // of at most n characters, cutting it with "…" when it is longer.
 func OneLine(s string, n int) string {

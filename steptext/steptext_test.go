@@ -181,3 +181,18 @@ tool result (researcher r3): wind
 	require.NoError(t, steptext.Write(&b, st))
 	require.Equal(t, "[step: tool_use, done: false]\nassistant calls search {}\ntool result: solar\n", b.String())
 }
+
+func TestFinalAnswer(t *testing.T) {
+	call := message.Message{Role: message.Assistant, Parts: []message.Part{message.ToolUse("t1", "lookup", json.RawMessage(`{}`))}}
+	msgs := []message.Message{
+		message.UserText("hi"),
+		{Role: message.Assistant, Parts: []message.Part{message.Text("first")}},
+		call,
+		{Role: message.Tool, Parts: []message.Part{message.ToolResult("t1", "found", false)}},
+	}
+	require.Equal(t, "first", steptext.FinalAnswer(msgs), "a reply with only a tool call has no text")
+	msgs = append(msgs, message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("last")}})
+	require.Equal(t, "last", steptext.FinalAnswer(msgs))
+	require.Empty(t, steptext.FinalAnswer(msgs[:1]))
+	require.Empty(t, steptext.FinalAnswer(nil))
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/markov-agents/markov/cmd/markov/cli"
 	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/steptext"
 	"github.com/markov-agents/markov/store"
 )
@@ -120,7 +119,7 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	if ledger, ok := m.Root().State.(refund.Ledger); ok {
 		fmt.Fprintf(w, "ledger: refunded %v\n", ledger.Refunded)
 	}
-	if a := lastAssistantText(m); a != "" {
+	if a := steptext.FinalAnswer(m.History()); a != "" {
 		fmt.Fprintf(w, "final answer: %s\n", a)
 	}
 	if keep {
@@ -161,20 +160,6 @@ func resumeInChild(ctx context.Context, w io.Writer, exe string, n int, path, su
 	}
 	fmt.Fprintf(w, "── process %d exited\n", n)
 	return nil
-}
-
-// lastAssistantText returns the text of the machine's last assistant
-// message.
-func lastAssistantText(m *machine.Machine) string {
-	h := m.History()
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].Role == message.Assistant {
-			if t := h[i].Text(); t != "" {
-				return t
-			}
-		}
-	}
-	return ""
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

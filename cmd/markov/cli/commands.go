@@ -14,7 +14,6 @@ import (
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
 	"github.com/markov-agents/markov/steptext"
 	"github.com/markov-agents/markov/store"
@@ -413,22 +412,10 @@ func (c *CLI) printOutcome(ctx context.Context, db *DB, id string, last machine.
 		return nil
 	}
 	fmt.Fprintln(w)
-	if a := FinalAnswer(last); a != "" {
+	if a := steptext.FinalAnswer(last.Messages); a != "" {
 		fmt.Fprintf(w, "final answer: %s\n", a)
 	}
 	return nil
-}
-
-// FinalAnswer returns the text of the last assistant message of st, or "".
-func FinalAnswer(st machine.Step) string {
-	for i := len(st.Messages) - 1; i >= 0; i-- {
-		if msg := st.Messages[i]; msg.Role == message.Assistant {
-			if t := msg.Text(); t != "" {
-				return t
-			}
-		}
-	}
-	return ""
 }
 
 // explain adds a hint to the errors of resolving suspension id.

@@ -247,7 +247,7 @@ func (c *CLI) writeRun(ctx context.Context, db *DB, id string, steps runSteps, o
 	if err != nil {
 		return err
 	}
-	res.Revision, res.Done, res.FinalAnswer = rev, last.Done || len(res.Steps) == 0, FinalAnswer(last)
+	res.Revision, res.Done, res.FinalAnswer = rev, last.Done || len(res.Steps) == 0, steptext.FinalAnswer(last.Messages)
 	for _, sc := range last.Suspensions {
 		res.Pending = append(res.Pending, pendingCall(id, sc))
 	}
