@@ -20,19 +20,21 @@ import (
 // structs (pinned configuration), and the library reads them back into the
 // same structs.
 
-// msgpackStates encodes states for the msgpack form of the wire model.
-type msgpackStates struct{}
-
-func (msgpackStates) encode(t reflect.Type, v any) ([]byte, []byte, error) {
-	if codecFor(t).asJSON {
-		js, err := encodeJSON(v)
-		return nil, js, err
-	}
-	mp, err := appendState(nil, v)
-	return mp, nil, err
+// toWire converts a machine to the wire structs of the msgpack form.
+func toWire(c *machine.Charter, root *instance.Instance, history []message.Message) (*wireMachine, error) {
+	e := &encoder{c: c, form: msgpackStates{}}
+	var w wireMachine
+	e.toWireMachine(&machineModel{Root: root, History: history}, &w)
+	return &w, e.err
 }
 
-func (msgpackStates) jsonForm() bool { return false }
+// fromWire converts the wire structs back.
+func fromWire(c *machine.Charter, w *wireMachine) (*instance.Instance, []message.Message, error) {
+	d := decoder{c: c}
+	var m machineModel
+	err := d.fromWireMachine(w, &m)
+	return m.Root, m.History, err
+}
 
 // reflective encodes v with the msgpack library and the pinned
 // configuration.
@@ -55,7 +57,7 @@ func checkCodec(t *testing.T, name string, m *machine.Machine) {
 	}
 	var w *wireMachine
 	m.View(func(root *instance.Instance, history []message.Message) {
-		w, err = toWire(m.Charter(), root, history, msgpackStates{})
+		w, err = toWire(m.Charter(), root, history)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +109,8 @@ func TestMessageCodecMatchesWireStructs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := toWireMessage(&msg, false)
+		var w wireMessage
+		(&encoder{form: msgpackStates{}}).toWireMessage(&msg, &w)
 		if want := reflective(t, &w); !bytes.Equal(b[headerSize:], want) {
 			t.Fatalf("got %x\nwant %x", b[headerSize:], want)
 		}

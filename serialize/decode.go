@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
@@ -12,42 +13,33 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// The reader of the msgpack form of the v1 wire model. Map keys may come
-// in any order; unknown keys are skipped, so a later writer may add keys
-// without a new version as long as old readers can ignore them (and they
-// do not intern strings: see wire.go).
+// The reading side of the wire codec: the decoder the generated readers
+// (wire_gen.go, from wire.go) and conversions from the wire structs run
+// on, and the hooks that use the fields whose decoding depends on the
+// charter (useInstance, useReply). Map keys may come in any order; unknown
+// keys are skipped, so a later writer may add keys without a new version
+// as long as old readers can ignore them (and they do not intern strings:
+// see wire.go).
 
 // v1 decodes bodies of format version 1.
 type v1 struct{}
 
 func (v1) machine(c *machine.Charter, body []byte) (*instance.Instance, []message.Message, error) {
 	d := decoder{c: c, r: newReader(body), slabs: &slabs{}}
-	var root *instance.Instance
-	var history []message.Message
-	err := d.fields("machine", func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "r":
-			root, err = d.instance(1)
-		case "h":
-			history, err = d.messages("history")
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
+	var m machineModel
+	err := d.readMachine(&m)
 	if err == nil {
 		err = d.end()
 	}
-	if err == nil && root == nil {
+	if err == nil && m.Root == nil {
 		err = fmt.Errorf("%w: machine without a root instance", ErrCorrupt)
 	}
-	return root, history, err
+	return m.Root, m.History, err
 }
 
 func (v1) tree(c *machine.Charter, body []byte) (*instance.Instance, error) {
 	d := decoder{c: c, r: newReader(body), slabs: &slabs{}}
-	root, err := d.instance(1)
+	root, err := d.readNonNilInstance()
 	if err == nil {
 		err = d.end()
 	}
@@ -57,18 +49,20 @@ func (v1) tree(c *machine.Charter, body []byte) (*instance.Instance, error) {
 func (v1) message(body []byte, s *slabs) (message.Message, error) {
 	d := decoder{r: newReader(body), slabs: s}
 	var m message.Message
-	err := d.message(&m)
+	err := d.readMessage(&m)
 	if err == nil {
 		err = d.end()
 	}
 	return m, err
 }
 
-// decoder reads one body.
+// decoder reads one body (or converts the wire structs of one machine).
 type decoder struct {
 	c *machine.Charter
 	r *reader
 	*slabs
+	// depth is the depth of the instance being read (the root's is 1).
+	depth int
 }
 
 // slabs hand out the parts and raw bytes of many messages from a few
@@ -107,17 +101,6 @@ func (s *slabs) newBytes(n int) []byte {
 	return p
 }
 
-// bin reads raw bytes (nil when empty).
-func (d *decoder) bin() ([]byte, error) {
-	n, err := d.r.bytesLen()
-	if err != nil || n <= 0 {
-		return nil, err
-	}
-	p := d.newBytes(n)
-	d.r.off += copy(p, d.r.b[d.r.off:])
-	return p, nil
-}
-
 // end checks that the body holds nothing more.
 func (d *decoder) end() error {
 	if d.r.left() != 0 {
@@ -125,6 +108,21 @@ func (d *decoder) end() error {
 	}
 	return nil
 }
+
+// enter goes one level down the instance tree, failing past MaxDepth.
+func (d *decoder) enter(what string) error {
+	if d.depth >= MaxDepth {
+		at := ""
+		if d.r != nil {
+			at = fmt.Sprintf(" at byte %d:", d.r.off)
+		}
+		return fmt.Errorf("%w:%s %w: %s tree deeper than %d", ErrCorrupt, at, ErrLimit, what, MaxDepth)
+	}
+	d.depth++
+	return nil
+}
+
+func (d *decoder) leave() { d.depth-- }
 
 // fields reads a map, calling fn with each key; fn reads the value.
 func (d *decoder) fields(what string, fn func(k []byte) error) error {
@@ -144,218 +142,150 @@ func (d *decoder) fields(what string, fn func(k []byte) error) error {
 	return nil
 }
 
-// array reads an array header, checked against the bytes left, and calls
-// fn with the length; fn reads the elements.
-func (d *decoder) array(what string, fn func(n int) error) error {
+// list reads an array header, checked against the bytes left.
+func (d *decoder) list(what string) (int, error) {
 	n, err := d.r.arrayLen()
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	return fn(n)
+	return n, nil
 }
 
-// messages decodes an array of messages: the history, or the input
-// deferred behind a held reply.
-func (d *decoder) messages(what string) ([]message.Message, error) {
-	var h []message.Message
-	err := d.array(what, func(n int) error {
-		if n == 0 {
-			return nil
-		}
-		h = make([]message.Message, n)
-		for i := range h {
-			if err := d.message(&h[i]); err != nil {
-				return fmt.Errorf("%s message %d: %w", what, i, err)
-			}
-		}
+// The scalar readers of the generated code, generic in the in-memory
+// type: each reads a value into *p.
+
+func readStr[T ~string](d *decoder, p *T) error {
+	s, err := d.r.string()
+	*p = T(s)
+	return err
+}
+
+func readIstr[T ~string](d *decoder, p *T) error {
+	s, err := d.r.istring()
+	*p = T(s)
+	return err
+}
+
+func readBool(d *decoder, p *bool) error {
+	v, err := d.r.bool()
+	*p = v
+	return err
+}
+
+func readInt[T ~int](d *decoder, p *T) error {
+	v, err := d.r.intRange(-1<<31, 1<<31-1)
+	*p = T(v)
+	return err
+}
+
+func readUint8[T ~uint8](d *decoder, p *T) error {
+	v, err := d.r.intRange(0, 255)
+	*p = T(v)
+	return err
+}
+
+// readBin reads raw bytes (nil when empty) from the decoder's slab.
+func readBin[T ~[]byte](d *decoder, p *T) error {
+	n, err := d.r.bytesLen()
+	if err != nil || n <= 0 {
+		*p = nil
+		return err
+	}
+	b := d.newBytes(n)
+	d.r.off += copy(b, d.r.b[d.r.off:])
+	*p = b
+	return nil
+}
+
+// readRaw reads one msgpack value as it is (a state), nested no deeper
+// than maxStateDepth.
+func readRaw[T ~[]byte](d *decoder, p *T) error {
+	b, err := d.r.value(maxStateDepth)
+	*p = b
+	return err
+}
+
+func readTime(d *decoder, p *time.Time) error {
+	t, err := d.r.time()
+	*p = t
+	return err
+}
+
+// readMap reads a map with string keys, each value with read.
+func readMap[V any](d *decoder, p *map[string]V, read func() (V, error)) error {
+	m := map[string]V{}
+	*p = m
+	return d.fields("map", func(k []byte) error {
+		v, err := read()
+		m[string(k)] = v
+		return err
+	})
+}
+
+// setString and setInt convert a wire struct's scalar to the in-memory
+// field's type.
+func setString[T ~string](p *T, s string) { *p = T(s) }
+
+func setInt[T, S ~int | ~uint8](p *T, v S) { *p = T(v) }
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
 		return nil
-	})
-	return h, err
-}
-
-func (d *decoder) message(m *message.Message) error {
-	return d.fields("message", func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "r":
-			var s string
-			s, err = d.r.istring()
-			m.Role = message.Role(s)
-		case "p":
-			m.Parts, err = d.parts()
-		case "s":
-			err = d.fields("source", func(k []byte) error {
-				var err error
-				switch string(k) {
-				case "i":
-					m.Source.InstanceID, err = d.r.istring()
-				case "n":
-					m.Source.Node, err = d.r.istring()
-				case "t":
-					m.Source.To, err = d.r.istring()
-				default:
-					err = d.r.skip()
-				}
-				return err
-			})
-		case "q":
-			m.Silent, err = d.r.bool()
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
-}
-
-func (d *decoder) parts() ([]message.Part, error) {
-	var ps []message.Part
-	err := d.array("parts", func(n int) error {
-		if n == 0 {
-			return nil
-		}
-		ps = d.newParts(n)
-		for i := range ps {
-			if err := d.part(&ps[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return ps, err
-}
-
-func (d *decoder) part(p *message.Part) error {
-	return d.fields("part", func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "k":
-			var v int64
-			v, err = d.r.intRange(0, 255)
-			p.Kind = message.Kind(v)
-		case "t":
-			p.Text, err = d.r.string()
-		case "i":
-			p.ID, err = d.r.istring()
-		case "n":
-			p.Name, err = d.r.istring()
-		case "d":
-			p.Data, err = d.bin()
-		case "e":
-			p.IsError, err = d.r.bool()
-		case "g":
-			p.Signature, err = d.r.string()
-		case "u":
-			p.SuspendID, err = d.r.istring()
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
-}
-
-// instance reads an instance and its subtree, depth levels down.
-func (d *decoder) instance(depth int) (*instance.Instance, error) {
-	if depth > MaxDepth {
-		return nil, fmt.Errorf("%w: at byte %d: %w: instance tree deeper than %d", ErrCorrupt, d.r.off, ErrLimit, MaxDepth)
 	}
-	if d.r.nilNext() {
-		return nil, d.r.errAt("nil instance")
+	return b
+}
+
+// orBytes returns a raw JSON field of the JSON form, or its bytes field
+// when that holds the value.
+func orBytes(raw json.RawMessage, b []byte) []byte {
+	if len(b) > 0 {
+		return b
 	}
-	in := &instance.Instance{}
-	var state, stateJSON []byte
-	var version int
-	var packs, packsJSON []rawPack
-	var packVersions map[string]int
-	inChild := false // an error from a child names its own instance
-	err := d.fields("instance", func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "i":
-			in.ID, err = d.r.istring()
-		case "n":
-			in.Node, err = d.r.istring()
-		case "s":
-			state, err = d.r.value(maxStateDepth)
-		case "sj":
-			stateJSON, err = d.r.bin()
-		case "sv":
-			version, err = d.version()
-		case "c":
-			err = d.array("children", func(n int) error {
-				if n == 0 {
-					return nil
-				}
-				in.Children = make([]*instance.Instance, n)
-				for i := range in.Children {
-					ch, err := d.instance(depth + 1)
-					if err != nil {
-						inChild = true
-						return err
-					}
-					in.Children[i] = ch
-				}
-				return nil
-			})
-		case "p":
-			packs, err = d.packs(true)
-		case "pj":
-			packsJSON, err = d.packs(false)
-		case "pv":
-			packVersions = map[string]int{}
-			err = d.fields("pack versions", func(k []byte) error {
-				v, err := d.version()
-				packVersions[string(k)] = v
-				return err
-			})
-		case "u":
-			in.Suspension, err = d.suspension()
-		case "d":
-			in.Idle, err = d.r.bool()
-		case "m":
-			var v int64
-			v, err = d.r.intRange(-1<<31, 1<<31-1)
-			in.MaxTokensStreak = int(v)
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
-	if err != nil {
-		if in.ID != "" && !inChild {
-			return nil, fmt.Errorf("instance %s: %w", in.ID, err)
-		}
-		return nil, err
-	}
+	return nilIfEmpty(raw)
+}
+
+// useInstance decodes the states in w with their node's and packs' types
+// (or migrates them) into in, whose other fields are read.
+func (d *decoder) useInstance(in *instance.Instance, w *wireInstance) error {
 	n := d.c.Node(in.Node)
 	if n == nil {
-		return nil, fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, in.ID, executor.ErrUnknownNode, in.Node)
+		return fmt.Errorf("%w: instance %s: %w: %q", machine.ErrInvalidTree, in.ID, executor.ErrUnknownNode, in.Node)
 	}
-	in.State, err = evolvedState(n, version, state, stateJSON)
-	if err != nil {
-		return nil, fmt.Errorf("%w: instance %s: state of node %s: %w", machine.ErrInvalidTree, in.ID, in.Node, invalidState(err))
+	var err error
+	if in.State, err = evolvedState(n, w.StateVersion, w.State, w.StateJSON); err != nil {
+		return fmt.Errorf("%w: instance %s: state of node %s: %w", machine.ErrInvalidTree, in.ID, in.Node, invalidState(err))
 	}
-	if len(packs)+len(packsJSON) > 0 {
-		in.Packs = make(map[string]any, len(packs)+len(packsJSON))
-		for _, set := range [][]rawPack{packs, packsJSON} {
-			for _, rp := range set {
-				p := d.c.Pack(rp.name)
-				if p == nil {
-					return nil, fmt.Errorf("%w: unknown pack %q", machine.ErrInvalidTree, rp.name)
-				}
-				var v any
-				if rp.json {
-					v, err = evolvedState(p, packVersions[rp.name], nil, rp.raw)
-				} else {
-					v, err = evolvedState(p, packVersions[rp.name], rp.raw, nil)
-				}
-				if err != nil {
-					return nil, fmt.Errorf("%w: pack %s: %w", machine.ErrInvalidTree, rp.name, invalidState(err))
-				}
-				in.Packs[rp.name] = v
-			}
+	if len(w.Packs)+len(w.PacksJSON) == 0 {
+		return nil
+	}
+	in.Packs = make(map[string]any, len(w.Packs)+len(w.PacksJSON))
+	var buf [8]string
+	for _, name := range sortedKeys(buf[:0], w.Packs) {
+		if err := d.pack(in.Packs, name, w.PackVersions[name], w.Packs[name], nil); err != nil {
+			return err
 		}
 	}
-	return in, nil
+	for _, name := range sortedKeys(buf[:0], w.PacksJSON) {
+		if err := d.pack(in.Packs, name, w.PackVersions[name], nil, w.PacksJSON[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pack decodes the state of pack name, saved at state version version,
+// into packs.
+func (d *decoder) pack(packs map[string]any, name string, version int, mp, js []byte) error {
+	p := d.c.Pack(name)
+	if p == nil {
+		return fmt.Errorf("%w: unknown pack %q", machine.ErrInvalidTree, name)
+	}
+	v, err := evolvedState(p, version, mp, js)
+	if err != nil {
+		return fmt.Errorf("%w: pack %s: %w", machine.ErrInvalidTree, name, invalidState(err))
+	}
+	packs[name] = v
+	return nil
 }
 
 // invalidState returns err, a state's decoding error, wrapping
@@ -365,12 +295,6 @@ func invalidState(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", instance.ErrInvalidState, err)
-}
-
-// version reads a state version: a non-negative int.
-func (d *decoder) version() (int, error) {
-	v, err := d.r.intRange(0, 1<<31-1)
-	return int(v), err
 }
 
 // decodeStateValue decodes a state of type t from its msgpack or JSON
@@ -386,203 +310,14 @@ func decodeStateValue(t reflect.Type, mp, js []byte) (any, error) {
 	return reflect.Zero(t).Interface(), nil
 }
 
-type rawPack struct {
-	name string
-	raw  []byte
-	json bool
-}
-
-func (d *decoder) packs(mp bool) ([]rawPack, error) {
-	var ps []rawPack
-	err := d.fields("packs", func(k []byte) error {
-		rp := rawPack{name: string(k), json: !mp}
-		var err error
-		if mp {
-			rp.raw, err = d.r.value(maxStateDepth)
-		} else {
-			rp.raw, err = d.r.bin()
-		}
-		ps = append(ps, rp)
-		return err
-	})
-	return ps, err
-}
-
-func (d *decoder) suspension() (*instance.SuspensionState, error) {
-	s := &instance.SuspensionState{}
-	err := d.fields("suspension", func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "c":
-			err = d.array("calls", func(n int) error {
-				if n == 0 {
-					return nil
-				}
-				s.Calls = make([]instance.SuspendedCall, n)
-				for i := range s.Calls {
-					if err := d.call(&s.Calls[i]); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		case "r":
-			s.Reply, err = d.reply()
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
-	return s, err
-}
-
-func (d *decoder) call(c *instance.SuspendedCall) error {
-	return d.fields("suspended call", func(k []byte) error {
-		var err error
-		var s string
-		switch string(k) {
-		case "i":
-			c.SuspendID, err = d.r.istring()
-		case "n":
-			c.InstanceID, err = d.r.istring()
-		case "u":
-			c.ToolUseID, err = d.r.istring()
-		case "k":
-			s, err = d.r.istring()
-			c.Kind = instance.CallKind(s)
-		case "b":
-			s, err = d.r.istring()
-			c.Initiator = instance.Initiator(s)
-		case "a":
-			c.Name, err = d.r.istring()
-		case "in":
-			c.Input, err = d.bin()
-		case "md":
-			c.Metadata, err = d.bin()
-		case "r":
-			c.Reason, err = d.r.string()
-		case "at":
-			c.SuspendedAt, err = d.r.time()
-		case "dl":
-			c.Deadline, err = d.r.time()
-		case "ot":
-			t := &c.OnTimeout
-			err = d.fields("on-timeout", func(k []byte) error {
-				var err error
-				switch string(k) {
-				case "r":
-					t.Resume, err = d.r.bool()
-				case "p":
-					t.Payload, err = d.bin()
-				case "e":
-					t.IsError, err = d.r.bool()
-				default:
-					err = d.r.skip()
-				}
-				return err
-			})
-		case "s":
-			s, err = d.r.istring()
-			c.Status = instance.Status(s)
-		case "g":
-			var v int64
-			v, err = d.r.intRange(-1<<31, 1<<31-1)
-			c.Stage = int(v)
-		case "ps":
-			c.PayloadSchema, err = d.bin()
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
-}
-
-func (d *decoder) reply() (*instance.HeldReply, error) {
-	r := &instance.HeldReply{}
-	var eff *wireEffect
-	err := d.fields("held reply", func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "m":
-			err = d.message(&r.Message)
-		case "r":
-			r.Results, err = d.parts()
-		case "t":
-			eff = &wireEffect{}
-			err = d.effect(eff)
-		case "x":
-			r.Terminal, err = d.r.bool()
-		case "d":
-			r.Deferred, err = d.messages("deferred input")
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
+// useReply decodes the held transition in w into r.
+func (d *decoder) useReply(r *instance.HeldReply, w *wireReply) error {
+	if w.Transition == nil {
+		return nil
 	}
-	if eff != nil {
-		t, err := fromWireEffect(d.c, eff)
-		if err != nil {
-			return nil, err
-		}
-		r.Transition = t
-	}
-	return r, nil
-}
-
-func (d *decoder) effect(w *wireEffect) error {
-	return d.fields("held transition", func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "k":
-			var v int64
-			v, err = d.r.intRange(0, 255)
-			w.Kind = uint8(v)
-		case "t":
-			w.Target, err = d.r.istring()
-		case "s":
-			w.State, err = d.r.bin()
-		case "sv":
-			w.StateVersion, err = d.version()
-		case "c":
-			err = d.array("spawned children", func(n int) error {
-				if n == 0 {
-					return nil
-				}
-				w.Children = make([]wireChild, n)
-				for i := range w.Children {
-					c := &w.Children[i]
-					err := d.fields("spawned child", func(k []byte) error {
-						var err error
-						switch string(k) {
-						case "i":
-							c.ID, err = d.r.istring()
-						case "n":
-							c.Node, err = d.r.istring()
-						case "s":
-							c.State, err = d.r.bin()
-						case "sv":
-							c.StateVersion, err = d.version()
-						default:
-							err = d.r.skip()
-						}
-						return err
-					})
-					if err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		case "x":
-			w.Content, err = d.r.bin()
-		default:
-			err = d.r.skip()
-		}
-		return err
-	})
+	var err error
+	r.Transition, err = fromWireEffect(d.c, w.Transition)
+	return err
 }
 
 // fromWireEffect decodes a held transition: states with their target
@@ -608,17 +343,24 @@ func fromWireEffect(c *machine.Charter, w *wireEffect) (*instance.Effect, error)
 		}
 	}
 	if len(w.Content) > 0 {
-		if !json.Valid(w.Content) {
-			return nil, fmt.Errorf("%w: held cede content is not valid JSON", ErrCorrupt)
-		}
-		var s string
-		if w.Content[0] == '"' && json.Unmarshal(w.Content, &s) == nil {
-			eff.Content = s
-		} else {
-			eff.Content = json.RawMessage(w.Content)
+		if eff.Content, err = cedeContent(w.Content); err != nil {
+			return nil, err
 		}
 	}
 	return eff, nil
+}
+
+// cedeContent decodes held cede content: a string when it is a JSON
+// string, json.RawMessage otherwise.
+func cedeContent(raw []byte) (any, error) {
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("%w: held cede content is not valid JSON", ErrCorrupt)
+	}
+	var s string
+	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	return json.RawMessage(raw), nil
 }
 
 // effectState decodes the JSON state, saved at state version version, of

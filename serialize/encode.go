@@ -5,21 +5,36 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 )
 
-// The msgpack form of the v1 wire model (wire.go), written straight from
-// the in-memory types. Field order and omission follow the wire structs
-// exactly: codec_test.go compares these bytes with what the msgpack
-// library writes for the structs.
+// The writing side of the wire codec: the encoder the generated writers
+// (wire_gen.go, from wire.go) and conversions to the wire structs run on,
+// and the hooks that fill the fields whose encoding depends on the
+// charter (fillInstance, fillReply).
 
-// encoder writes one blob.
+// machineModel is the in-memory form of wireMachine.
+type machineModel struct {
+	Root    *instance.Instance
+	History []message.Message
+}
+
+// encoder writes one blob (or converts one machine to the wire structs).
+// Errors are sticky: the first one is kept in err and returned at the end.
 type encoder struct {
-	c *machine.Charter
-	b []byte
+	c    *machine.Charter
+	form stateForm
+	b    []byte
+	err  error
+	// depth is the depth of the instance being written (the root's is 1).
+	depth int
+	// scratch holds encoded states until they are written.
+	scratch []byte
 	// dict numbers the strings of intern fields written so far; maxLen is
 	// the length of the longest.
 	dict   map[string]int
@@ -31,6 +46,44 @@ type encoder struct {
 		i int
 	}
 }
+
+var encoderPool = sync.Pool{New: func() any { return &encoder{} }}
+
+// newEncoder returns an encoder of states in form f, writing after b.
+func newWireEncoder(c *machine.Charter, f stateForm, b []byte) *encoder {
+	e := encoderPool.Get().(*encoder)
+	e.c, e.form, e.b = c, f, b
+	return e
+}
+
+// release returns the encoder's output and error and puts it back in the
+// pool.
+func (e *encoder) release() ([]byte, error) {
+	b, err := e.b, e.err
+	clear(e.dict)
+	*e = encoder{dict: e.dict, scratch: e.scratch[:0]}
+	encoderPool.Put(e)
+	return b, err
+}
+
+// fail records err unless an error is already recorded.
+func (e *encoder) fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// enter goes one level down the instance tree, failing past MaxDepth.
+func (e *encoder) enter(string) bool {
+	if e.depth >= MaxDepth {
+		e.fail(fmt.Errorf("%w: %w: instance tree deeper than %d", ErrEncode, ErrLimit, MaxDepth))
+		return false
+	}
+	e.depth++
+	return true
+}
+
+func (e *encoder) leave() { e.depth-- }
 
 // Interning, as the msgpack library's intern option does it.
 const (
@@ -86,20 +139,197 @@ func (e *encoder) istr(s string) {
 	e.b = appendStr(e.b, s)
 }
 
-// optStr appends key k and s unless s is empty.
-func (e *encoder) optStr(k, s string) {
-	if s != "" {
-		e.b = appendKey(e.b, k)
-		e.str(s)
+// The scalar writers of the generated code: x writes a value, optX a key
+// and the value unless it is empty.
+
+func (e *encoder) bool(v bool)       { e.b = appendBool(e.b, v) }
+func (e *encoder) int(v int)         { e.b = appendInt(e.b, int64(v)) }
+func (e *encoder) uint8(v uint8)     { e.b = appendUint(e.b, uint64(v)) }
+func (e *encoder) bin(v []byte)      { e.b = appendBin(e.b, v) }
+func (e *encoder) raw(v []byte)      { e.b = append(e.b, v...) }
+func (e *encoder) time(v time.Time)  { e.b = appendTime(e.b, v) }
+func (e *encoder) key(k string) bool { e.b = appendKey(e.b, k); return true }
+
+func (e *encoder) optStr(k, v string) {
+	if v != "" && e.key(k) {
+		e.str(v)
 	}
 }
 
-// optIstr appends key k and s as an intern field unless s is empty.
-func (e *encoder) optIstr(k, s string) {
-	if s != "" {
-		e.b = appendKey(e.b, k)
-		e.istr(s)
+func (e *encoder) optIstr(k, v string) {
+	if v != "" && e.key(k) {
+		e.istr(v)
 	}
+}
+
+func (e *encoder) optBool(k string, v bool) {
+	if v && e.key(k) {
+		e.bool(v)
+	}
+}
+
+func (e *encoder) optInt(k string, v int) {
+	if v != 0 && e.key(k) {
+		e.int(v)
+	}
+}
+
+func (e *encoder) optUint8(k string, v uint8) {
+	if v != 0 && e.key(k) {
+		e.uint8(v)
+	}
+}
+
+func (e *encoder) optBin(k string, v []byte) {
+	if len(v) > 0 && e.key(k) {
+		e.bin(v)
+	}
+}
+
+func (e *encoder) optRaw(k string, v []byte) {
+	if len(v) > 0 && e.key(k) {
+		e.raw(v)
+	}
+}
+
+func (e *encoder) optTime(k string, v time.Time) {
+	if !v.IsZero() && e.key(k) {
+		e.time(v)
+	}
+}
+
+// writeMap writes a map with its keys sorted.
+func writeMap[V any](e *encoder, m map[string]V, write func(V)) {
+	var buf [8]string
+	keys := sortedKeys(buf[:0], m)
+	e.b = appendMapLen(e.b, len(keys))
+	for _, k := range keys {
+		e.str(k)
+		write(m[k])
+	}
+}
+
+// sortedKeys appends the keys of m to buf, sorted.
+func sortedKeys[V any](buf []string, m map[string]V) []string {
+	for k := range m {
+		buf = append(buf, k)
+	}
+	slices.Sort(buf)
+	return buf
+}
+
+// count returns the number of true conditions.
+func count(conds ...bool) int {
+	n := 0
+	for _, c := range conds {
+		if c {
+			n++
+		}
+	}
+	return n
+}
+
+// utc returns t in UTC; the zero time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// jsonOrBytes returns raw for a raw JSON field of the wire structs and,
+// in the JSON form, raw for its bytes field instead when it is not valid
+// JSON.
+func (e *encoder) jsonOrBytes(raw []byte) (json.RawMessage, []byte) {
+	if e.form.jsonForm() && !jsonValid(raw) {
+		return nil, raw
+	}
+	return raw, nil
+}
+
+// rawJSON returns raw for the field key of a wire struct, failing in the
+// JSON form when it is not valid JSON.
+func (e *encoder) rawJSON(what, key string, raw []byte) json.RawMessage {
+	if e.form.jsonForm() && !jsonValid(raw) {
+		e.fail(fmt.Errorf("%w: %s field %q is not valid JSON", ErrEncode, what, key))
+	}
+	return raw
+}
+
+// jsonValid reports whether raw is valid JSON (the empty value counts).
+func jsonValid(raw []byte) bool { return len(raw) == 0 || json.Valid(raw) }
+
+// stateForm encodes states for one form: msgpack or JSON bytes.
+type stateForm interface {
+	encode(e *encoder, t reflect.Type, v any) (mp, js []byte, err error)
+	// jsonForm reports whether raw JSON fields must be valid JSON.
+	jsonForm() bool
+}
+
+// msgpackStates encodes states for the msgpack form: natively, or as JSON
+// for types with JSON methods msgpack does not use.
+type msgpackStates struct{}
+
+func (msgpackStates) encode(e *encoder, t reflect.Type, v any) ([]byte, []byte, error) {
+	if codecFor(t).asJSON {
+		js, err := encodeJSON(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: state of type %T: %w", ErrEncode, v, err)
+		}
+		return nil, js, nil
+	}
+	start := len(e.scratch)
+	var err error
+	e.scratch, err = appendState(e.scratch, v)
+	return e.scratch[start:len(e.scratch):len(e.scratch)], nil, err
+}
+
+func (msgpackStates) jsonForm() bool { return false }
+
+// jsonStates encodes states as JSON.
+type jsonStates struct{}
+
+func (jsonStates) encode(_ *encoder, _ reflect.Type, v any) ([]byte, []byte, error) {
+	js, err := encodeJSON(v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: state of type %T: %w", ErrEncode, v, err)
+	}
+	return nil, js, nil
+}
+
+func (jsonStates) jsonForm() bool { return true }
+
+// fillInstance fills the states of in, with their versions, into w.
+func (e *encoder) fillInstance(in *instance.Instance, w *wireInstance) {
+	var err error
+	w.State, w.StateJSON, err = e.form.encode(e, e.stateType(in.Node, in.State), in.State)
+	if err != nil {
+		e.fail(fmt.Errorf("instance %s: %w", in.ID, err))
+	}
+	w.StateVersion = e.stateVersion(in.Node)
+	for name, v := range in.Packs {
+		mp, js, err := e.form.encode(e, e.packType(name, v), v)
+		if err != nil {
+			e.fail(fmt.Errorf("pack %s: %w", name, err))
+		}
+		if js != nil {
+			w.PacksJSON = put(w.PacksJSON, name, json.RawMessage(js))
+		} else {
+			w.Packs = put(w.Packs, name, mp)
+		}
+		if v := e.packVersion(name); v != 0 {
+			w.PackVersions = put(w.PackVersions, name, v)
+		}
+	}
+}
+
+// put sets m[k] to v, making m when it is nil.
+func put[M ~map[string]V, V any](m M, k string, v V) M {
+	if m == nil {
+		m = M{}
+	}
+	m[k] = v
+	return m
 }
 
 // stateType returns the type states of node name are encoded with: the
@@ -144,347 +374,42 @@ func dynamicType(v any) reflect.Type {
 	return reflect.TypeOf(v)
 }
 
-func (e *encoder) machine(root *instance.Instance, history []message.Message) error {
-	n := 1
-	if len(history) > 0 {
-		n++
-	}
-	e.b = appendMapLen(e.b, n)
-	e.b = appendKey(e.b, "r")
-	if err := e.instance(root, 1); err != nil {
-		return err
-	}
-	if len(history) > 0 {
-		e.b = appendKey(e.b, "h")
-		e.messages(history)
-	}
-	return nil
-}
-
-// messages appends an array of messages.
-func (e *encoder) messages(msgs []message.Message) {
-	e.b = appendArrayLen(e.b, len(msgs))
-	for i := range msgs {
-		e.message(&msgs[i])
-	}
-}
-
-// state appends a state value: natively, or as JSON bytes when asJSON.
-func (e *encoder) state(v any, asJSON bool) error {
-	if !asJSON {
-		var err error
-		e.b, err = appendState(e.b, v)
-		return err
-	}
-	js, err := encodeJSON(v)
-	if err != nil {
-		return fmt.Errorf("%w: state of type %T: %w", ErrEncode, v, err)
-	}
-	e.b = appendBin(e.b, js)
-	return nil
-}
-
-func (e *encoder) instance(in *instance.Instance, depth int) error {
-	if in == nil {
-		return fmt.Errorf("%w: nil instance", ErrEncode)
-	}
-	if depth > MaxDepth {
-		return fmt.Errorf("%w: %w: instance tree deeper than %d", ErrEncode, ErrLimit, MaxDepth)
-	}
-	stateJSON := codecFor(e.stateType(in.Node, in.State)).asJSON
-	var packs, packsJSON, versioned []string
-	if len(in.Packs) > 0 {
-		for name, v := range in.Packs {
-			if codecFor(e.packType(name, v)).asJSON {
-				packsJSON = append(packsJSON, name)
-			} else {
-				packs = append(packs, name)
-			}
-			if e.packVersion(name) != 0 {
-				versioned = append(versioned, name)
-			}
-		}
-		slices.Sort(packs)
-		slices.Sort(packsJSON)
-		slices.Sort(versioned)
-	}
-	version := e.stateVersion(in.Node)
-	n := 3 // i, n, s or sj
-	n += count(version != 0, len(in.Children) > 0, len(packs) > 0, len(packsJSON) > 0, len(versioned) > 0,
-		in.Suspension != nil, in.Idle, in.MaxTokensStreak != 0)
-	e.b = appendMapLen(e.b, n)
-	e.b = appendKey(e.b, "i")
-	e.istr(in.ID)
-	e.b = appendKey(e.b, "n")
-	e.istr(in.Node)
-	if stateJSON {
-		e.b = appendKey(e.b, "sj")
-	} else {
-		e.b = appendKey(e.b, "s")
-	}
-	if err := e.state(in.State, stateJSON); err != nil {
-		return fmt.Errorf("instance %s: %w", in.ID, err)
-	}
-	e.b = optInt(e.b, "sv", version)
-	if len(in.Children) > 0 {
-		e.b = appendKey(e.b, "c")
-		e.b = appendArrayLen(e.b, len(in.Children))
-		for _, ch := range in.Children {
-			if err := e.instance(ch, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	for _, set := range []struct {
-		key   string
-		names []string
-	}{{"p", packs}, {"pj", packsJSON}} {
-		if len(set.names) == 0 {
-			continue
-		}
-		e.b = appendKey(e.b, set.key)
-		e.b = appendMapLen(e.b, len(set.names))
-		for _, name := range set.names {
-			e.str(name)
-			if err := e.state(in.Packs[name], set.key == "pj"); err != nil {
-				return fmt.Errorf("pack %s: %w", name, err)
-			}
-		}
-	}
-	if len(versioned) > 0 {
-		e.b = appendKey(e.b, "pv")
-		e.b = appendMapLen(e.b, len(versioned))
-		for _, name := range versioned {
-			e.str(name)
-			e.b = appendInt(e.b, int64(e.packVersion(name)))
-		}
-	}
-	if in.Suspension != nil {
-		e.b = appendKey(e.b, "u")
-		if err := e.suspension(in.Suspension); err != nil {
-			return fmt.Errorf("instance %s: %w", in.ID, err)
-		}
-	}
-	if in.Idle {
-		e.b = appendKey(e.b, "d")
-		e.b = appendBool(e.b, true)
-	}
-	e.b = optInt(e.b, "m", in.MaxTokensStreak)
-	return nil
-}
-
-// count returns the number of true conditions.
-func count(conds ...bool) int {
-	n := 0
-	for _, c := range conds {
-		if c {
-			n++
-		}
-	}
-	return n
-}
-
-func (e *encoder) suspension(s *instance.SuspensionState) error {
-	e.b = appendMapLen(e.b, count(len(s.Calls) > 0, s.Reply != nil))
-	if len(s.Calls) > 0 {
-		e.b = appendKey(e.b, "c")
-		e.b = appendArrayLen(e.b, len(s.Calls))
-		for i := range s.Calls {
-			e.call(&s.Calls[i])
-		}
-	}
-	if s.Reply != nil {
-		e.b = appendKey(e.b, "r")
-		return e.reply(s.Reply)
-	}
-	return nil
-}
-
-func timeoutZero(t *instance.TimeoutAction) bool {
-	return !t.Resume && len(t.Payload) == 0 && !t.IsError
-}
-
-func (e *encoder) call(c *instance.SuspendedCall) {
-	n := 1 + count(c.InstanceID != "", c.ToolUseID != "", c.Kind != "", c.Initiator != "", c.Name != "",
-		len(c.Input) > 0, len(c.Metadata) > 0, c.Reason != "", !c.SuspendedAt.IsZero(), !c.Deadline.IsZero(),
-		!timeoutZero(&c.OnTimeout), c.Status != "", c.Stage != 0, len(c.PayloadSchema) > 0)
-	e.b = appendMapLen(e.b, n)
-	e.b = appendKey(e.b, "i")
-	e.istr(c.SuspendID)
-	e.optIstr("n", c.InstanceID)
-	e.optIstr("u", c.ToolUseID)
-	e.optIstr("k", string(c.Kind))
-	e.optIstr("b", string(c.Initiator))
-	e.optIstr("a", c.Name)
-	e.b = optBin(e.b, "in", c.Input)
-	e.b = optBin(e.b, "md", c.Metadata)
-	e.optStr("r", c.Reason)
-	if !c.SuspendedAt.IsZero() {
-		e.b = appendTime(appendKey(e.b, "at"), c.SuspendedAt)
-	}
-	if !c.Deadline.IsZero() {
-		e.b = appendTime(appendKey(e.b, "dl"), c.Deadline)
-	}
-	if t := &c.OnTimeout; !timeoutZero(t) {
-		e.b = appendKey(e.b, "ot")
-		e.b = appendMapLen(e.b, count(t.Resume, len(t.Payload) > 0, t.IsError))
-		e.b = optBool(e.b, "r", t.Resume)
-		e.b = optBin(e.b, "p", t.Payload)
-		e.b = optBool(e.b, "e", t.IsError)
-	}
-	e.optIstr("s", string(c.Status))
-	e.b = optInt(e.b, "g", c.Stage)
-	e.b = optBin(e.b, "ps", c.PayloadSchema)
-}
-
-func optBin(b []byte, k string, v []byte) []byte {
-	if len(v) == 0 {
-		return b
-	}
-	return appendBin(appendKey(b, k), v)
-}
-
-func optInt(b []byte, k string, v int) []byte {
-	if v == 0 {
-		return b
-	}
-	return appendInt(appendKey(b, k), int64(v))
-}
-
-func optBool(b []byte, k string, v bool) []byte {
-	if !v {
-		return b
-	}
-	return appendBool(appendKey(b, k), true)
-}
-
-func (e *encoder) reply(r *instance.HeldReply) error {
-	var eff *wireEffect
+// fillReply fills the held transition of r into w.
+func (e *encoder) fillReply(r *instance.HeldReply, w *wireReply) {
 	if r.Transition != nil {
-		w, err := e.toWireEffect(r.Transition)
-		if err != nil {
-			return err
-		}
-		eff = &w
+		w.Transition = e.toWireEffect(r.Transition)
 	}
-	e.b = appendMapLen(e.b, 1+count(len(r.Results) > 0, eff != nil, r.Terminal, len(r.Deferred) > 0))
-	e.b = appendKey(e.b, "m")
-	e.message(&r.Message)
-	if len(r.Results) > 0 {
-		e.b = appendKey(e.b, "r")
-		e.b = appendArrayLen(e.b, len(r.Results))
-		for i := range r.Results {
-			e.part(&r.Results[i])
-		}
-	}
-	if eff != nil {
-		e.b = appendKey(e.b, "t")
-		e.effect(eff)
-	}
-	if r.Terminal {
-		e.b = appendKey(e.b, "x")
-		e.b = appendBool(e.b, true)
-	}
-	if len(r.Deferred) > 0 {
-		e.b = appendKey(e.b, "d")
-		e.messages(r.Deferred)
-	}
-	return nil
 }
 
 // toWireEffect encodes a held transition: states, with their node's state
 // version, and content as JSON.
-func (e *encoder) toWireEffect(eff *instance.Effect) (wireEffect, error) {
-	w := wireEffect{Kind: uint8(eff.Kind), Target: eff.Target}
-	var err error
+func (e *encoder) toWireEffect(eff *instance.Effect) *wireEffect {
+	w := &wireEffect{Kind: uint8(eff.Kind), Target: eff.Target}
 	if eff.State != nil {
-		if w.State, err = encodeJSON(eff.State); err != nil {
-			return w, fmt.Errorf("%w: held transition state: %w", ErrEncode, err)
-		}
+		w.State = e.json("held transition state", eff.State)
 		w.StateVersion = e.stateVersion(eff.Target)
 	}
 	if eff.Content != nil {
-		if w.Content, err = encodeJSON(eff.Content); err != nil {
-			return w, fmt.Errorf("%w: held cede content: %w", ErrEncode, err)
-		}
+		w.Content = e.json("held cede content", eff.Content)
 	}
 	if len(eff.Children) > 0 {
 		w.Children = make([]wireChild, len(eff.Children))
 		for i, c := range eff.Children {
 			w.Children[i] = wireChild{ID: c.ID, Node: c.Node}
 			if c.State != nil {
-				if w.Children[i].State, err = encodeJSON(c.State); err != nil {
-					return w, fmt.Errorf("%w: held spawn state: %w", ErrEncode, err)
-				}
+				w.Children[i].State = e.json("held spawn state", c.State)
 				w.Children[i].StateVersion = e.stateVersion(c.Node)
 			}
 		}
 	}
-	return w, nil
+	return w
 }
 
-func (e *encoder) effect(w *wireEffect) {
-	e.b = appendMapLen(e.b, 1+count(w.Target != "", len(w.State) > 0, w.StateVersion != 0, len(w.Children) > 0, len(w.Content) > 0))
-	e.b = appendKey(e.b, "k")
-	e.b = appendUint(e.b, uint64(w.Kind))
-	e.optIstr("t", w.Target)
-	e.b = optBin(e.b, "s", w.State)
-	e.b = optInt(e.b, "sv", w.StateVersion)
-	if len(w.Children) > 0 {
-		e.b = appendKey(e.b, "c")
-		e.b = appendArrayLen(e.b, len(w.Children))
-		for _, c := range w.Children {
-			e.b = appendMapLen(e.b, 1+count(c.ID != "", len(c.State) > 0, c.StateVersion != 0))
-			e.optIstr("i", c.ID)
-			e.b = appendKey(e.b, "n")
-			e.istr(c.Node)
-			e.b = optBin(e.b, "s", c.State)
-			e.b = optInt(e.b, "sv", c.StateVersion)
-		}
+// json returns v as JSON, failing with ErrEncode when it cannot be.
+func (e *encoder) json(what string, v any) json.RawMessage {
+	b, err := encodeJSON(v)
+	if err != nil {
+		e.fail(fmt.Errorf("%w: %s: %w", ErrEncode, what, err))
 	}
-	e.b = optBin(e.b, "x", w.Content)
+	return b
 }
-
-func sourceZero(s *message.Source) bool {
-	return s.InstanceID == "" && s.Node == "" && s.To == ""
-}
-
-func (e *encoder) message(m *message.Message) {
-	e.b = appendMapLen(e.b, 1+count(len(m.Parts) > 0, !sourceZero(&m.Source), m.Silent))
-	e.b = appendKey(e.b, "r")
-	e.istr(string(m.Role))
-	if len(m.Parts) > 0 {
-		e.b = appendKey(e.b, "p")
-		e.b = appendArrayLen(e.b, len(m.Parts))
-		for i := range m.Parts {
-			e.part(&m.Parts[i])
-		}
-	}
-	if s := &m.Source; !sourceZero(s) {
-		e.b = appendKey(e.b, "s")
-		e.b = appendMapLen(e.b, count(s.InstanceID != "", s.Node != "", s.To != ""))
-		e.optIstr("i", s.InstanceID)
-		e.optIstr("n", s.Node)
-		e.optIstr("t", s.To)
-	}
-	e.b = optBool(e.b, "q", m.Silent)
-}
-
-func (e *encoder) part(p *message.Part) {
-	e.b = appendMapLen(e.b, count(p.Kind != 0, p.Text != "", p.ID != "", p.Name != "", len(p.Data) > 0,
-		p.IsError, p.Signature != "", p.SuspendID != ""))
-	if p.Kind != 0 {
-		e.b = appendKey(e.b, "k")
-		e.b = appendUint(e.b, uint64(p.Kind))
-	}
-	e.optStr("t", p.Text)
-	e.optIstr("i", p.ID)
-	e.optIstr("n", p.Name)
-	e.b = optBin(e.b, "d", p.Data)
-	e.b = optBool(e.b, "e", p.IsError)
-	e.optStr("g", p.Signature)
-	e.optIstr("u", p.SuspendID)
-}
-
-// jsonValid reports whether raw is valid JSON (the empty value counts).
-func jsonValid(raw []byte) bool { return len(raw) == 0 || json.Valid(raw) }

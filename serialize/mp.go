@@ -150,7 +150,15 @@ type reader struct {
 	dict []string
 }
 
-func newReader(b []byte) *reader { return &reader{b: b, str: string(b)} }
+// newReader returns a reader of b, with room in its dictionary for the
+// strings a body of that size typically interns.
+func newReader(b []byte) *reader {
+	return &reader{b: b, str: string(b), dict: make([]string, 0, min(len(b)/internEvery, maxDictLen))}
+}
+
+// internEvery is how many bytes of a body typically hold one interned
+// string (an instance, a suspended call, a tool use).
+const internEvery = 256
 
 // errAt returns a corruption error at the current offset.
 func (r *reader) errAt(format string, args ...any) error {

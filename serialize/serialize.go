@@ -60,9 +60,9 @@ func Marshal(m *machine.Machine) ([]byte, error) {
 	var err error
 	var b []byte
 	m.View(func(root *instance.Instance, history []message.Message) {
-		e := encoder{c: m.Charter(), b: header(make([]byte, 0, sizeHint(history)), kindMachine)}
-		err = e.machine(root, history)
-		b = e.b
+		e := newWireEncoder(m.Charter(), msgpackStates{}, header(make([]byte, 0, sizeHint(history)), kindMachine))
+		e.writeMachine(&machineModel{Root: root, History: history})
+		b, err = e.release()
 	})
 	if err != nil {
 		return nil, err
@@ -121,9 +121,9 @@ func MarshalTree(m *machine.Machine) ([]byte, error) {
 	var err error
 	var b []byte
 	m.View(func(root *instance.Instance, _ []message.Message) {
-		e := encoder{c: m.Charter(), b: header(make([]byte, 0, 1024), kindTree)}
-		err = e.instance(root, 1)
-		b = e.b
+		e := newWireEncoder(m.Charter(), msgpackStates{}, header(make([]byte, 0, 1024), kindTree))
+		e.writeNonNilInstance(root)
+		b, err = e.release()
 	})
 	if err != nil {
 		return nil, err
@@ -134,9 +134,13 @@ func MarshalTree(m *machine.Machine) ([]byte, error) {
 // MarshalMessage encodes one history message, in its own envelope so that
 // an append-only history may span format versions.
 func MarshalMessage(msg message.Message) ([]byte, error) {
-	e := encoder{b: header(make([]byte, 0, messageSize(&msg)), kindMessage)}
-	e.message(&msg)
-	return seal(e.b), nil
+	e := newWireEncoder(nil, msgpackStates{}, header(make([]byte, 0, messageSize(&msg)), kindMessage))
+	e.writeMessage(&msg)
+	b, err := e.release()
+	if err != nil {
+		return nil, err
+	}
+	return seal(b), nil
 }
 
 // UnmarshalMessage decodes a message written by MarshalMessage.

@@ -21,12 +21,22 @@ import (
 // therefore see every intern field: a new field that interns needs a new
 // version.
 //
-// The msgpack form is written and read by hand-written code (encode.go,
-// decode.go) for speed; codec_test.go checks that it writes exactly the
-// bytes the msgpack library writes for these structs with the pinned
-// configuration, and reads them back.
+// These structs are the one place a field is declared. wiregen
+// (internal/wiregen, run by go generate) writes wire_gen.go from them: the
+// msgpack writer and reader of the in-memory type each stands for
+// (//wire:model), straight to and from that type for speed, and the
+// conversions to and from the structs that the JSON form encodes. Fields
+// tagged wire:"hook" depend on the charter and are filled and used by
+// hand (encode.go, decode.go). A test fails when wire_gen.go is not what
+// wiregen writes; codec_test.go checks that the generated code writes
+// exactly the bytes the msgpack library writes for these structs with the
+// pinned configuration, and reads them back.
+//
+//go:generate go run ./internal/wiregen
 
 // wireMachine is a whole machine: the instance tree and the history.
+//
+//wire:model machineModel
 type wireMachine struct {
 	Root    *wireInstance `msgpack:"r" json:"r"`
 	History []wireMessage `msgpack:"h,omitempty" json:"h,omitempty"`
@@ -40,23 +50,29 @@ type wireMachine struct {
 // understand; in the JSON form as JSON values under "s" (and "p").
 // StateVersion is the node's state version (node.Config.StateVersion) the
 // state was saved at, PackVersions the packs' (node.PackMigration), by
-// pack name; both omitted when 0.
+// pack name; both omitted when 0. They are the hand-written hooks' to fill
+// and use (fillInstance, useInstance): a state's encoding depends on its
+// node.
+//
+//wire:model instance.Instance
 type wireInstance struct {
 	ID              string                        `msgpack:"i,intern" json:"i"`
 	Node            string                        `msgpack:"n,intern" json:"n"`
-	State           msgpack.RawMessage            `msgpack:"s,omitempty" json:"-"`
-	StateJSON       json.RawMessage               `msgpack:"sj,omitempty" json:"s,omitempty"`
-	StateVersion    int                           `msgpack:"sv,omitempty" json:"sv,omitempty"`
+	State           msgpack.RawMessage            `msgpack:"s,omitempty" json:"-" wire:"hook"`
+	StateJSON       json.RawMessage               `msgpack:"sj,omitempty" json:"s,omitempty" wire:"hook"`
+	StateVersion    int                           `msgpack:"sv,omitempty" json:"sv,omitempty" wire:"hook"`
 	Children        []*wireInstance               `msgpack:"c,omitempty" json:"c,omitempty"`
-	Packs           map[string]msgpack.RawMessage `msgpack:"p,omitempty" json:"-"`
-	PacksJSON       map[string]json.RawMessage    `msgpack:"pj,omitempty" json:"p,omitempty"`
-	PackVersions    map[string]int                `msgpack:"pv,omitempty" json:"pv,omitempty"`
+	Packs           map[string]msgpack.RawMessage `msgpack:"p,omitempty" json:"-" wire:"hook"`
+	PacksJSON       map[string]json.RawMessage    `msgpack:"pj,omitempty" json:"p,omitempty" wire:"hook"`
+	PackVersions    map[string]int                `msgpack:"pv,omitempty" json:"pv,omitempty" wire:"hook"`
 	Suspension      *wireSuspension               `msgpack:"u,omitempty" json:"u,omitempty"`
 	Idle            bool                          `msgpack:"d,omitempty" json:"d,omitempty"`
 	MaxTokensStreak int                           `msgpack:"m,omitempty" json:"m,omitempty"`
 }
 
 // wireSuspension is instance.SuspensionState.
+//
+//wire:model instance.SuspensionState
 type wireSuspension struct {
 	Calls []wireCall `msgpack:"c,omitempty" json:"c,omitempty"`
 	Reply *wireReply `msgpack:"r,omitempty" json:"r,omitempty"`
@@ -64,6 +80,8 @@ type wireSuspension struct {
 
 // wireCall is instance.SuspendedCall. Input holds raw JSON; in the JSON
 // form an input that is not valid JSON goes to InputBytes instead.
+//
+//wire:model instance.SuspendedCall
 type wireCall struct {
 	SuspendID   string          `msgpack:"i,intern" json:"i"`
 	InstanceID  string          `msgpack:"n,omitempty,intern" json:"n,omitempty"`
@@ -72,12 +90,12 @@ type wireCall struct {
 	Initiator   string          `msgpack:"b,omitempty,intern" json:"b,omitempty"`
 	Name        string          `msgpack:"a,omitempty,intern" json:"a,omitempty"`
 	Input       json.RawMessage `msgpack:"in,omitempty" json:"in,omitempty"`
-	InputBytes  []byte          `msgpack:"-" json:"inb,omitempty"`
+	InputBytes  []byte          `msgpack:"-" json:"inb,omitempty" wire:"invalid=Input"`
 	Metadata    json.RawMessage `msgpack:"md,omitempty" json:"md,omitempty"`
 	Reason      string          `msgpack:"r,omitempty" json:"r,omitempty"`
 	SuspendedAt time.Time       `msgpack:"at,omitempty" json:"at,omitzero"`
 	Deadline    time.Time       `msgpack:"dl,omitempty" json:"dl,omitzero"`
-	OnTimeout   *wireTimeout    `msgpack:"ot,omitempty" json:"ot,omitempty"`
+	OnTimeout   *wireTimeout    `msgpack:"ot,omitempty" json:"ot,omitempty" wire:"byvalue"`
 	Status      string          `msgpack:"s,omitempty,intern" json:"s,omitempty"`
 	Stage       int             `msgpack:"g,omitempty" json:"g,omitempty"`
 	// PayloadSchema is the JSON Schema of the resume payload (raw JSON).
@@ -85,6 +103,8 @@ type wireCall struct {
 }
 
 // wireTimeout is instance.TimeoutAction; omitted when zero.
+//
+//wire:model instance.TimeoutAction
 type wireTimeout struct {
 	Resume  bool            `msgpack:"r,omitempty" json:"r,omitempty"`
 	Payload json.RawMessage `msgpack:"p,omitempty" json:"p,omitempty"`
@@ -92,10 +112,14 @@ type wireTimeout struct {
 }
 
 // wireReply is instance.HeldReply. A pending result slot is an empty part.
+// The transition is converted by hand (fillReply, useReply): its states
+// are decoded with their target node's type.
+//
+//wire:model instance.HeldReply
 type wireReply struct {
 	Message    wireMessage   `msgpack:"m" json:"m"`
 	Results    []wirePart    `msgpack:"r,omitempty" json:"r,omitempty"`
-	Transition *wireEffect   `msgpack:"t,omitempty" json:"t,omitempty"`
+	Transition *wireEffect   `msgpack:"t,omitempty" json:"t,omitempty" wire:"hook"`
 	Terminal   bool          `msgpack:"x,omitempty" json:"x,omitempty"`
 	Deferred   []wireMessage `msgpack:"d,omitempty" json:"d,omitempty"`
 }
@@ -121,6 +145,8 @@ type wireChild struct {
 }
 
 // wireMessage is message.Message.
+//
+//wire:model message.Message
 type wireMessage struct {
 	Role   string     `msgpack:"r,intern" json:"r"`
 	Parts  []wirePart `msgpack:"p,omitempty" json:"p,omitempty"`
@@ -129,6 +155,8 @@ type wireMessage struct {
 }
 
 // wireSource is message.Source; omitted when zero.
+//
+//wire:model message.Source
 type wireSource struct {
 	InstanceID string `msgpack:"i,omitempty,intern" json:"i,omitempty"`
 	Node       string `msgpack:"n,omitempty,intern" json:"n,omitempty"`
@@ -137,13 +165,16 @@ type wireSource struct {
 
 // wirePart is message.Part. Data holds raw JSON; in the JSON form data
 // that is not valid JSON goes to DataBytes instead.
+//
+//wire:model message.Part
+//wire:alloc newParts
 type wirePart struct {
 	Kind      uint8           `msgpack:"k,omitempty" json:"k,omitempty"`
 	Text      string          `msgpack:"t,omitempty" json:"t,omitempty"`
 	ID        string          `msgpack:"i,omitempty,intern" json:"i,omitempty"`
 	Name      string          `msgpack:"n,omitempty,intern" json:"n,omitempty"`
 	Data      json.RawMessage `msgpack:"d,omitempty" json:"d,omitempty"`
-	DataBytes []byte          `msgpack:"-" json:"db,omitempty"`
+	DataBytes []byte          `msgpack:"-" json:"db,omitempty" wire:"invalid=Data"`
 	IsError   bool            `msgpack:"e,omitempty" json:"e,omitempty"`
 	Signature string          `msgpack:"g,omitempty" json:"g,omitempty"`
 	SuspendID string          `msgpack:"u,omitempty,intern" json:"u,omitempty"`
