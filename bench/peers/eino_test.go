@@ -25,10 +25,20 @@ type einoModel struct {
 	calls  []schema.ToolCall
 }
 
-func newEinoModel(answer bool) *einoModel {
-	return &einoModel{answer: answer, calls: []schema.ToolCall{{
-		ID: "call_1", Type: "function", Function: schema.FunctionCall{Name: toolName, Arguments: orderInput},
-	}}}
+// newEinoModel returns a model whose tool-calling reply holds one
+// lookup_order call, or calls of them.
+func newEinoModel(answer bool, calls ...int) *einoModel {
+	n := 1
+	if len(calls) > 0 {
+		n = calls[0]
+	}
+	m := &einoModel{answer: answer}
+	for i := range n {
+		m.calls = append(m.calls, schema.ToolCall{
+			ID: "call_" + strconv.Itoa(i+1), Type: "function", Function: schema.FunctionCall{Name: toolName, Arguments: orderInput},
+		})
+	}
+	return m
 }
 
 func (m *einoModel) reply(in []*schema.Message) *schema.Message {
@@ -73,9 +83,9 @@ func einoLookup(tb testing.TB, calls *atomic.Int64) tool.BaseTool {
 // einoAgent returns a ReAct agent with lookup; with direct, the agent
 // returns the tool's result instead of calling the model again, so a run
 // is one round: one model call, one tool call.
-func einoAgent(tb testing.TB, answer bool, lookup tool.BaseTool, direct bool) *react.Agent {
+func einoAgent(tb testing.TB, model *einoModel, lookup tool.BaseTool, direct bool) *react.Agent {
 	cfg := &react.AgentConfig{
-		ToolCallingModel: newEinoModel(answer),
+		ToolCallingModel: model,
 		ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{lookup}},
 	}
 	if direct {
@@ -132,7 +142,7 @@ func withQuestion(n int) []*schema.Message {
 // of a ReAct agent does, and runs one round.
 func einoRound(tb testing.TB, n int) run {
 	calls := new(atomic.Int64)
-	agent := einoAgent(tb, false, einoLookup(tb, calls), true)
+	agent := einoAgent(tb, newEinoModel(false), einoLookup(tb, calls), true)
 	h := einoHistory(n)
 	ctx := context.Background()
 	return run{do: func() (string, error) {
@@ -156,7 +166,7 @@ func einoInputRound(tb testing.TB, n int) run { return einoRound(tb, n) }
 func einoCheckpointRound(tb testing.TB, n int) run {
 	calls := new(atomic.Int64)
 	store := &memStore{}
-	r := checkpointed(tb, einoAgent(tb, false, einoLookup(tb, calls), true), store, compose.WithInterruptBeforeNodes([]string{"chat"}))
+	r := checkpointed(tb, einoAgent(tb, newEinoModel(false), einoLookup(tb, calls), true), store, compose.WithInterruptBeforeNodes([]string{"chat"}))
 	ctx := context.Background()
 	const id = "history"
 	if _, err := r.Invoke(ctx, einoHistory(n), compose.WithCheckPointID(id)); !isInterrupt(err) {
@@ -190,7 +200,7 @@ func einoCycle(tb testing.TB, n int) run {
 		return "", compose.Interrupt(ctx, "waiting for the warehouse")
 	}))(tb)
 	store := &memStore{}
-	r := checkpointed(tb, einoAgent(tb, true, ask, false), store)
+	r := checkpointed(tb, einoAgent(tb, newEinoModel(true), ask, false), store)
 	in := withQuestion(n)
 	ctx := context.Background()
 	var runs int
@@ -225,7 +235,7 @@ func einoWorkers(tb testing.TB, workers, n int) run {
 		keys = append(keys, "w"+strconv.Itoa(i))
 	}
 	for _, k := range keys {
-		g, opts := einoAgent(tb, false, einoLookup(tb, calls), true).ExportGraph()
+		g, opts := einoAgent(tb, newEinoModel(false), einoLookup(tb, calls), true).ExportGraph()
 		p.AddGraph(k, g, opts...)
 	}
 	chain := compose.NewChain[[]*schema.Message, map[string]any]().AppendParallel(p)
@@ -246,4 +256,21 @@ func einoWorkers(tb testing.TB, workers, n int) run {
 		}
 		return msg.Content, nil
 	}, calls: calls}
+}
+
+// einoToolCalls is the cheaper reading of the workers workload: one ReAct
+// agent whose model reply holds 101 lookup_order calls, which its tools
+// node runs concurrently (one model call, 101 tool calls).
+func einoToolCalls(tb testing.TB, calls, n int) run {
+	counter := new(atomic.Int64)
+	agent := einoAgent(tb, newEinoModel(false, calls), einoLookup(tb, counter), true)
+	h := einoHistory(n)
+	ctx := context.Background()
+	return run{do: func() (string, error) {
+		msg, err := agent.Generate(ctx, h)
+		if err != nil {
+			return "", err
+		}
+		return msg.Content, nil
+	}, calls: counter}
 }

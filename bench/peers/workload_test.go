@@ -71,14 +71,13 @@ type run struct {
 // side builds one library's run of a workload, failing tb on error.
 type side func(tb testing.TB) run
 
-// compare runs a workload's markov and eino sides as sub-benchmarks, so
-// one `go test -bench` run interleaves them.
-func compare(b *testing.B, markov, eino side) {
-	for _, s := range []struct {
-		name  string
-		build side
-	}{{"markov", markov}, {"eino", eino}} {
-		b.Run(s.name, func(b *testing.B) {
+// compare runs a workload's markov and eino sides, and any other
+// readings of it, as the sub-benchmarks lib=markov, lib=eino, …, so one
+// `go test -bench` run interleaves them and `benchstat -col /lib` sets
+// them side by side.
+func compare(b *testing.B, markov, eino side, others ...named) {
+	for _, s := range append([]named{{"markov", markov}, {"eino", eino}}, others...) {
+		b.Run("lib="+s.name, func(b *testing.B) {
 			r := s.build(b)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -94,6 +93,12 @@ func compare(b *testing.B, markov, eino side) {
 			}
 		})
 	}
+}
+
+// named is a side and the name of its sub-benchmark.
+type named struct {
+	name  string
+	build side
 }
 
 // sizes names sub-benchmarks by history length.
@@ -138,9 +143,11 @@ func BenchmarkSuspendResume(b *testing.B) {
 // Workload 4: one round of 101 agents in parallel (markov: a primary and
 // 100 worker leaves; eino: 101 ReAct agents as parallel branches of one
 // chain), each making one model call and one tool call, all with the
-// same 100-message history.
+// same 100-message history. lib=eino-toolcalls is the cheaper reading:
+// one eino agent whose one model reply asks for 101 tool calls.
 func BenchmarkWorkers(b *testing.B) {
-	compare(b, func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) })
+	compare(b, func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) },
+		named{"eino-toolcalls", func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }})
 }
 
 // TestWorkloads runs every workload once on each side and checks that it
@@ -158,12 +165,13 @@ func TestWorkloads(t *testing.T) {
 		{"checkpoint round", func(tb testing.TB) run { return markovUnmarshalRound(tb, 1000) }, func(tb testing.TB) run { return einoCheckpointRound(tb, 1000) }, 1, toolResult},
 		{"suspend resume", func(tb testing.TB) run { return markovCycle(tb, 1000) }, func(tb testing.TB) run { return einoCycle(tb, 1000) }, 1, finalAnswer},
 		{"workers", func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) }, 101, toolResult},
+		{"workers as tool calls", nil, func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }, 101, toolResult},
 	}
 	for _, c := range cases {
-		for _, s := range []struct {
-			name  string
-			build side
-		}{{"markov", c.markov}, {"eino", c.eino}} {
+		for _, s := range []named{{"markov", c.markov}, {"eino", c.eino}} {
+			if s.build == nil {
+				continue
+			}
 			t.Run(c.name+"/"+s.name, func(t *testing.T) {
 				r := s.build(t)
 				for range 2 { // twice: a run must be repeatable
