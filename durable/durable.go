@@ -36,7 +36,9 @@ const DefaultLease = time.Minute
 
 // Config configures a Runner.
 type Config struct {
-	// Store keeps the machines. Required.
+	// Store keeps the machines. Required. Runner.Machines needs it to be a
+	// store.MachineLister too, and Sweep a store.ExpiryClaimer (otherwise
+	// they fail with ErrUnsupported); every store of this module is both.
 	Store store.Store
 	// Charter is what the machines run against. Required.
 	Charter *machine.Charter
@@ -246,8 +248,15 @@ func (r *Runner) Commands(ctx context.Context, id string) ([]CommandInfo, error)
 	return out, nil
 }
 
-// Machines lists the IDs of the stored machines.
-func (r *Runner) Machines(ctx context.Context) ([]string, error) { return r.store.ListMachines(ctx) }
+// Machines lists the IDs of the stored machines. A store that is not a
+// store.MachineLister fails with ErrUnsupported.
+func (r *Runner) Machines(ctx context.Context) ([]string, error) {
+	l, ok := r.store.(store.MachineLister)
+	if !ok {
+		return nil, fmt.Errorf("list machines: %w", ErrUnsupported)
+	}
+	return l.ListMachines(ctx)
+}
 
 // Delete removes machine id.
 func (r *Runner) Delete(ctx context.Context, id string) error { return r.store.Delete(ctx, id) }
@@ -257,9 +266,14 @@ func (r *Runner) Delete(ctx context.Context, id string) error { return r.store.D
 // exclusive across processes for the lease, so concurrent sweepers never
 // handle the same suspension twice. It returns the number of suspensions
 // swept; a machine another process saved meanwhile is skipped (its claim
-// lapses and a later sweep retries it).
+// lapses and a later sweep retries it). A store that is not a
+// store.ExpiryClaimer fails with ErrUnsupported.
 func (r *Runner) Sweep(ctx context.Context, limit int) (int, error) {
-	claimed, err := r.store.ClaimExpired(ctx, r.charter.Now(), limit, r.lease)
+	c, ok := r.store.(store.ExpiryClaimer)
+	if !ok {
+		return 0, fmt.Errorf("sweep: %w", ErrUnsupported)
+	}
+	claimed, err := c.ClaimExpired(ctx, r.charter.Now(), limit, r.lease)
 	if err != nil {
 		return 0, err
 	}
@@ -288,8 +302,12 @@ func (r *Runner) Sweep(ctx context.Context, limit int) (int, error) {
 }
 
 // RunSweeper sweeps every interval until ctx is done, logging failures. It
-// returns ctx.Err().
+// returns ctx.Err(), or ErrUnsupported at once if the store is not a
+// store.ExpiryClaimer.
 func (r *Runner) RunSweeper(ctx context.Context, interval time.Duration) error {
+	if _, ok := r.store.(store.ExpiryClaimer); !ok {
+		return fmt.Errorf("run sweeper: %w", ErrUnsupported)
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -383,3 +383,24 @@ func TestRunSequenceIsSingleUse(t *testing.T) {
 	_, err = drain(resume)
 	require.ErrorIs(t, err, machine.ErrIterReused, "not a second resume attempt")
 }
+
+// coreStore is a store.Store without the optional capabilities.
+type coreStore struct{ store.Store }
+
+// A store with only the core interface runs, suspends and resumes
+// machines; listing machines and sweeping need capabilities it lacks and
+// fail with ErrUnsupported.
+func TestCoreStoreOnly(t *testing.T) {
+	ctx := context.Background()
+	r := newRunner(t, coreStore{memstore.New()}, agentModel(0))
+	sid := suspended(t, r, "m1")
+	_, err := drain(r.Resume(ctx, sid, "ok", false))
+	require.NoError(t, err)
+
+	_, err = r.Machines(ctx)
+	require.ErrorIs(t, err, durable.ErrUnsupported)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	_, err = r.Sweep(ctx, 0)
+	require.ErrorIs(t, err, durable.ErrUnsupported)
+	require.ErrorIs(t, r.RunSweeper(ctx, time.Hour), durable.ErrUnsupported)
+}

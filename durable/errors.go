@@ -1,7 +1,16 @@
 package durable
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
-// ErrInvalidConfig reports a Config New cannot build a Runner from: no
-// Store or no Charter.
-var ErrInvalidConfig = errors.New("durable: invalid config")
+var (
+	// ErrInvalidConfig reports a Config New cannot build a Runner from: no
+	// Store or no Charter.
+	ErrInvalidConfig = errors.New("durable: invalid config")
+	// ErrUnsupported reports a call that needs an optional capability the
+	// Runner's store lacks: Machines needs a store.MachineLister, Sweep and
+	// RunSweeper a store.ExpiryClaimer. It wraps errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("durable: not supported by the store: %w", errors.ErrUnsupported)
+)

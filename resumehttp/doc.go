@@ -14,6 +14,12 @@
 //	GET    /machines/{id}/commands                                                    → CommandList
 //	POST   /machines/{id}/commands/{name}  {"input": <any JSON>, "instance_id": "…"}  → Summary
 //
+// The handler needs of its runner only what each endpoint uses: resume,
+// cancel and get need a [Runner]; listing a [Lister]; the two command
+// endpoints a [Commander]. An endpoint whose capability the runner lacks
+// answers 501 not_implemented (after authentication, like every answer).
+// *durable.Runner has them all.
+//
 // Resume, cancel and invoke run the machine to the end of its run (every
 // step saved by the runner) before they answer with a [Summary]: the
 // machine, the reasons of its steps, whether the run is done, the suspend
@@ -66,6 +72,8 @@
 //	    address (with a Retry-After header, in seconds)
 //	500 internal: anything else, a handler's panic included; the details
 //	    are logged, never sent, under the correlation_id the body carries
+//	501 not_implemented: the runner lacks the endpoint's capability
+//	    ([Lister], [Commander])
 //
 // Of concurrent resumes (or cancellations) of one suspension exactly one
 // succeeds and the others are refused, with 409 conflict or

@@ -44,6 +44,7 @@ var classes = []errorClass{
 	{instance.ErrInvalidState, http.StatusBadRequest, "invalid_state", ""},
 	{instance.ErrPanic, http.StatusInternalServerError, "internal", "internal error"},
 	{command.ErrFailed, http.StatusUnprocessableEntity, "command_failed", ""},
+	{errors.ErrUnsupported, http.StatusNotImplemented, "not_implemented", "not supported by this server"},
 }
 
 // classify returns the status, code and message of err: a class of

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -58,9 +59,16 @@ func CheckSecret(secret []byte) error {
 	return nil
 }
 
-// Runner is what the handler needs of a durable runner; *durable.Runner
-// satisfies it. Its errors are mapped to status codes with errors.Is (see
-// the package documentation).
+// Runner is what the handler needs of a durable runner to serve its core
+// endpoints: resume, cancel and get a suspension. *durable.Runner
+// satisfies it, and every optional interface below. Its errors are mapped
+// to status codes with errors.Is (see the package documentation).
+//
+// The other endpoints need more, discovered by type assertion on the
+// runner, the way http.Flusher is on an http.ResponseWriter: listing needs
+// a [Lister], the command endpoints a [Commander]; without them those
+// endpoints answer 501 not_implemented. A [CallFinder] adds the payload
+// schema to GET /suspensions/{id}.
 type Runner interface {
 	// Resume runs the machine holding suspendID with the result payload.
 	Resume(ctx context.Context, suspendID string, payload any, isError bool) iter.Seq2[machine.Step, error]
@@ -69,18 +77,39 @@ type Runner interface {
 	Cancel(ctx context.Context, suspendID, reason string) iter.Seq2[machine.Step, error]
 	// Suspension returns the index entry of suspendID.
 	Suspension(ctx context.Context, suspendID string) (store.Suspension, error)
-	// Call returns the pending call suspendID as its machine records it
-	// (for its payload schema).
+}
+
+// CallFinder is the optional capability of a [Runner] that returns a
+// pending call as its machine records it, for its payload schema.
+type CallFinder interface {
+	// Call returns the pending call suspendID.
 	Call(ctx context.Context, suspendID string) (instance.SuspendedCall, error)
-	// Pending lists the suspensions f selects.
+}
+
+// Lister is the optional capability of a [Runner] that serves
+// GET /suspensions.
+type Lister interface {
+	// Pending lists the suspensions f selects (f.Status empty: pending).
 	Pending(ctx context.Context, f store.Filter) ([]store.Suspension, error)
+}
+
+// Commander is the optional capability of a [Runner] that serves the
+// command endpoints, GET /machines/{id}/commands and
+// POST /machines/{id}/commands/{name}.
+type Commander interface {
 	// Commands lists the commands of every instance of machineID.
 	Commands(ctx context.Context, machineID string) ([]durable.CommandInfo, error)
 	// Invoke runs machineID with the command invocation.
 	Invoke(ctx context.Context, machineID string, inv command.Invocation) iter.Seq2[machine.Step, error]
 }
 
-var _ Runner = (*durable.Runner)(nil)
+// *durable.Runner offers every capability.
+var (
+	_ Runner     = (*durable.Runner)(nil)
+	_ CallFinder = (*durable.Runner)(nil)
+	_ Lister     = (*durable.Runner)(nil)
+	_ Commander  = (*durable.Runner)(nil)
+)
 
 // Config configures a Handler. Zero fields take the documented defaults.
 type Config struct {
@@ -193,11 +222,11 @@ type bodyKey struct{}
 func (h *Handler) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /suspensions/{id}/resume", h.resume)
-	mux.HandleFunc("GET /suspensions", h.list)
+	mux.HandleFunc("GET /suspensions", needs(h, h.list))
 	mux.HandleFunc("GET /suspensions/{id}", h.get)
 	mux.HandleFunc("DELETE /suspensions/{id}", h.cancel)
-	mux.HandleFunc("GET /machines/{id}/commands", h.commands)
-	mux.HandleFunc("POST /machines/{id}/commands/{name}", h.invoke)
+	mux.HandleFunc("GET /machines/{id}/commands", needs(h, h.commands))
+	mux.HandleFunc("POST /machines/{id}/commands/{name}", needs(h, h.invoke))
 	// Patterns without a method catch the other methods of each path, so
 	// that a 405 has a JSON body too; "/" catches unknown paths.
 	for path, allow := range map[string]string{
@@ -269,6 +298,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(jw, r)
 }
 
+// needs serves an endpoint with the capability C of the handler's runner,
+// or answers 501 not_implemented when the runner lacks it.
+func needs[C any](h *Handler, serve func(http.ResponseWriter, *http.Request, C)) http.HandlerFunc {
+	c, ok := h.runner.(C)
+	if !ok {
+		return func(w http.ResponseWriter, r *http.Request) {
+			h.writeError(w, r, http.StatusNotImplemented, "not_implemented",
+				fmt.Sprintf("this server's runner does not offer %s", reflect.TypeFor[C]().Name()))
+		}
+	}
+	return func(w http.ResponseWriter, r *http.Request) { serve(w, r, c) }
+}
+
 func (h *Handler) tooLarge() string {
 	return fmt.Sprintf("request body exceeds %d bytes", h.maxBody)
 }
@@ -338,7 +380,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 		slog.String("op", "cancel"), slog.String("suspend_id", id))
 }
 
-func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
 	id, name := r.PathValue("id"), r.PathValue("name")
 	if err := store.CheckID(id); err != nil {
 		h.fail(w, r, err)
@@ -353,7 +395,7 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request) {
 		inv.Input = p
 	}
 	ctx := runContext(r)
-	h.finish(w, r, id, h.runner.Invoke(ctx, id, inv),
+	h.finish(w, r, id, c.Invoke(ctx, id, inv),
 		slog.String("op", "invoke"), slog.String("command", name))
 }
 
@@ -365,8 +407,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := suspensionOf(sus)
-	if sus.Status == store.StatusPending {
-		call, err := h.runner.Call(r.Context(), id)
+	if c, ok := h.runner.(CallFinder); ok && sus.Status == store.StatusPending {
+		call, err := c.Call(r.Context(), id)
 		switch {
 		case err == nil:
 			out.PayloadSchema = call.PayloadSchema
@@ -378,7 +420,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, r, http.StatusOK, out)
 }
 
-func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, l Lister) {
 	q := r.URL.Query()
 	f := store.Filter{Status: q.Get("status"), MachineID: q.Get("machine")}
 	if f.Status == "" {
@@ -400,7 +442,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		f.DeadlineBefore = t
 	}
-	list, err := h.runner.Pending(r.Context(), f)
+	list, err := l.Pending(r.Context(), f)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -412,12 +454,12 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, r, http.StatusOK, out)
 }
 
-func (h *Handler) commands(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) commands(w http.ResponseWriter, r *http.Request, c Commander) {
 	id := r.PathValue("id")
 	err := store.CheckID(id)
 	var cmds []durable.CommandInfo
 	if err == nil {
-		cmds, err = h.runner.Commands(r.Context(), id)
+		cmds, err = c.Commands(r.Context(), id)
 	}
 	if err != nil {
 		h.fail(w, r, err)

@@ -234,13 +234,13 @@ func Claimable(s Suspension, now time.Time) bool {
 		!s.ClaimedUntil.After(now)
 }
 
-// Store persists machines and their suspension index. Implementations are
-// safe for concurrent use; the SQL ones are also safe for several processes
-// sharing one database. Every method that fails writes nothing.
+// Snapshots persists machines: a tree snapshot and an append-only
+// history per machine, written with compare-and-swap revisions. Every
+// method that fails writes nothing.
 //
 // Byte slices passed in may be reused by the caller once a method returns,
 // and slices returned belong to the caller.
-type Store interface {
+type Snapshots interface {
 	// Load returns the stored machine with its whole history, or an error
 	// wrapping ErrNotFound.
 	Load(ctx context.Context, machineID string) (*Snapshot, error)
@@ -255,18 +255,48 @@ type Store interface {
 	// Delete removes the machine, its history and its suspensions, or
 	// returns an error wrapping ErrNotFound.
 	Delete(ctx context.Context, machineID string) error
+}
 
-	// ListMachines returns the IDs of every stored machine in ascending order.
-	ListMachines(ctx context.Context) ([]string, error)
-
+// Index answers questions about the suspension index that [Snapshots.Save]
+// maintains.
+type Index interface {
 	// FindSuspension returns the index entry for a suspend ID, whatever its
 	// status, or an error wrapping ErrNotFound.
 	FindSuspension(ctx context.Context, suspendID string) (Suspension, error)
 
 	// ListSuspensions returns the suspensions the filter selects, in
-	// CompareSuspensions order.
+	// CompareSuspensions order. A filter that fails [Filter.Validate]
+	// returns its error and queries nothing.
 	ListSuspensions(ctx context.Context, f Filter) ([]Suspension, error)
+}
 
+// Store is what package durable needs of a back end: machine snapshots and
+// the suspension index their saves maintain. Implementations are safe for
+// concurrent use; the SQL ones are also safe for several processes sharing
+// one database.
+//
+// A store may offer more through optional interfaces, discovered by type
+// assertion the way http.Flusher is on an http.ResponseWriter:
+// [MachineLister] (listing machines), [ExpiryClaimer] (leases on expired
+// suspensions for timeout sweepers) and [ReplayGuard] (replay protection
+// for signed requests, shared by every process of the store). Every store
+// of this module implements all three, and a Close method.
+type Store interface {
+	Snapshots
+	Index
+}
+
+// MachineLister is the optional capability of a [Store] that lists the
+// machines it keeps.
+type MachineLister interface {
+	// ListMachines returns the IDs of every stored machine in ascending
+	// (bytewise) order.
+	ListMachines(ctx context.Context) ([]string, error)
+}
+
+// ExpiryClaimer is the optional capability of a [Store] that hands expired
+// pending suspensions to one timeout sweeper at a time, across processes.
+type ExpiryClaimer interface {
 	// ClaimExpired hands out up to limit (no cap if limit <= 0) suspensions
 	// that are Claimable at now, earliest deadline first, and leases them
 	// until now+lease: until then no other call, in any process, receives
@@ -276,7 +306,4 @@ type Store interface {
 	// lease run out, and the suspension is handed out again. A lease <= 0 is
 	// ErrInvalid.
 	ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Suspension, error)
-
-	// Close releases the store's resources. The store must not be used after.
-	Close() error
 }

@@ -41,7 +41,12 @@ type machine struct {
 	suspensions []string
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements the core interface and every optional capability.
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.MachineLister = (*Store)(nil)
+	_ store.ExpiryClaimer = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
@@ -177,7 +182,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 	return nil
 }
 
-// ListMachines implements [store.Store].
+// ListMachines implements [store.MachineLister].
 func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -229,7 +234,7 @@ func (s *Store) selectLocked(limit int, match func(store.Suspension) bool) []sto
 	return out
 }
 
-// ClaimExpired implements [store.Store].
+// ClaimExpired implements [store.ExpiryClaimer].
 func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]store.Suspension, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("memstore: claim expired: %w: lease %v is not positive", store.ErrInvalid, lease)
@@ -248,7 +253,7 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 	return out, nil
 }
 
-// Close implements [store.Store]. Later calls fail.
+// Close makes every later call fail with an error.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -85,7 +85,12 @@ type Store struct {
 	q        queries
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements the core interface and every optional capability.
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.MachineLister = (*Store)(nil)
+	_ store.ExpiryClaimer = (*Store)(nil)
+)
 
 // Open connects (unless cfg.Pool is set) and brings the schema up to date.
 // A schema migrated by a newer version of this package is refused.
@@ -387,7 +392,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 	return nil
 }
 
-// ListMachines implements [store.Store].
+// ListMachines implements [store.MachineLister].
 func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, s.q.listMachines)
 	if err != nil {
@@ -460,7 +465,7 @@ func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Su
 	return got, nil
 }
 
-// ClaimExpired implements [store.Store].
+// ClaimExpired implements [store.ExpiryClaimer].
 func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]store.Suspension, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("postgres: claim expired: %w: lease %v is not positive", store.ErrInvalid, lease)

@@ -104,7 +104,12 @@ type Store struct {
 	writeSem chan struct{}
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements the core interface and every optional capability.
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.MachineLister = (*Store)(nil)
+	_ store.ExpiryClaimer = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
 // schema up to date. A database written by a newer version of this package
@@ -486,7 +491,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 	return nil
 }
 
-// ListMachines implements [store.Store].
+// ListMachines implements [store.MachineLister].
 func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM machines ORDER BY id`)
 	if err != nil {
@@ -586,7 +591,7 @@ func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Su
 // maxClaimRows is how many suspend IDs one claim UPDATE carries.
 const maxClaimRows = 500
 
-// ClaimExpired implements [store.Store].
+// ClaimExpired implements [store.ExpiryClaimer].
 func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]store.Suspension, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("sqlite: claim expired: %w: lease %v is not positive", store.ErrInvalid, lease)

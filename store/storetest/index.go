@@ -1,0 +1,203 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/markov-agents/markov/store"
+)
+
+var indexChecks = []check[store.Store]{
+	{"NotFound", testIndexNotFound},
+	{"MalformedIDs", testIndexMalformedIDs},
+	{"SuspendIDOwnedByOtherMachine", testForeignSuspendID},
+	{"SuspensionFields", testSuspensionFields},
+	{"SuspensionReplace", testSuspensionReplace},
+	{"ListSuspensions", testListSuspensions},
+	{"Delete", testIndexDelete},
+}
+
+func testForeignSuspendID(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t1"), Append: bs("a"), Suspensions: []store.Suspension{pending("s1", t0)}})
+	mustSave(t, s, store.Save{MachineID: "m2", Tree: []byte("t2"), Append: bs("b"), Suspensions: []store.Suspension{pending("s2", t0)}})
+	want1, want2 := stateOf(t, s, "m1"), stateOf(t, s, "m2")
+
+	_, err := s.Save(ctx, store.Save{MachineID: "m3", Tree: []byte("t3"), Suspensions: []store.Suspension{pending("s3", t0), pending("s1", t0)}})
+	wantErr(t, "create with another machine's suspend ID", err, store.ErrInvalid)
+	_, err = s.Load(ctx, "m3")
+	wantErr(t, "Load m3", err, store.ErrNotFound)
+
+	_, err = s.Save(ctx, store.Save{MachineID: "m1", Revision: 1, Tree: []byte("x"), Append: bs("x", "y"),
+		Suspensions: []store.Suspension{pending("s9", t0), pending("s2", t0)}})
+	wantErr(t, "update with another machine's suspend ID", err, store.ErrInvalid)
+	wantState(t, s, "m1", want1)
+	wantState(t, s, "m2", want2)
+	for _, id := range []string{"s3", "s9"} {
+		_, err = s.FindSuspension(ctx, id)
+		wantErr(t, "FindSuspension("+id+")", err, store.ErrNotFound)
+	}
+}
+
+func testSuspensionFields(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	in := []store.Suspension{
+		{ID: "s-full", MachineID: "ignored", Status: store.StatusPending, Kind: "command", Name: "deploy",
+			Reason: "waiting for CI — ünïcode", Deadline: t0.Add(time.Hour), CreatedAt: t0, ClaimedUntil: t0.Add(time.Hour)},
+		{ID: "s-bare", Status: "custom"},
+	}
+	mustSave(t, s, store.Save{MachineID: "m", Suspensions: in})
+	want := []store.Suspension{
+		{ID: "s-full", MachineID: "m", Status: store.StatusPending, Kind: "command", Name: "deploy",
+			Reason: "waiting for CI — ünïcode", Deadline: norm(t0.Add(time.Hour)), CreatedAt: norm(t0)},
+		{ID: "s-bare", MachineID: "m", Status: "custom"},
+	}
+	got := mustList(t, s, store.Filter{})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("ListSuspensions (-want +got):\n%s", diff)
+	}
+	for _, w := range want {
+		g, err := s.FindSuspension(ctx, w.ID)
+		if err != nil {
+			t.Fatalf("FindSuspension(%q): %v", w.ID, err)
+		}
+		if diff := cmp.Diff(w, g); diff != "" {
+			t.Fatalf("FindSuspension(%q) (-want +got):\n%s", w.ID, diff)
+		}
+		if !g.Deadline.IsZero() && g.Deadline.Location() != time.UTC {
+			t.Fatalf("FindSuspension(%q).Deadline location = %v, want UTC", w.ID, g.Deadline.Location())
+		}
+	}
+}
+
+func testSuspensionReplace(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	other := []store.Suspension{pending("o1", t0)}
+	mustSave(t, s, store.Save{MachineID: "other", Suspensions: other})
+
+	mustSave(t, s, store.Save{MachineID: "m", Suspensions: []store.Suspension{pending("a", t0), pending("b", t0.Add(time.Hour))}})
+	if got := ids(mustList(t, s, store.Filter{MachineID: "m"})); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after first save: %v", got)
+	}
+
+	b := pending("b", t0.Add(2*time.Hour))
+	b.Status, b.Reason = "resolved", "approved"
+	mustSave(t, s, store.Save{MachineID: "m", Revision: 1, Suspensions: []store.Suspension{pending("c", t0.Add(time.Minute)), b}})
+	_, err := s.FindSuspension(ctx, "a")
+	wantErr(t, "FindSuspension of replaced entry", err, store.ErrNotFound)
+	got, err := s.FindSuspension(ctx, "b")
+	if err != nil || got.Status != "resolved" || got.Reason != "approved" || got.Deadline != norm(t0.Add(2*time.Hour)) || got.MachineID != "m" {
+		t.Fatalf("FindSuspension(b) = %+v, %v; want the updated entry", got, err)
+	}
+	if got := ids(mustList(t, s, store.Filter{MachineID: "m"})); !slices.Equal(got, []string{"c", "b"}) {
+		t.Fatalf("after replace: %v, want [c b]", got)
+	}
+
+	mustSave(t, s, store.Save{MachineID: "m", Revision: 2})
+	if got := mustList(t, s, store.Filter{MachineID: "m"}); len(got) != 0 {
+		t.Fatalf("after clearing: %v", got)
+	}
+	if got := ids(mustList(t, s, store.Filter{})); !slices.Equal(got, []string{"o1"}) {
+		t.Fatalf("other machine's suspensions: %v, want [o1]", got)
+	}
+}
+
+func testListSuspensions(t *testing.T, s store.Store) {
+	h := time.Hour
+	sp := func(id, status string, deadline, created time.Time) store.Suspension {
+		return store.Suspension{ID: id, Status: status, Deadline: deadline, CreatedAt: created}
+	}
+	none := time.Time{}
+	mustSave(t, s, store.Save{MachineID: "m1", Suspensions: []store.Suspension{
+		sp("a", store.StatusPending, t0.Add(h), t0.Add(2*time.Second)),
+		sp("b", store.StatusPending, none, t0),
+		sp("c", "resolved", t0.Add(h/2), t0),
+		sp("d", store.StatusPending, t0.Add(2*h), t0),
+	}})
+	mustSave(t, s, store.Save{MachineID: "m2", Suspensions: []store.Suspension{
+		sp("f", store.StatusPending, t0.Add(h), t0.Add(time.Second)),
+		sp("e", store.StatusPending, t0.Add(h), t0.Add(time.Second)),
+		sp("g", "timed_out", none, t0.Add(-h)),
+		sp("h", store.StatusPending, none, t0.Add(-h)),
+	}})
+	for _, tc := range []struct {
+		name string
+		f    store.Filter
+		want []string
+	}{
+		{"all", store.Filter{}, []string{"c", "e", "f", "a", "d", "g", "h", "b"}},
+		{"machine", store.Filter{MachineID: "m1"}, []string{"c", "a", "d", "b"}},
+		{"unknown machine", store.Filter{MachineID: "m3"}, nil},
+		{"pending", store.Filter{Status: store.StatusPending}, []string{"e", "f", "a", "d", "h", "b"}},
+		{"status nobody has", store.Filter{Status: "nope"}, nil},
+		{"deadline before is strict", store.Filter{DeadlineBefore: t0.Add(h)}, []string{"c"}},
+		{"deadline before", store.Filter{DeadlineBefore: t0.Add(h + time.Microsecond)}, []string{"c", "e", "f", "a"}},
+		{"pending, deadline before", store.Filter{Status: store.StatusPending, DeadlineBefore: t0.Add(3 * h)}, []string{"e", "f", "a", "d"}},
+		{"limit", store.Filter{Limit: 3}, []string{"c", "e", "f"}},
+		{"pending, limit", store.Filter{Status: store.StatusPending, Limit: 2}, []string{"e", "f"}},
+		{"machine, pending, deadline, limit", store.Filter{MachineID: "m2", Status: store.StatusPending, DeadlineBefore: t0.Add(2 * h), Limit: 1}, []string{"e"}},
+		{"large limit", store.Filter{MachineID: "m2", Limit: 100}, []string{"e", "f", "g", "h"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := mustList(t, s, tc.f)
+			if diff := cmp.Diff(tc.want, ids(got), cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("ListSuspensions(%+v) (-want +got):\n%s", tc.f, diff)
+			}
+			for _, g := range got {
+				if !tc.f.Match(g) {
+					t.Fatalf("%+v does not match %+v", g, tc.f)
+				}
+			}
+		})
+	}
+}
+
+func testIndexNotFound(t *testing.T, s store.Store) {
+	_, err := s.FindSuspension(context.Background(), "nope")
+	wantErr(t, "FindSuspension", err, store.ErrNotFound)
+	if got := mustList(t, s, store.Filter{}); len(got) != 0 {
+		t.Fatalf("ListSuspensions on empty store = %v", got)
+	}
+}
+
+func testIndexMalformedIDs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustSave(t, s, store.Save{MachineID: "m1", Suspensions: []store.Suspension{pending("s1", t0)}})
+	longest := strings.Repeat("m", store.MaxIDLen)
+	mustSave(t, s, store.Save{MachineID: longest, Tree: []byte("t"), Suspensions: []store.Suspension{pending(longest, t0)}})
+	if got, err := s.FindSuspension(ctx, longest); err != nil || got.MachineID != longest {
+		t.Fatalf("FindSuspension of the longest ID = %+v, %v", got, err)
+	}
+	for name, id := range malformedIDs {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.FindSuspension(ctx, id)
+			wantErr(t, "FindSuspension", err, store.ErrNotFound)
+			got, err := s.ListSuspensions(ctx, store.Filter{MachineID: id})
+			if err != nil || len(got) != 0 {
+				t.Fatalf("ListSuspensions(MachineID %q) = %v, %v; want nothing", id, got, err)
+			}
+		})
+	}
+}
+
+func testIndexDelete(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustSave(t, s, store.Save{MachineID: "m", Suspensions: []store.Suspension{pending("s1", t0)}})
+	mustSave(t, s, store.Save{MachineID: "keep", Suspensions: []store.Suspension{pending("k1", t0)}})
+	if err := s.Delete(ctx, "m"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	_, err := s.FindSuspension(ctx, "s1")
+	wantErr(t, "FindSuspension after Delete", err, store.ErrNotFound)
+	if got := ids(mustList(t, s, store.Filter{})); !slices.Equal(got, []string{"k1"}) {
+		t.Fatalf("suspensions after Delete = %v, want [k1]", got)
+	}
+	// The deleted machine's suspend IDs are free again.
+	mustSave(t, s, store.Save{MachineID: "keep", Revision: 1, Suspensions: []store.Suspension{pending("s1", t0)}})
+}
