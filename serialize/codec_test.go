@@ -117,9 +117,9 @@ func TestMessageCodecMatchesWireStructs(t *testing.T) {
 	}
 }
 
-// TestPrimitivesMatchLibrary checks the msgpack writers and the reader on
-// boundary values.
-func TestPrimitivesMatchLibrary(t *testing.T) {
+// TestIntsMatchLibrary checks the integer writer and reader on boundary
+// values.
+func TestIntsMatchLibrary(t *testing.T) {
 	ints := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, 1<<63 - 1, -1, -32, -33, -128, -129, -32768, -32769, -1 << 31, -1<<31 - 1, -1 << 63}
 	for _, n := range ints {
 		got := appendInt(nil, n)
@@ -131,23 +131,35 @@ func TestPrimitivesMatchLibrary(t *testing.T) {
 			t.Errorf("int %d read back as %d, %v", n, v, err)
 		}
 	}
+}
+
+// TestLengthsMatchLibrary checks the length headers of strings, bytes
+// and arrays on boundary values.
+func TestLengthsMatchLibrary(t *testing.T) {
 	for _, l := range []int{0, 31, 32, 255, 256, 65535, 65536} {
 		s := string(bytes.Repeat([]byte("x"), l))
-		if got, want := appendStr(nil, s), reflective(t, s); !bytes.Equal(got, want) {
-			t.Errorf("str of %d: got %x want %x", l, got[:min(8, len(got))], want[:min(8, len(want))])
-		}
 		p := []byte(s)
-		if got, want := appendBin(nil, p), reflective(t, p); !bytes.Equal(got, want) {
-			t.Errorf("bin of %d: got %x want %x", l, got[:min(8, len(got))], want[:min(8, len(want))])
-		}
-		if got, want := appendArrayLen(nil, l), reflective(t, make([]bool, l)); !bytes.Equal(got, want[:len(got)]) {
-			t.Errorf("array of %d: got %x want %x", l, got, want[:len(got)])
+		for _, c := range []struct {
+			what      string
+			got, want []byte
+		}{
+			{"str", appendStr(nil, s), reflective(t, s)},
+			{"bin", appendBin(nil, p), reflective(t, p)},
+			{"array", appendArrayLen(nil, l), reflective(t, make([]bool, l))[:len(appendArrayLen(nil, l))]},
+		} {
+			if !bytes.Equal(c.got, c.want) {
+				t.Errorf("%s of %d: got %x want %x", c.what, l, c.got[:min(8, len(c.got))], c.want[:min(8, len(c.want))])
+			}
 		}
 		r := newReader(appendStr(nil, s))
 		if v, err := r.string(); err != nil || v != s {
 			t.Errorf("str of %d read back wrong: %v", l, err)
 		}
 	}
+}
+
+// TestTimesMatchLibrary checks the timestamp writer and reader.
+func TestTimesMatchLibrary(t *testing.T) {
 	g := newGen(3, false)
 	for range 100 {
 		tm := g.time()

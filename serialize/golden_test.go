@@ -65,6 +65,34 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// checkPastFile decodes the golden file at path into its scenario
+// machine.
+func checkPastFile(t *testing.T, path string) {
+	name, ext, _ := strings.Cut(filepath.Base(path), ".")
+	var build func(testing.TB) *machine.Machine
+	for _, sc := range scenarios {
+		if sc.name == name {
+			build = sc.build
+		}
+	}
+	if build == nil {
+		t.Fatalf("no scenario %q", name)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmarshal := map[string]func(*machine.Charter, []byte) (*machine.Machine, error){"bin": Unmarshal, "json": UnmarshalJSON}[ext]
+	if unmarshal == nil {
+		t.Fatalf("unexpected file %s", path)
+	}
+	got, err := unmarshal(charter(t), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMachine(t, build(t), got)
+}
+
 var versionDir = regexp.MustCompile(`^v(\d+)$`)
 
 // TestPastVersions decodes every golden file of every version kept in
@@ -87,34 +115,8 @@ func TestPastVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range files {
-			name, ext, _ := strings.Cut(f.Name(), ".")
 			t.Run(d.Name()+"/"+f.Name(), func(t *testing.T) {
-				var build func(testing.TB) *machine.Machine
-				for _, sc := range scenarios {
-					if sc.name == name {
-						build = sc.build
-					}
-				}
-				if build == nil {
-					t.Fatalf("no scenario %q", name)
-				}
-				data, err := os.ReadFile(filepath.Join("testdata", d.Name(), f.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got *machine.Machine
-				switch ext {
-				case "bin":
-					got, err = Unmarshal(charter(t), data)
-				case "json":
-					got, err = UnmarshalJSON(charter(t), data)
-				default:
-					t.Fatalf("unexpected file %s", f.Name())
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				sameMachine(t, build(t), got)
+				checkPastFile(t, filepath.Join("testdata", d.Name(), f.Name()))
 			})
 		}
 	}

@@ -205,10 +205,22 @@ func (r *reader) nilNext() bool {
 	return false
 }
 
+// containerKind describes the headers of maps or of arrays.
+type containerKind struct {
+	fix, c16, c32 byte
+	per           uint64 // values per element: 2 for a map entry
+	name          string
+}
+
+var (
+	mapKind   = containerKind{0x80, mpMap16, mpMap32, 2, "a map"}
+	arrayKind = containerKind{0x90, mpArray16, mpArray32, 1, "an array"}
+)
+
 // container reads a map or array header (nil counts as empty) and checks
 // that the elements can fit in the bytes left: every element takes at
 // least one byte, every map entry two.
-func (r *reader) container(isMap bool) (int, error) {
+func (r *reader) container(k *containerKind) (int, error) {
 	start := r.off
 	c, err := r.byte()
 	if err != nil {
@@ -218,37 +230,28 @@ func (r *reader) container(isMap bool) (int, error) {
 	switch {
 	case c == mpNil:
 		return 0, nil
-	case isMap && c&0xf0 == 0x80:
+	case c&0xf0 == k.fix:
 		n = uint64(c & 0x0f)
-	case !isMap && c&0xf0 == 0x90:
-		n = uint64(c & 0x0f)
-	case isMap && c == mpMap16, !isMap && c == mpArray16:
+	case c == k.c16:
 		n, err = r.n(2)
-	case isMap && c == mpMap32, !isMap && c == mpArray32:
+	case c == k.c32:
 		n, err = r.n(4)
 	default:
 		r.off = start
-		if isMap {
-			return 0, r.errAt("want a map, have type 0x%02x", c)
-		}
-		return 0, r.errAt("want an array, have type 0x%02x", c)
+		return 0, r.errAt("want %s, have type 0x%02x", k.name, c)
 	}
 	if err != nil {
 		return 0, err
 	}
-	per := uint64(1)
-	if isMap {
-		per = 2
-	}
-	if n > uint64(r.left())/per {
+	if n > uint64(r.left())/k.per {
 		r.off = start
 		return 0, r.errAt("header claims %d elements, only %d bytes left", n, r.left())
 	}
 	return int(n), nil
 }
 
-func (r *reader) mapLen() (int, error)   { return r.container(true) }
-func (r *reader) arrayLen() (int, error) { return r.container(false) }
+func (r *reader) mapLen() (int, error)   { return r.container(&mapKind) }
+func (r *reader) arrayLen() (int, error) { return r.container(&arrayKind) }
 
 // bytesLen reads a str or bin header and returns the length, checked
 // against the bytes left.
@@ -416,42 +419,39 @@ func (r *reader) int() (int64, error) {
 		return int64(c), nil
 	case c >= 0xe0:
 		return int64(int8(c)), nil
-	}
-	var v uint64
-	switch c {
-	case mpNil:
+	case c == mpNil:
 		return 0, nil
-	case mpUint8, mpInt8:
-		v, err = r.n(1)
-	case mpUint16, mpInt16:
-		v, err = r.n(2)
-	case mpUint32, mpInt32:
-		v, err = r.n(4)
-	case mpUint64, mpInt64:
-		v, err = r.n(8)
-	default:
+	}
+	size, signed := intSize(c)
+	if size == 0 {
 		r.off = start
 		return 0, r.errAt("want an integer, have type 0x%02x", c)
 	}
+	v, err := r.n(size)
 	if err != nil {
 		return 0, err
 	}
-	switch c {
-	case mpInt8:
-		return int64(int8(v)), nil
-	case mpInt16:
-		return int64(int16(v)), nil
-	case mpInt32:
-		return int64(int32(v)), nil
-	case mpInt64:
-		return int64(v), nil
-	case mpUint64:
-		if v > math.MaxInt64 {
-			r.off = start
-			return 0, r.errAt("integer %d out of range", v)
-		}
+	if signed {
+		shift := 64 - 8*size // sign-extend the size bytes
+		return int64(v<<shift) >> shift, nil
+	}
+	if v > math.MaxInt64 {
+		r.off = start
+		return 0, r.errAt("integer %d out of range", v)
 	}
 	return int64(v), nil
+}
+
+// intSize returns the size in bytes of the integer of type c and whether
+// it is signed; 0 when c is not an integer type with a payload.
+func intSize(c byte) (int, bool) {
+	switch {
+	case c >= mpUint8 && c <= mpUint64:
+		return 1 << (c - mpUint8), false
+	case c >= mpInt8 && c <= mpInt64:
+		return 1 << (c - mpInt8), true
+	}
+	return 0, false
 }
 
 // intRange reads an integer within [lo, hi].
@@ -471,66 +471,80 @@ func (r *reader) intRange(lo, hi int64) (int64, error) {
 // time reads a msgpack timestamp (or nil, the zero time) as UTC.
 func (r *reader) time() (time.Time, error) {
 	start := r.off
-	c, err := r.byte()
-	if err != nil {
+	size, err := r.timeHeader()
+	if err != nil || size == 0 {
 		return time.Time{}, err
-	}
-	var size uint64
-	switch c {
-	case mpNil:
-		return time.Time{}, nil
-	case mpFixExt4:
-		size = 4
-	case mpFixExt8:
-		size = 8
-	case mpExt8:
-		size, err = r.n(1)
-		if err != nil {
-			return time.Time{}, err
-		}
-	default:
-		r.off = start
-		return time.Time{}, r.errAt("want a timestamp, have type 0x%02x", c)
-	}
-	typ, err := r.byte()
-	if err != nil {
-		return time.Time{}, err
-	}
-	if int8(typ) != mpTimeExt {
-		r.off = start
-		return time.Time{}, r.errAt("want a timestamp, have extension %d", int8(typ))
 	}
 	if uint64(r.left()) < size {
 		return time.Time{}, r.eof()
 	}
 	p := r.b[r.off : r.off+int(size)]
 	r.off += int(size)
-	var t time.Time
-	switch size {
-	case 4:
-		t = time.Unix(int64(binary.BigEndian.Uint32(p)), 0)
-	case 8:
-		v := binary.BigEndian.Uint64(p)
-		if v>>34 >= 1e9 {
-			r.off = start
-			return time.Time{}, r.errAt("timestamp nanoseconds %d out of range", v>>34)
-		}
-		t = time.Unix(int64(v&0x3ffffffff), int64(v>>34))
-	case 12:
-		nsec := binary.BigEndian.Uint32(p)
-		if nsec >= 1e9 {
-			r.off = start
-			return time.Time{}, r.errAt("timestamp nanoseconds %d out of range", nsec)
-		}
-		t = time.Unix(int64(binary.BigEndian.Uint64(p[4:])), int64(nsec))
-	default:
+	t, err := timestamp(p)
+	if err != nil {
 		r.off = start
-		return time.Time{}, r.errAt("timestamp of %d bytes", size)
+		return time.Time{}, r.errAt("%v", err)
 	}
 	if t.Equal(zeroTime) {
 		return time.Time{}, nil
 	}
 	return t.UTC(), nil
+}
+
+// timeHeader reads the header of a timestamp and returns the size of its
+// data: 0 for nil.
+func (r *reader) timeHeader() (uint64, error) {
+	start := r.off
+	c, err := r.byte()
+	if err != nil {
+		return 0, err
+	}
+	var size uint64
+	switch c {
+	case mpNil:
+		return 0, nil
+	case mpFixExt4:
+		size = 4
+	case mpFixExt8:
+		size = 8
+	case mpExt8:
+		if size, err = r.n(1); err != nil {
+			return 0, err
+		}
+	default:
+		r.off = start
+		return 0, r.errAt("want a timestamp, have type 0x%02x", c)
+	}
+	typ, err := r.byte()
+	if err != nil {
+		return 0, err
+	}
+	if int8(typ) != mpTimeExt {
+		r.off = start
+		return 0, r.errAt("want a timestamp, have extension %d", int8(typ))
+	}
+	return size, nil
+}
+
+// timestamp decodes the data of a msgpack timestamp in any of its three
+// layouts.
+func timestamp(p []byte) (time.Time, error) {
+	var secs, nsec uint64
+	switch len(p) {
+	case 4:
+		secs = uint64(binary.BigEndian.Uint32(p))
+	case 8:
+		v := binary.BigEndian.Uint64(p)
+		secs, nsec = v&0x3ffffffff, v>>34
+	case 12:
+		secs, nsec = binary.BigEndian.Uint64(p[4:]), uint64(binary.BigEndian.Uint32(p))
+	default:
+		return time.Time{}, fmt.Errorf("timestamp of %d bytes", len(p))
+	}
+	if nsec >= 1e9 {
+		return time.Time{}, fmt.Errorf("timestamp nanoseconds %d out of range", nsec)
+	}
+	return time.Unix(int64(secs), int64(nsec)), nil
 }
 
 var zeroTime = time.Time{}
@@ -546,106 +560,121 @@ func (r *reader) skip() error {
 // when maxDepth > 0, and returns its bytes (aliasing the input).
 func (r *reader) value(maxDepth int) ([]byte, error) {
 	start := r.off
-	// stack holds, per open container, the values it still holds; with no
-	// depth limit only the total is kept.
-	var stack []uint64
-	var total uint64 = 1
-	for total > 0 {
-		if maxDepth > 0 {
-			for len(stack) > 0 && stack[len(stack)-1] == 0 {
-				stack = stack[:len(stack)-1]
-			}
-			if len(stack) > 0 {
-				stack[len(stack)-1]--
-			}
-		}
-		total--
+	n := nesting{max: maxDepth, total: 1}
+	for n.total > 0 {
+		n.next()
 		c, err := r.byte()
 		if err != nil {
 			return nil, err
 		}
-		var skip, elems uint64
-		switch {
-		case c <= 0x7f, c >= 0xe0, c == mpNil, c == mpFalse, c == mpTrue:
-		case c&0xe0 == 0xa0:
-			skip = uint64(c & 0x1f)
-		case c&0xf0 == 0x80:
-			elems = 2 * uint64(c&0x0f)
-		case c&0xf0 == 0x90:
-			elems = uint64(c & 0x0f)
-		default:
-			switch c {
-			case mpBin8, mpStr8:
-				skip, err = r.n(1)
-			case mpBin16, mpStr16:
-				skip, err = r.n(2)
-			case mpBin32, mpStr32:
-				skip, err = r.n(4)
-			case mpExt8:
-				skip, err = r.n(1)
-				skip++
-			case mpExt16:
-				skip, err = r.n(2)
-				skip++
-			case mpExt32:
-				skip, err = r.n(4)
-				skip++
-			case mpFloat32:
-				skip = 4
-			case mpFloat64:
-				skip = 8
-			case mpUint8, mpInt8:
-				skip = 1
-			case mpUint16, mpInt16:
-				skip = 2
-			case mpUint32, mpInt32:
-				skip = 4
-			case mpUint64, mpInt64:
-				skip = 8
-			case mpFixExt1:
-				skip = 2
-			case mpFixExt2:
-				skip = 3
-			case mpFixExt4:
-				skip = 5
-			case mpFixExt8:
-				skip = 9
-			case mpFixExt16:
-				skip = 17
-			case mpArray16:
-				elems, err = r.n(2)
-			case mpArray32:
-				elems, err = r.n(4)
-			case mpMap16:
-				elems, err = r.n(2)
-				elems *= 2
-			case mpMap32:
-				elems, err = r.n(4)
-				elems *= 2
-			default:
-				r.off--
-				return nil, r.errAt("invalid type 0x%02x", c)
-			}
-			if err != nil {
-				return nil, err
-			}
+		skip, elems, err := r.valueHeader(c)
+		if err != nil {
+			return nil, err
 		}
 		if skip > uint64(r.left()) {
 			return nil, r.errAt("length %d exceeds the %d bytes left", skip, r.left())
 		}
 		r.off += int(skip)
-		if elems > 0 {
-			if elems > uint64(r.left()) {
-				return nil, r.errAt("header claims %d elements, only %d bytes left", elems, r.left())
-			}
-			total += elems
-			if maxDepth > 0 {
-				if len(stack) >= maxDepth {
-					return nil, fmt.Errorf("%w: at byte %d: %w: values nest deeper than %d", ErrCorrupt, r.off, ErrLimit, maxDepth)
-				}
-				stack = append(stack, elems)
-			}
+		if elems > uint64(r.left()) {
+			return nil, r.errAt("header claims %d elements, only %d bytes left", elems, r.left())
+		}
+		if elems > 0 && !n.open(elems) {
+			return nil, fmt.Errorf("%w: at byte %d: %w: values nest deeper than %d", ErrCorrupt, r.off, ErrLimit, maxDepth)
 		}
 	}
 	return r.b[start:r.off:r.off], nil
+}
+
+// nesting counts the values value has left to skip. With a depth limit
+// it keeps, per open container, the values it still holds; without one,
+// only the total, so nesting costs nothing.
+type nesting struct {
+	max   int
+	total uint64
+	stack []uint64
+}
+
+// next takes one value off the count.
+func (n *nesting) next() {
+	n.total--
+	if n.max <= 0 {
+		return
+	}
+	for len(n.stack) > 0 && n.stack[len(n.stack)-1] == 0 {
+		n.stack = n.stack[:len(n.stack)-1]
+	}
+	if len(n.stack) > 0 {
+		n.stack[len(n.stack)-1]--
+	}
+}
+
+// open adds a container of elems values, reporting false past the depth
+// limit.
+func (n *nesting) open(elems uint64) bool {
+	n.total += elems
+	if n.max <= 0 {
+		return true
+	}
+	if len(n.stack) >= n.max {
+		return false
+	}
+	n.stack = append(n.stack, elems)
+	return true
+}
+
+// valueHeader reads the header of a value of type c (read) and returns
+// the bytes of its body and the values it holds.
+func (r *reader) valueHeader(c byte) (skip, elems uint64, err error) {
+	switch {
+	case c <= 0x7f, c >= 0xe0, c == mpNil, c == mpFalse, c == mpTrue:
+		return 0, 0, nil
+	case c&0xe0 == 0xa0:
+		return uint64(c & 0x1f), 0, nil
+	case c&0xf0 == 0x80:
+		return 0, 2 * uint64(c&0x0f), nil
+	case c&0xf0 == 0x90:
+		return 0, uint64(c & 0x0f), nil
+	}
+	h := headers[c]
+	if !h.valid {
+		r.off--
+		return 0, 0, r.errAt("invalid type 0x%02x", c)
+	}
+	var n uint64
+	if h.lenSize > 0 {
+		if n, err = r.n(h.lenSize); err != nil {
+			return 0, 0, err
+		}
+	}
+	if h.perElem > 0 {
+		return 0, n * h.perElem, nil
+	}
+	return n + h.fixed, 0, nil
+}
+
+// valueHeaderInfo describes the types of value header whose first byte is not
+// enough: the size of the length that follows, the bytes of the body
+// besides what the length counts, and, for containers, the values per
+// element the length counts.
+type valueHeaderInfo struct {
+	valid   bool
+	lenSize int
+	fixed   uint64
+	perElem uint64
+}
+
+var headers = [256]valueHeaderInfo{
+	mpBin8: {true, 1, 0, 0}, mpStr8: {true, 1, 0, 0},
+	mpBin16: {true, 2, 0, 0}, mpStr16: {true, 2, 0, 0},
+	mpBin32: {true, 4, 0, 0}, mpStr32: {true, 4, 0, 0},
+	mpExt8: {true, 1, 1, 0}, mpExt16: {true, 2, 1, 0}, mpExt32: {true, 4, 1, 0}, // the type byte
+	mpFloat32: {true, 0, 4, 0}, mpFloat64: {true, 0, 8, 0},
+	mpUint8: {true, 0, 1, 0}, mpInt8: {true, 0, 1, 0},
+	mpUint16: {true, 0, 2, 0}, mpInt16: {true, 0, 2, 0},
+	mpUint32: {true, 0, 4, 0}, mpInt32: {true, 0, 4, 0},
+	mpUint64: {true, 0, 8, 0}, mpInt64: {true, 0, 8, 0},
+	mpFixExt1: {true, 0, 2, 0}, mpFixExt2: {true, 0, 3, 0}, mpFixExt4: {true, 0, 5, 0},
+	mpFixExt8: {true, 0, 9, 0}, mpFixExt16: {true, 0, 17, 0},
+	mpArray16: {true, 2, 0, 1}, mpArray32: {true, 4, 0, 1},
+	mpMap16: {true, 2, 0, 2}, mpMap32: {true, 4, 0, 2},
 }

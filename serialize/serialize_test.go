@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -459,39 +460,38 @@ func TestEncodeTooDeep(t *testing.T) {
 func TestStoreErrors(t *testing.T) {
 	c := charter(t)
 	m := suspendedMachine(t)
-	tree, err := MarshalTree(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := MarshalMessage(m.History()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	whole, err := Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Assemble(c, whole, nil); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("machine as tree: %v", err)
-	}
-	if _, err := Assemble(c, tree, [][]byte{msg, tree}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "history message 1") {
-		t.Errorf("tree as message: %v", err)
-	}
-	if _, err := UnmarshalMessage(tree); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("tree as message: %v", err)
-	}
-	if _, err := Assemble(c, msg, nil); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("message as tree: %v", err)
-	}
+	tree := must(MarshalTree(m))
+	msg := must(MarshalMessage(m.History()[0]))
+	whole := must(Marshal(m))
+	js := must(MarshalJSON(m))
 	// A reference to a string never numbered.
 	body := appendMapLen(nil, 1)
 	body = appendKey(body, "r")
 	body = append(body, mpFixExt1, internExt, 7)
-	if _, err := UnmarshalMessage(seal(append(header(nil, kindMessage), body...))); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("dangling reference: %v", err)
+	dangling := seal(append(header(nil, kindMessage), body...))
+	for _, tt := range []struct {
+		name, contains string
+		err            error
+	}{
+		{"machine as tree", "", errOf(Assemble(c, whole, nil))},
+		{"tree as history message", "history message 1", errOf(Assemble(c, tree, [][]byte{msg, tree}))},
+		{"tree as message", "", errOf(UnmarshalMessage(tree))},
+		{"message as tree", "", errOf(Assemble(c, msg, nil))},
+		{"dangling reference", "", errOf(UnmarshalMessage(dangling))},
+		{"JSON to Unmarshal", "UnmarshalJSON", errOf(Unmarshal(c, js))},
+		{"msgpack to UnmarshalJSON", "use Unmarshal", errOf(UnmarshalJSON(c, whole))},
+	} {
+		if !errors.Is(tt.err, ErrCorrupt) || !strings.Contains(fmt.Sprint(tt.err), tt.contains) {
+			t.Errorf("%s: %v", tt.name, tt.err)
+		}
 	}
-	// Unknown keys are skipped.
-	body = appendMapLen(nil, 2)
+}
+
+// errOf returns the error of a call.
+func errOf[T any](_ T, err error) error { return err }
+
+func TestUnknownKeysAreSkipped(t *testing.T) {
+	body := appendMapLen(nil, 2)
 	body = appendKey(body, "zz")
 	body = append(body, deepState(3)...)
 	body = appendKey(body, "r")
@@ -499,16 +499,5 @@ func TestStoreErrors(t *testing.T) {
 	got, err := UnmarshalMessage(seal(append(header(nil, kindMessage), body...)))
 	if err != nil || got.Role != message.User {
 		t.Errorf("unknown key: %v, %v", got, err)
-	}
-	// Forms mixed up.
-	js, err := MarshalJSON(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Unmarshal(c, js); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "UnmarshalJSON") {
-		t.Errorf("JSON to Unmarshal: %v", err)
-	}
-	if _, err := UnmarshalJSON(c, whole); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "use Unmarshal") {
-		t.Errorf("msgpack to UnmarshalJSON: %v", err)
 	}
 }

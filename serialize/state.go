@@ -159,15 +159,8 @@ func needsJSON(t reflect.Type, seen map[reflect.Type]bool) bool {
 		return false
 	}
 	seen[t] = true
-	if t == timeType || t == rawMessageType {
-		return false
-	}
-	if implements(t, msgpackMarshaler) || implements(t, msgpackCustomEnc) ||
-		implements(t, binaryMarshaler) || implements(t, textMarshaler) {
-		return false
-	}
-	if implements(t, jsonMarshaler) || implements(t, jsonUnmarshaler) {
-		return true
+	if decided, asJSON := encodingMethods(t); decided {
+		return asJSON
 	}
 	switch t.Kind() {
 	case reflect.Pointer, reflect.Slice, reflect.Array:
@@ -176,26 +169,45 @@ func needsJSON(t reflect.Type, seen map[reflect.Type]bool) bool {
 		return needsJSON(t.Key(), seen) || needsJSON(t.Elem(), seen)
 	case reflect.Struct:
 		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() && !f.Anonymous {
-				continue
-			}
-			if f.Anonymous && f.Type.Kind() == reflect.Pointer {
-				// msgpack gives a nil embedded pointer a value; JSON
-				// keeps it nil.
-				return true
-			}
-			if f.Type.Kind() == reflect.Interface && omitsEmpty(f) {
-				// msgpack omits an interface holding false, 0 or "" that
-				// JSON keeps.
-				return true
-			}
-			if needsJSON(f.Type, seen) {
+			if fieldNeedsJSON(t.Field(i), seen) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// encodingMethods reports whether t's methods decide how it is stored,
+// and if so whether as JSON: msgpack uses its own, binary and text
+// methods (and handles times and raw JSON); JSON methods alone need JSON.
+func encodingMethods(t reflect.Type) (decided, asJSON bool) {
+	switch {
+	case t == timeType || t == rawMessageType:
+		return true, false
+	case implements(t, msgpackMarshaler) || implements(t, msgpackCustomEnc) ||
+		implements(t, binaryMarshaler) || implements(t, textMarshaler):
+		return true, false
+	case implements(t, jsonMarshaler) || implements(t, jsonUnmarshaler):
+		return true, true
+	}
+	return false, false
+}
+
+// fieldNeedsJSON reports whether struct field f makes its struct need
+// JSON.
+func fieldNeedsJSON(f reflect.StructField, seen map[reflect.Type]bool) bool {
+	switch {
+	case !f.IsExported() && !f.Anonymous:
+		return false
+	case f.Anonymous && f.Type.Kind() == reflect.Pointer:
+		// msgpack gives a nil embedded pointer a value; JSON keeps it nil.
+		return true
+	case f.Type.Kind() == reflect.Interface && omitsEmpty(f):
+		// msgpack omits an interface holding false, 0 or "" that JSON
+		// keeps.
+		return true
+	}
+	return needsJSON(f.Type, seen)
 }
 
 // omitsEmpty reports whether f has the omitempty option in the tag msgpack
@@ -333,39 +345,20 @@ func (c *stateCodec) decodeJSON(raw []byte) (any, error) {
 func toUTC(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Struct:
-		if v.Type() == timeType {
-			if v.CanSet() {
-				t := v.Interface().(time.Time)
-				v.Set(reflect.ValueOf(t.UTC()))
-			}
-			return
-		}
-		for i := range v.NumField() {
-			if f := v.Field(i); f.CanSet() {
-				toUTC(f)
-			}
-		}
+		structToUTC(v)
 	case reflect.Pointer:
 		if !v.IsNil() {
 			toUTC(v.Elem())
 		}
 	case reflect.Slice, reflect.Array:
-		if v.Type() == byteSliceType {
-			return
-		}
-		for i := range v.Len() {
-			toUTC(v.Index(i))
+		if v.Type() != byteSliceType {
+			for i := range v.Len() {
+				toUTC(v.Index(i))
+			}
 		}
 	case reflect.Map:
-		if v.IsNil() || !codecFor(v.Type().Elem()).fixTimes {
-			return
-		}
-		iter := v.MapRange()
-		for iter.Next() {
-			e := reflect.New(v.Type().Elem()).Elem()
-			e.Set(iter.Value())
-			toUTC(e)
-			v.SetMapIndex(iter.Key(), e)
+		if !v.IsNil() && codecFor(v.Type().Elem()).fixTimes {
+			mapToUTC(v)
 		}
 	case reflect.Interface:
 		if !v.IsNil() && v.CanSet() {
@@ -373,6 +366,33 @@ func toUTC(v reflect.Value) {
 				v.Set(reflect.ValueOf(x))
 			}
 		}
+	}
+}
+
+// structToUTC sets a time, or the times in a struct's settable fields,
+// to UTC.
+func structToUTC(v reflect.Value) {
+	if v.Type() == timeType {
+		if v.CanSet() {
+			v.Set(reflect.ValueOf(v.Interface().(time.Time).UTC()))
+		}
+		return
+	}
+	for i := range v.NumField() {
+		if f := v.Field(i); f.CanSet() {
+			toUTC(f)
+		}
+	}
+}
+
+// mapToUTC sets the times in a map's values to UTC.
+func mapToUTC(v reflect.Value) {
+	iter := v.MapRange()
+	for iter.Next() {
+		e := reflect.New(v.Type().Elem()).Elem()
+		e.Set(iter.Value())
+		toUTC(e)
+		v.SetMapIndex(iter.Key(), e)
 	}
 }
 

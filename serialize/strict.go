@@ -89,27 +89,15 @@ func unknownFields(t reflect.Type, value any, mp bool, path string, found map[st
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if depth > maxStateDepth || implements(t, jsonUnmarshaler) || implements(t, textDecoder) ||
-		(mp && (implements(t, binaryDecoder) || implements(t, msgpackDecoder) || implements(t, msgpackCustomDec))) {
-		return // the type decodes itself
+	if depth > maxStateDepth || decodesItself(t, mp) {
+		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		obj, _ := value.(map[string]any)
 		fields := fieldsOf(t, mp)
 		for k, v := range obj {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			if !mp {
-				k = strings.ToLower(k)
-			}
-			if ft, ok := fields[k]; ok {
-				unknownFields(ft, v, mp, p, found, depth+1)
-			} else {
-				found[p] = true
-			}
+			unknownField(fields, k, v, mp, path, found, depth)
 		}
 	case reflect.Map:
 		obj, _ := value.(map[string]any)
@@ -122,6 +110,30 @@ func unknownFields(t reflect.Type, value any, mp bool, path string, found map[st
 			unknownFields(t.Elem(), v, mp, path, found, depth+1)
 		}
 	}
+}
+
+// unknownField adds to found the path of the field k of a struct value,
+// below path, when fields lacks it, and the unknown fields inside it.
+func unknownField(fields map[string]reflect.Type, k string, v any, mp bool, path string, found map[string]bool, depth int) {
+	p := k
+	if path != "" {
+		p = path + "." + k
+	}
+	if !mp {
+		k = strings.ToLower(k)
+	}
+	if ft, ok := fields[k]; ok {
+		unknownFields(ft, v, mp, p, found, depth+1)
+	} else {
+		found[p] = true
+	}
+}
+
+// decodesItself reports whether values of t decode through their own
+// methods in the form (msgpack when mp, else JSON).
+func decodesItself(t reflect.Type, mp bool) bool {
+	return implements(t, jsonUnmarshaler) || implements(t, textDecoder) ||
+		(mp && (implements(t, binaryDecoder) || implements(t, msgpackDecoder) || implements(t, msgpackCustomDec)))
 }
 
 type fieldsKey struct {
@@ -148,38 +160,50 @@ func fieldsOf(t reflect.Type, mp bool) map[string]reflect.Type {
 
 func addFields(m map[string]reflect.Type, t reflect.Type, mp bool, depth int) {
 	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if v := f.Tag.Get("msgpack"); mp && v != "" {
-			tag = v
+		addField(m, t.Field(i), mp, depth)
+	}
+}
+
+// addField adds struct field f to m, or the fields of an embedded struct.
+func addField(m map[string]reflect.Type, f reflect.StructField, mp bool, depth int) {
+	name := tagName(f, mp)
+	if name == "-" || (!f.IsExported() && !f.Anonymous) {
+		return
+	}
+	if f.Anonymous && name == "" {
+		et := f.Type
+		if et.Kind() == reflect.Pointer {
+			et = et.Elem()
 		}
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "-" || (!f.IsExported() && !f.Anonymous) {
-			continue
+		if et.Kind() == reflect.Struct && depth < maxStateDepth {
+			addFields(m, et, mp, depth+1)
+			return
 		}
-		if f.Anonymous && name == "" {
-			et := f.Type
-			if et.Kind() == reflect.Pointer {
-				et = et.Elem()
-			}
-			if et.Kind() == reflect.Struct && depth < maxStateDepth {
-				addFields(m, et, mp, depth+1)
-				continue
-			}
-			if !f.IsExported() {
-				continue
-			}
-		}
-		if name == "" {
-			name = f.Name
-		}
-		if !mp {
-			name = strings.ToLower(name)
-		}
-		if _, ok := m[name]; !ok {
-			m[name] = f.Type
+		if !f.IsExported() {
+			return
 		}
 	}
+	if name == "" {
+		name = f.Name
+	}
+	if !mp {
+		name = strings.ToLower(name)
+	}
+	if _, ok := m[name]; !ok {
+		m[name] = f.Type
+	}
+}
+
+// tagName returns the name the tag of f gives it in the form: the
+// msgpack tag's, else the json tag's, in the msgpack form; the json tag's
+// in the JSON form.
+func tagName(f reflect.StructField, mp bool) string {
+	tag := f.Tag.Get("json")
+	if v := f.Tag.Get("msgpack"); mp && v != "" {
+		tag = v
+	}
+	name, _, _ := strings.Cut(tag, ",")
+	return name
 }
 
 // knownKeys reports whether every object key of raw, valid JSON, names a
@@ -218,7 +242,7 @@ func buildKeyTree(t reflect.Type, memo map[reflect.Type]*keyTree) *keyTree {
 	if k, ok := memo[t]; ok {
 		return k
 	}
-	if implements(t, jsonUnmarshaler) || implements(t, textDecoder) {
+	if decodesItself(t, false) {
 		return nil
 	}
 	k := &keyTree{}

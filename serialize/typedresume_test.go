@@ -32,15 +32,7 @@ func typedPayloadResume(t *testing.T, c *machine.Charter, data, payload []byte, 
 	if command {
 		id = "id-3"
 	}
-	var p any
-	switch form % payloadForms {
-	case asRaw:
-		p = json.RawMessage(payload)
-	case asBytes:
-		p = payload
-	case asString:
-		p = string(payload)
-	}
+	p := payloadIn(form, payload)
 	var runErr error
 	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: id, Payload: p, IsError: isError}) {
 		if err != nil {
@@ -63,9 +55,26 @@ func typedPayloadResume(t *testing.T, c *machine.Charter, data, payload []byte, 
 	if bytes.Equal(data, after) {
 		t.Fatal("an accepted resume changed nothing")
 	}
-	if isError {
-		return
+	if !isError {
+		requireConfirmation(t, p)
 	}
+}
+
+// payloadIn returns payload in one of the payloadForms.
+func payloadIn(form byte, payload []byte) any {
+	switch form % payloadForms {
+	case asBytes:
+		return payload
+	case asString:
+		return string(payload)
+	}
+	return json.RawMessage(payload)
+}
+
+// requireConfirmation fails unless the accepted payload p is a
+// confirmation, the tool's declared payload type.
+func requireConfirmation(t *testing.T, p any) {
+	t.Helper()
 	raw, err := instance.EncodePayload(p)
 	if err != nil {
 		t.Fatalf("accepted a payload that does not encode: %v", err)
