@@ -6,21 +6,25 @@ package command
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
 )
 
 // Command is a user-invoked operation on instances of a node with state S.
 // Build it with New.
-type Command[S any] struct {
-	name        string
-	description string
-	schema      *frame.Schema
-	run         frame.Handler
-	opts        options
-	err         error
+type Command[S any] struct{ c *frame.Command }
+
+func init() {
+	access.CommandOf = func(v any) *frame.Command { return v.(erased).erased() }
 }
+
+// erased is what every Command[S] is, whatever S.
+type erased interface{ erased() *frame.Command }
+
+func (c Command[S]) erased() *frame.Command { return c.c }
 
 // options is what Options set.
 type options struct {
@@ -47,52 +51,50 @@ func ResumeWith[P any]() Option {
 // a struct or map; inputs are validated against it before fn runs. A
 // construction error is reported when the node is built.
 func New[S, In, Out any](name, description string, fn func(ctx *Context[S], in In) (Out, error), opts ...Option) Command[S] {
-	c := Command[S]{name: name, description: description}
-	for _, o := range opts {
-		o(&c.opts)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
-	c.schema, c.err = frame.SchemaFor[In]()
-	if c.err == nil {
-		c.err = c.opts.err
+	c := &frame.Command{Name: name, Description: description, Payload: o.payload}
+	schema, err := frame.SchemaFor[In]()
+	switch {
+	case err != nil:
+		c.Err = err
+	case o.err != nil:
+		c.Err = o.err
+	default:
+		c.InputSchema = schema.Raw
+		c.Run = frame.Bind(schema, newContext[S], fn)
 	}
-	if c.err == nil {
-		c.run = frame.Bind(c.schema, newContext[S], fn)
-	}
-	return c
+	return Command[S]{c}
 }
 
-// Name returns the command's name.
-func (c Command[S]) Name() string { return c.name }
+// Name returns the command's name ("" for the zero Command).
+func (c Command[S]) Name() string {
+	if c.c == nil {
+		return ""
+	}
+	return c.c.Name
+}
 
 // Description returns the command's description.
-func (c Command[S]) Description() string { return c.description }
-
-// Def returns the command in its type-erased form.
-func (c Command[S]) Def() Def {
-	d := Def{Name: c.name, Description: c.description, Err: c.err, Payload: c.opts.payload, run: c.run}
-	if c.schema != nil {
-		d.InputSchema = c.schema.Raw
+func (c Command[S]) Description() string {
+	if c.c == nil {
+		return ""
 	}
-	return d
+	return c.c.Description
 }
 
-// Def is a command with its types erased, as nodes and the executor hold it.
-type Def struct {
+// Info describes a command to a user or a frontend: a copy, so changing it
+// changes nothing.
+type Info struct {
 	Name        string
 	Description string
 	// InputSchema is the JSON Schema of the command's input.
-	InputSchema []byte
-	// Payload is the schema of the resume payloads the command accepts
-	// (ResumeWith); nil accepts any payload.
-	Payload *frame.Schema
-	// Err is a construction error.
-	Err error
-	run frame.Handler
-}
-
-// Call runs the command on f, turning a panic into an error.
-func (d Def) Call(f *frame.Frame, input []byte) (any, error) {
-	return frame.Call(d.run, f, input)
+	InputSchema json.RawMessage
+	// PayloadSchema is the JSON Schema of the resume payloads the
+	// command's suspensions accept (ResumeWith); nil accepts any payload.
+	PayloadSchema json.RawMessage
 }
 
 // Context is what a command handler sees: the target instance's state and

@@ -30,7 +30,7 @@ var (
 var ErrNoResponse = errors.New("executor: model returned no response")
 
 // ErrToolTimeout is wrapped by the error of a tool call that outlived its
-// timeout (node.Timeout, or Executor.ToolTimeout), a *ToolTimeoutError.
+// timeout (node.Timeout, or Config.ToolTimeout), a *ToolTimeoutError.
 var ErrToolTimeout = errors.New("executor: tool call timed out")
 
 // ToolTimeoutError is the error of a tool call that outlived its timeout.

@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/node"
 )
 
-// PromptBuilder builds a leaf's system prompt. It runs once per leaf per
-// round, concurrently for worker leaves: it must not retain or modify its
-// argument.
+// PromptBuilder builds a leaf's system prompt: the extension point for a
+// charter's own prompts (machine.CharterConfig.SystemPrompt), which may
+// call DefaultPrompt and add to it. It runs once per leaf per step,
+// concurrently for the leaves of a round: it must not retain or modify its
+// argument or anything it points to.
 type PromptBuilder func(p *PromptContext) (string, error)
 
 // PromptContext is everything a prompt builder may use.
@@ -23,25 +26,13 @@ type PromptContext struct {
 	InstanceID string
 	// State is the leaf's state.
 	State any
-	// Ancestors are the leaf's ancestors, root first.
-	Ancestors []Ancestor
-	// Packs are the states of the packs the node opts into, in its order.
-	Packs []PackState
+	// Ancestors are the leaf's ancestors, root first (none for the root).
+	Ancestors []*instance.Instance
+	// Packs are the pack states of the tree, by pack name; the node's
+	// packs are Node.Packs().
+	Packs map[string]any
 	// Transitions are the transition tools available to the leaf.
 	Transitions []llm.ToolSpec
-}
-
-// Ancestor is one ancestor of a leaf.
-type Ancestor struct {
-	InstanceID string
-	Node       *node.Node
-	State      any
-}
-
-// PackState is a pack with its current state.
-type PackState struct {
-	Pack  *node.Pack
-	State any
 }
 
 // DefaultPrompt is the prompt builder a charter uses unless told
@@ -79,16 +70,16 @@ func DefaultPrompt(p *PromptContext) (string, error) {
 		}
 	}
 	for _, a := range p.Ancestors {
-		if err := writeJSONSection(&b, "## Ancestor "+a.Node.Name()+" ("+a.InstanceID+")", a.State); err != nil {
+		if err := writeJSONSection(&b, "## Ancestor "+a.Node+" ("+a.ID+")", a.State); err != nil {
 			return "", err
 		}
 	}
-	for _, ps := range p.Packs {
-		title := "## Pack " + ps.Pack.Name()
-		if d := ps.Pack.Description(); d != "" {
+	for _, pack := range p.Node.Packs() {
+		title := "## Pack " + pack.Name()
+		if d := pack.Description(); d != "" {
 			title += ": " + d
 		}
-		if err := writeJSONSection(&b, title, ps.State); err != nil {
+		if err := writeJSONSection(&b, title, p.Packs[pack.Name()]); err != nil {
 			return "", err
 		}
 	}

@@ -8,13 +8,13 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// RepairedIDPrefix starts the tool-use IDs the executor assigns when a
+// repairedIDPrefix starts the tool-use IDs the executor assigns when a
 // provider's reply gives a tool use no ID, or one an earlier tool use of
 // the same reply already has: such a tool use gets
 // "toolu_markov_<t>_<k>", t being the reply's position in the leaf's
 // transcript and k the tool use's position among the reply's tool uses
 // (from 1).
-const RepairedIDPrefix = "toolu_markov_"
+const repairedIDPrefix = "toolu_markov_"
 
 // repairToolUses makes every tool use of a provider reply one that
 // providers accept back. Provider input is untrusted: a reply whose tool
@@ -24,7 +24,7 @@ const RepairedIDPrefix = "toolu_markov_"
 // would be refused by the next request to encode it. So:
 //
 //   - a missing or repeated ID becomes toolu_markov_<t>_<k> (see
-//     RepairedIDPrefix; t is pos), with "_<n>" appended should the reply
+//     repairedIDPrefix; t is pos), with "_<n>" appended should the reply
 //     already use that ID; the first tool use with a given ID keeps it;
 //   - input that is not JSON becomes llm.ToolInput of it (the tool then
 //     reports the bad input to the model).
@@ -65,7 +65,7 @@ func repairToolUses(parts []message.Part, pos int) ([]message.Part, int) {
 		if goodID {
 			continue
 		}
-		base := RepairedIDPrefix + strconv.Itoa(pos) + "_" + strconv.Itoa(k)
+		base := repairedIDPrefix + strconv.Itoa(pos) + "_" + strconv.Itoa(k)
 		id := base
 		for n := 2; taken[id]; n++ {
 			id = base + "_" + strconv.Itoa(n)

@@ -7,17 +7,17 @@ import (
 )
 
 // limit runs fn on f within the timeout of tool t: its own, else
-// e.ToolTimeout; none if both are zero, and fn then runs on the caller's
+// the executor's ToolTimeout; none if both are zero, and fn then runs on the caller's
 // goroutine. Otherwise fn runs on a goroutine of its own under a context
 // that ends at the timeout. If fn has not returned by then, its goroutine
 // is abandoned together with f: limit returns a nil frame and never reads
 // f again, so what the handler returns or writes later is discarded. A
 // handler that honours its context and fails because of the timeout gets
 // the same error as one that ignores it.
-func (e *Executor) limit(ctx context.Context, t *frame.Tool, f *frame.Frame, fn func(*frame.Frame) (any, error)) (*frame.Frame, any, error) {
+func (e *standard) limit(ctx context.Context, t *frame.Tool, f *frame.Frame, fn func(*frame.Frame) (any, error)) (*frame.Frame, any, error) {
 	d := t.Timeout
 	if d == 0 {
-		d = e.ToolTimeout
+		d = e.cfg.ToolTimeout
 	}
 	if d <= 0 {
 		out, err := fn(f)

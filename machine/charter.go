@@ -10,6 +10,7 @@ import (
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/node"
@@ -22,12 +23,6 @@ const TracerName = "github.com/markov-agents/markov"
 // is zero.
 const DefaultMaxSteps = 64
 
-// PromptBuilder builds a leaf's system prompt; see executor.DefaultPrompt.
-type PromptBuilder = executor.PromptBuilder
-
-// PromptContext is what a PromptBuilder receives.
-type PromptContext = executor.PromptContext
-
 // CharterConfig describes a charter. Zero fields take the documented
 // defaults.
 type CharterConfig struct {
@@ -35,7 +30,7 @@ type CharterConfig struct {
 	Name string
 	// Instructions open every system prompt.
 	Instructions string
-	// Model answers every leaf. Required.
+	// Model answers every leaf. Required unless Executor is set.
 	Model llm.Model
 	// Settings are the default model settings; nodes override them field
 	// by field.
@@ -49,7 +44,7 @@ type CharterConfig struct {
 	// not update it.
 	Tools []node.Tool[any]
 	// SystemPrompt builds system prompts (executor.DefaultPrompt if nil).
-	SystemPrompt PromptBuilder
+	SystemPrompt executor.PromptBuilder
 	// MaxSteps bounds the rounds of one Run (DefaultMaxSteps if zero).
 	MaxSteps int
 	// ToolTimeout bounds each call of a tool (and of its resume handler)
@@ -70,6 +65,14 @@ type CharterConfig struct {
 	// TracerProvider records OpenTelemetry spans for runs, steps, model
 	// calls, tools, suspensions and resumes (the global provider if nil).
 	TracerProvider trace.TracerProvider
+	// Executor runs the leaves' steps, resume handlers and commands. Nil
+	// means the standard executor, executor.New with this configuration's
+	// Model, Nodes, Tools, Instructions, Settings, SystemPrompt,
+	// ToolTimeout, Clock, NewID, Logger and tracer. Set it to wrap that
+	// executor (build it with executor.New from the same values) or to
+	// replace it; the charter then uses none of Model, Settings,
+	// Instructions, SystemPrompt and ToolTimeout itself.
+	Executor executor.Executor
 }
 
 // Charter is the static registry machines run against: nodes, packs,
@@ -80,7 +83,7 @@ type Charter struct {
 	nodes    map[string]*node.Node
 	packs    map[string]*node.Pack
 	tools    []*frame.Tool
-	exec     *executor.Executor
+	exec     executor.Executor
 	maxSteps int
 	now      func() time.Time
 	newID    func() string
@@ -93,7 +96,7 @@ type Charter struct {
 // declares must be registered; tool names must not clash within any node's
 // tool list (own tools, packs' tools, charter tools).
 func NewCharter(cfg CharterConfig) (*Charter, error) {
-	if cfg.Model == nil {
+	if cfg.Model == nil && cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: no model", ErrInvalidCharter)
 	}
 	if len(cfg.Nodes) == 0 {
@@ -159,7 +162,7 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 	}
 	seen := map[string]bool{}
 	for _, t := range cfg.Tools {
-		ft := node.FrameTool(t)
+		ft := access.ToolOf(t)
 		if ft.Err != nil || !node.ValidName(ft.Spec.Name) || seen[ft.Spec.Name] {
 			return nil, fmt.Errorf("%w: charter tool %q: bad or duplicate name, or %v", ErrInvalidCharter, ft.Spec.Name, ft.Err)
 		}
@@ -179,17 +182,21 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 		}
 		c.order = append(c.order, n.Name())
 	}
-	c.exec = &executor.Executor{
-		Model:        cfg.Model,
-		Prompt:       cfg.SystemPrompt,
-		Instructions: cfg.Instructions,
-		Settings:     cfg.Settings,
-		ToolTimeout:  cfg.ToolTimeout,
-		Nodes:        c.Node,
-		Now:          c.now,
-		NewID:        c.newID,
-		Logger:       c.logger,
-		Tracer:       c.tracer,
+	c.exec = cfg.Executor
+	if c.exec == nil {
+		c.exec = executor.New(executor.Config{
+			Model:        cfg.Model,
+			Nodes:        cfg.Nodes,
+			Tools:        cfg.Tools,
+			Instructions: cfg.Instructions,
+			Settings:     cfg.Settings,
+			Prompt:       cfg.SystemPrompt,
+			ToolTimeout:  cfg.ToolTimeout,
+			Clock:        c.now,
+			NewID:        c.newID,
+			Logger:       c.logger,
+			Tracer:       c.tracer,
+		})
 	}
 	return c, nil
 }
@@ -204,13 +211,13 @@ func (c *Charter) checkNode(n *node.Node) error {
 		tools[name] = owner
 		return nil
 	}
-	for _, t := range n.Tools() {
+	for _, t := range access.NodeOf(n).Tools {
 		if err := claim(t.Spec.Name, "node tool"); err != nil {
 			return err
 		}
 	}
 	for _, p := range n.Packs() {
-		for _, t := range p.Tools() {
+		for _, t := range access.PackOf(p).Tools {
 			if err := claim(t.Spec.Name, "pack "+p.Name()); err != nil {
 				return err
 			}
@@ -222,11 +229,11 @@ func (c *Charter) checkNode(n *node.Node) error {
 		}
 	}
 	cmds := map[string]string{}
-	for _, d := range n.Commands() {
+	for _, d := range access.NodeOf(n).Commands {
 		cmds[d.Name] = "node"
 	}
 	for _, p := range n.Packs() {
-		for _, d := range p.Commands() {
+		for _, d := range access.PackOf(p).Commands {
 			if prev, ok := cmds[d.Name]; ok {
 				return fmt.Errorf("%w: node %s: command %q of pack %s clashes with %s", ErrInvalidCharter, n.Name(), d.Name, p.Name(), prev)
 			}
@@ -255,7 +262,7 @@ func (c *Charter) cloneState(name string, v any) any {
 	}
 	if len(name) > len(instance.PackStateKey) && name[:len(instance.PackStateKey)] == instance.PackStateKey {
 		if p := c.packs[name[len(instance.PackStateKey):]]; p != nil {
-			return p.StateOps().Clone(v)
+			return access.PackOf(p).Ops.Clone(v)
 		}
 	}
 	return v

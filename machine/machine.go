@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/markov-agents/markov/command"
-	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 )
@@ -124,13 +124,11 @@ type Machine struct {
 	unreported *report
 }
 
-// leafCache keeps what a leaf reuses round after round: its transcript
-// (extended incrementally) and its resolved tool set.
+// leafCache keeps what a leaf reuses round after round: its transcript,
+// extended incrementally.
 type leafCache struct {
 	transcript []message.Message
 	next       int // history index the transcript has seen up to
-	toolsKey   string
-	tools      *executor.Toolset
 }
 
 func newMachine(c *Charter, root *instance.Instance, history []message.Message) *Machine {
@@ -183,7 +181,7 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 			return "", errDuplicateID(sr.ID)
 		}
 	}
-	call := m.charter.exec.NewCall(sr, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
+	call := frame.NewCall(sr, m.charter.now(), m.charter.newID, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
 	addCalls(leaf, call)
 	return call.SuspendID, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/message"
 )
 
@@ -33,7 +34,7 @@ func Restore(c *Charter, root *instance.Instance, history []message.Message) (*M
 		if p == nil {
 			return nil, fmt.Errorf("%w: unknown pack %q", ErrInvalidTree, name)
 		}
-		if err := p.StateOps().Validate(s); err != nil {
+		if err := access.PackOf(p).Ops.Validate(s); err != nil {
 			return nil, fmt.Errorf("%w: pack %s: %w", ErrInvalidTree, name, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
-	"github.com/markov-agents/markov/node"
 )
 
 // Run applies inputs in order — user messages to history, commands
@@ -185,34 +183,20 @@ func (m *Machine) finishStep(s *Step) {
 func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	ctx, span := tracing.Start(ctx, m.charter.tracer, "markov.step")
 	defer span.End()
-	var leaves []*executor.Leaf
+	var reqs []executor.StepRequest
 	primaries := 0
 	for l := range m.root.Leaves() {
-		n := m.charter.Node(l.Node)
-		if !n.Worker() {
+		if !m.charter.Node(l.Node).Worker() {
 			primaries++
 		}
 		if active(l) {
-			lf := m.leafOf(m.root, l)
-			lf.Transcript = m.transcript(l.ID, m.cache(l.ID))
-			leaves = append(leaves, lf)
+			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID))})
 		}
 	}
 	if primaries > 1 {
 		return Step{}, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)
 	}
-	for _, lf := range leaves {
-		lf.PrimaryElsewhere = primaries > 0 && lf.Node.Worker()
-	}
-	var outcomes []*executor.Outcome
-	var err error
-	if len(leaves) == 1 {
-		var o *executor.Outcome
-		o, err = m.charter.exec.Step(ctx, leaves[0])
-		outcomes = []*executor.Outcome{o}
-	} else {
-		outcomes, err = m.stepAll(ctx, leaves)
-	}
+	results, err := m.stepAll(ctx, reqs)
 	if cerr := ctx.Err(); cerr != nil {
 		return Step{}, cerr
 	}
@@ -221,25 +205,31 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	}
 	t := m.newTx(ctx, m.root, carry)
 	flags := reasonFlags{}
-	for i, o := range outcomes {
-		flags = flags.merge(t.applyOutcome(o, leaves[i]))
+	for i, r := range results {
+		flags = flags.merge(t.applyOutcome(r, reqs[i].Instance))
 	}
 	m.commit(t)
 	s := t.step(flags.reason())
 	if span.IsRecording() {
-		span.SetAttributes(attribute.Int("markov.leaves", len(leaves)), attribute.String("markov.reason", string(s.Reason)))
+		span.SetAttributes(attribute.Int("markov.leaves", len(reqs)), attribute.String("markov.reason", string(s.Reason)))
 	}
 	return s, nil
 }
 
-// stepAll runs the executor steps of several leaves concurrently and
-// returns their outcomes, or the first error in leaf order.
-func (m *Machine) stepAll(ctx context.Context, leaves []*executor.Leaf) ([]*executor.Outcome, error) {
-	outcomes := make([]*executor.Outcome, len(leaves))
-	errs := make([]error, len(leaves))
+// stepAll runs the executor steps of the leaves, concurrently when there
+// are several, and returns their results, or the first error in leaf
+// order.
+func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*executor.StepResult, error) {
+	results := make([]*executor.StepResult, len(reqs))
+	if len(reqs) == 1 {
+		var err error
+		results[0], err = m.charter.exec.Step(ctx, &reqs[0])
+		return results, err
+	}
+	errs := make([]error, len(reqs))
 	var wg sync.WaitGroup
-	for i, lf := range leaves {
-		wg.Go(func() { outcomes[i], errs[i] = m.charter.exec.Step(ctx, lf) })
+	for i := range reqs {
+		wg.Go(func() { results[i], errs[i] = m.charter.exec.Step(ctx, &reqs[i]) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -247,46 +237,7 @@ func (m *Machine) stepAll(ctx context.Context, leaves []*executor.Leaf) ([]*exec
 			return nil, err
 		}
 	}
-	return outcomes, nil
-}
-
-// leafOf assembles what the executor needs for instance in of root (the
-// live tree, or a transaction's working copy): its ancestors, its tool set
-// (cached per node chain) and the ID check. Callers set PrimaryElsewhere,
-// and a round adds the transcript.
-func (m *Machine) leafOf(root, in *instance.Instance) *executor.Leaf {
-	var path []*instance.Instance // the root has no ancestors to find
-	if in != root {
-		path = root.Path(in.ID)
-	}
-	lf := &executor.Leaf{
-		Instance: in,
-		Node:     m.charter.Node(in.Node),
-		Packs:    root.Packs,
-		Taken:    func(id string) bool { return idTaken(root, id) },
-	}
-	key := in.Node
-	if len(path) > 1 {
-		lf.Ancestors = make([]executor.Ancestor, len(path)-1)
-		names := make([]string, len(path))
-		for i, a := range path {
-			names[i] = a.Node
-			if i < len(path)-1 {
-				lf.Ancestors[i] = executor.Ancestor{InstanceID: a.ID, Node: m.charter.Node(a.Node), State: a.State}
-			}
-		}
-		key = strings.Join(names, "/")
-	}
-	c := m.cache(in.ID)
-	if c.tools == nil || c.toolsKey != key {
-		anc := make([]*node.Node, len(lf.Ancestors))
-		for i, a := range lf.Ancestors {
-			anc[i] = a.Node
-		}
-		c.tools, c.toolsKey = executor.NewToolset(lf.Node, anc, m.charter.tools), key
-	}
-	lf.Tools = c.tools
-	return lf
+	return results, nil
 }
 
 // idTaken reports an instance or suspend ID in use in the tree of root.
@@ -352,20 +303,19 @@ func (f reasonFlags) reason() YieldReason {
 	return EndTurn
 }
 
-// applyOutcome applies one leaf's outcome to the tree.
-func (t *tx) applyOutcome(o *executor.Outcome, lf *executor.Leaf) reasonFlags {
-	in := t.root.Find(o.InstanceID)
-	t.usage = t.usage.Add(o.Usage)
+// applyOutcome applies the step result o of leaf in to the tree.
+func (t *tx) applyOutcome(o *executor.StepResult, in *instance.Instance) reasonFlags {
+	t.usage = t.usage.Add(o.Reply.Usage)
 	if o.StateChanged {
 		in.State = o.State
 	}
 	for k, v := range o.Packs {
 		t.root.Packs[k] = v
 	}
-	reply := o.Reply
-	if o.Stop == llm.MaxTokens {
+	reply := o.Reply.Message
+	if o.Reply.Stop == llm.MaxTokens {
 		in.MaxTokensStreak++
-		reply.Source.To = t.scope(in, lf)
+		reply.Source.To = t.scope(in)
 		t.add(reply)
 		if in.MaxTokensStreak >= 2 {
 			in.Idle, in.MaxTokensStreak = true, 0
@@ -374,9 +324,9 @@ func (t *tx) applyOutcome(o *executor.Outcome, lf *executor.Leaf) reasonFlags {
 	}
 	in.MaxTokensStreak = 0
 	if len(o.Results) == 0 {
-		reply.Source.To = t.scope(in, lf)
+		reply.Source.To = t.scope(in)
 		t.add(reply)
-		in.Idle = o.Stop != llm.PauseTurn
+		in.Idle = o.Reply.Stop != llm.PauseTurn
 		return reasonFlags{}
 	}
 	reply.Source.To = in.ID
@@ -407,8 +357,8 @@ func (t *tx) applyOutcome(o *executor.Outcome, lf *executor.Leaf) reasonFlags {
 
 // scope returns the To of a leaf's text reply: the primary speaks to the
 // shared conversation, workers only to themselves.
-func (t *tx) scope(in *instance.Instance, lf *executor.Leaf) string {
-	if lf.Node.Worker() {
+func (t *tx) scope(in *instance.Instance) string {
+	if t.m.charter.Node(in.Node).Worker() {
 		return in.ID
 	}
 	return ""

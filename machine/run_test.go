@@ -354,8 +354,8 @@ func TestCustomPromptBuilder(t *testing.T) {
 	p := notesPack()
 	parent := mustNode(t, "parent", node.Config[budget]{Initial: budget{Limit: 7}, Transitions: []node.Transition[budget]{spawner[budget]()}})
 	child := mustNode(t, "child", node.Config[counter]{Initial: counter{Count: 2}, Instructions: "count things", Packs: []*node.Pack{p}})
-	var got *machine.PromptContext
-	builder := func(pc *machine.PromptContext) (string, error) {
+	var got *executor.PromptContext
+	builder := func(pc *executor.PromptContext) (string, error) {
 		if pc.Node.Name() == "child" {
 			cp := *pc
 			got = &cp
@@ -373,11 +373,10 @@ func TestCustomPromptBuilder(t *testing.T) {
 	require.Equal(t, "be brief", got.Instructions)
 	require.Equal(t, counter{Count: 2}, got.State)
 	require.Len(t, got.Ancestors, 1)
-	require.Equal(t, "parent", got.Ancestors[0].Node.Name())
+	require.Equal(t, "parent", got.Ancestors[0].Node)
 	require.Equal(t, budget{Limit: 7}, got.Ancestors[0].State)
-	require.Len(t, got.Packs, 1)
-	require.Equal(t, "memory", got.Packs[0].Pack.Name())
-	require.Equal(t, notes{}, got.Packs[0].State)
+	require.Equal(t, map[string]any{"memory": notes{}}, got.Packs)
+	require.Equal(t, []*node.Pack{p}, got.Node.Packs())
 	require.Equal(t, "custom prompt for child", model.Requests()[1].System)
 }
 

@@ -290,8 +290,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	if err != nil {
 		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 	}
-	lf := t.m.leafFor(t.root, target)
-	co, err := t.m.charter.exec.Command(t.ctx, lf, inv.Name, input)
+	co, err := t.m.charter.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input})
 	if err != nil {
 		return nil, err
 	}
@@ -395,18 +394,6 @@ func commandInput(v any) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// leafFor is leafOf for commands and resume handlers, which may target any
-// instance: it also works out whether another primary leaf exists.
-func (m *Machine) leafFor(root, in *instance.Instance) *executor.Leaf {
-	lf := m.leafOf(root, in)
-	for l := range root.Leaves() {
-		if l != in && !m.charter.Node(l.Node).Worker() {
-			lf.PrimaryElsewhere = true
-		}
-	}
-	return lf
-}
-
 // resume resolves one suspension with the caller's payload.
 func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
 	in, call := t.root.FindCall(ri.SuspendID)
@@ -476,10 +463,15 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		if r.failure != "" {
 			part = message.ToolResult(c.ToolUseID, r.failure, true)
 		} else {
-			var state any
-			res := instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage}
-			part, state, again = t.m.charter.exec.Resolve(t.ctx, t.m.leafFor(t.root, in), &c, res)
-			in.State = state
+			res, err := t.m.charter.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c,
+				Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage}})
+			if err != nil {
+				return nil, err
+			}
+			if res.StateChanged {
+				in.State = res.State
+			}
+			part, again = res.Result, res.Again
 		}
 		if again != nil {
 			// The result will name the last stage only: history records
@@ -503,7 +495,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		if r.payload != nil {
 			t.add(message.Message{
 				Role:   message.User,
-				Parts:  []message.Part{{Kind: message.KindText, Text: executor.PayloadText(r.payload), SuspendID: c.SuspendID}},
+				Parts:  []message.Part{{Kind: message.KindText, Text: frame.PayloadText(r.payload), SuspendID: c.SuspendID}},
 				Source: message.Source{To: in.ID},
 			})
 			in.Idle = false

@@ -41,9 +41,11 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/internal/mergepatch"
 	"github.com/markov-agents/markov/llm"
@@ -102,24 +104,28 @@ type Config[S any] struct {
 }
 
 // Node is a built node, ready for a charter. It is immutable and safe for
-// concurrent use.
+// concurrent use; what its accessors return are copies.
 type Node struct {
 	name         string
 	instructions string
 	initial      any
 	stateType    reflect.Type
-	ops          frame.StateOps
 	decode       func(json.RawMessage) (any, error)
 	evo          evolution
-	tools        []*frame.Tool // own tools, in order
-	transitions  []*frame.Tool
-	all          []*frame.Tool // own tools, update_state, transitions
-	commands     []command.Def
-	packs        []*Pack
-	worker       bool
-	settings     llm.Settings
-	output       *OutputSpec
-	edges        []Edge
+	// x holds the type-erased tools, commands and state operations (the
+	// executor reaches them through internal/access).
+	x        access.Node
+	packs    []*Pack
+	worker   bool
+	settings llm.Settings
+	output   *OutputSpec
+	edges    []Edge
+}
+
+func init() {
+	access.NodeOf = func(v any) *access.Node { return &v.(*Node).x }
+	access.PackOf = func(v any) *access.Pack { return &v.(*Pack).x }
+	access.ToolOf = func(v any) *frame.Tool { return v.(erasedTool).erased() }
 }
 
 // New builds a node. It checks names (unique, provider-safe), tool and
@@ -133,71 +139,117 @@ func New[S any](name string, cfg Config[S]) (*Node, error) {
 		instructions: cfg.Instructions,
 		initial:      cfg.Initial,
 		stateType:    reflect.TypeFor[S](),
-		ops:          frame.OpsFor(cfg.Validate),
+		x:            access.Node{Ops: frame.OpsFor(cfg.Validate)},
 		packs:        cfg.Packs,
 		worker:       cfg.Worker,
 		settings:     cfg.Settings,
 		output:       cfg.Output,
 	}
-	var err error
-	if n.evo, err = newEvolution("node "+name, cfg.StateVersion, cfg.Migrate, n.ops); err != nil {
+	if err := setState(n, cfg); err != nil {
 		return nil, err
 	}
-	n.decode = func(raw json.RawMessage) (any, error) {
-		var s S
-		if err := strictUnmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("%w: %s state: %v", instance.ErrInvalidState, name, err)
-		}
-		if err := n.ops.Validate(s); err != nil {
-			return nil, err
-		}
-		return s, nil
+	seen, err := n.addTools(erase(cfg.Tools), erase(cfg.Transitions), cfg.StateTool)
+	if err == nil {
+		n.x.Commands, err = commandsOf(cfg.Commands, seen)
 	}
-	if err := n.ops.Validate(cfg.Initial); err != nil {
-		return nil, fmt.Errorf("%w: node %s: initial state: %w", ErrInvalidNode, name, err)
-	}
-	for _, t := range cfg.Tools {
-		if t.t == nil {
-			return nil, fmt.Errorf("%w: node %s: zero Tool (build tools with node.NewTool)", ErrInvalidNode, name)
-		}
-		n.tools = append(n.tools, t.t)
-	}
-	for _, t := range cfg.Transitions {
-		if t.t == nil {
-			return nil, fmt.Errorf("%w: node %s: zero Transition (build them with node.To or node.NewTransition)", ErrInvalidNode, name)
-		}
-		n.transitions = append(n.transitions, t.t)
-		for _, target := range t.targets {
-			n.edges = append(n.edges, Edge{Transition: t.t.Spec.Name, Target: target})
-		}
-	}
-	n.all = append(n.all, n.tools...)
-	if cfg.StateTool && n.stateType.Size() > 0 {
-		n.all = append(n.all, updateStateTool(n))
-	}
-	n.all = append(n.all, n.transitions...)
-	seen := map[string]bool{}
-	for _, t := range n.all {
-		if err := checkTool(t, seen); err != nil {
-			return nil, fmt.Errorf("node %s: %w", name, err)
-		}
-	}
-	for _, c := range cfg.Commands {
-		d := c.Def()
-		if err := checkName("command", d.Name, d.Err, seen); err != nil {
-			return nil, fmt.Errorf("node %s: %w", name, err)
-		}
-		n.commands = append(n.commands, d)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
 	if cfg.Output != nil && cfg.Output.err != nil {
 		return nil, fmt.Errorf("%w: node %s: output: %w", ErrInvalidNode, name, cfg.Output.err)
 	}
-	for _, p := range cfg.Packs {
-		if p == nil {
-			return nil, fmt.Errorf("%w: node %s: nil pack", ErrInvalidNode, name)
-		}
+	if slices.Contains(cfg.Packs, nil) {
+		return nil, fmt.Errorf("%w: node %s: nil pack", ErrInvalidNode, name)
 	}
 	return n, nil
+}
+
+// setState sets up the state of n from cfg: its evolution, its strict
+// decoder, and the check of the initial state.
+func setState[S any](n *Node, cfg Config[S]) error {
+	var err error
+	if n.evo, err = newEvolution("node "+n.name, cfg.StateVersion, cfg.Migrate, n.x.Ops); err != nil {
+		return err
+	}
+	n.decode = func(raw json.RawMessage) (any, error) {
+		var s S
+		if err := strictUnmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%w: %s state: %v", instance.ErrInvalidState, n.name, err)
+		}
+		if err := n.x.Ops.Validate(s); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if err := n.x.Ops.Validate(cfg.Initial); err != nil {
+		return fmt.Errorf("%w: node %s: initial state: %w", ErrInvalidNode, n.name, err)
+	}
+	return nil
+}
+
+// erasable is a Tool[S] or a Transition[S].
+type erasable interface {
+	frameTool() *frame.Tool
+	edgeTargets() []string
+}
+
+// erase returns the type-erased forms of tools or transitions.
+func erase[T erasable](ts []T) []erasable {
+	out := make([]erasable, len(ts))
+	for i, t := range ts {
+		out[i] = t
+	}
+	return out
+}
+
+// addTools adds the node's tools, the built-in update_state tool (with
+// stateTool, for a state with fields) and the transitions, and records
+// the transitions' edges. It returns the names taken.
+func (n *Node) addTools(tools, transitions []erasable, stateTool bool) (map[string]bool, error) {
+	for _, t := range tools {
+		if t.frameTool() == nil {
+			return nil, fmt.Errorf("%w: zero Tool (build tools with node.NewTool)", ErrInvalidNode)
+		}
+		n.x.Own = append(n.x.Own, t.frameTool())
+	}
+	n.x.Tools = append(n.x.Tools, n.x.Own...)
+	if stateTool && n.stateType.Size() > 0 {
+		n.x.Tools = append(n.x.Tools, updateStateTool(n))
+	}
+	for _, t := range transitions {
+		ft := t.frameTool()
+		if ft == nil {
+			return nil, fmt.Errorf("%w: zero Transition (build them with node.To or node.NewTransition)", ErrInvalidNode)
+		}
+		n.x.Tools = append(n.x.Tools, ft)
+		for _, target := range t.edgeTargets() {
+			n.edges = append(n.edges, Edge{Transition: ft.Spec.Name, Target: target})
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range n.x.Tools {
+		if err := checkTool(t, seen); err != nil {
+			return nil, err
+		}
+	}
+	return seen, nil
+}
+
+// commandsOf returns the type-erased forms of cs, checking their names
+// against (and adding them to) seen, which tools and commands share.
+func commandsOf[S any](cs []command.Command[S], seen map[string]bool) ([]*frame.Command, error) {
+	out := make([]*frame.Command, 0, len(cs))
+	for _, c := range cs {
+		fc := access.CommandOf(c)
+		if fc == nil {
+			return nil, fmt.Errorf("%w: zero Command (build commands with command.New)", ErrInvalidNode)
+		}
+		if err := checkName("command", fc.Name, fc.Err, seen); err != nil {
+			return nil, err
+		}
+		out = append(out, fc)
+	}
+	return out, nil
 }
 
 func checkTool(t *frame.Tool, seen map[string]bool) error {
@@ -249,19 +301,16 @@ func (n *Node) Settings() llm.Settings { return n.settings }
 func (n *Node) Output() *OutputSpec { return n.output }
 
 // Initial returns a copy of the node's initial state.
-func (n *Node) Initial() any { return n.ops.Clone(n.initial) }
+func (n *Node) Initial() any { return n.x.Ops.Clone(n.initial) }
 
 // StateType returns the node's state type S.
 func (n *Node) StateType() reflect.Type { return n.stateType }
 
 // ValidateState checks that v is a valid state of this node.
-func (n *Node) ValidateState(v any) error { return n.ops.Validate(v) }
+func (n *Node) ValidateState(v any) error { return n.x.Ops.Validate(v) }
 
 // CloneState deep-copies a state value of this node.
-func (n *Node) CloneState(v any) any { return n.ops.Clone(v) }
-
-// StateOps returns the node's typed state operations (for the executor).
-func (n *Node) StateOps() frame.StateOps { return n.ops }
+func (n *Node) CloneState(v any) any { return n.x.Ops.Clone(v) }
 
 // DecodeState decodes JSON into a validated state of this node.
 func (n *Node) DecodeState(raw json.RawMessage) (any, error) { return n.decode(raw) }
@@ -291,29 +340,26 @@ func (n *Node) NormalizeState(v any) (any, error) {
 		}
 		return n.decode(s)
 	}
-	if err := n.ops.Validate(v); err != nil {
+	if err := n.x.Ops.Validate(v); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// Tools returns the tools the model sees on this node, in order: its own
-// tools, update_state (when Config.StateTool is set), then transitions.
-func (n *Node) Tools() []*frame.Tool { return n.all }
+// Tools describes the tools the model sees on this node, in order: its
+// own tools, update_state (when Config.StateTool is set), then
+// transitions. The descriptions are copies: changing them changes nothing.
+func (n *Node) Tools() []ToolInfo { return toolInfos(n.x.Tools) }
 
-// OwnTools returns the node's own tools (what descendants see as ancestor
-// tools).
-func (n *Node) OwnTools() []*frame.Tool { return n.tools }
+// Commands describes the node's commands (copies).
+func (n *Node) Commands() []command.Info { return commandInfos(n.x.Commands) }
 
-// Commands returns the node's commands.
-func (n *Node) Commands() []command.Def { return n.commands }
-
-// Packs returns the packs the node opts into.
-func (n *Node) Packs() []*Pack { return n.packs }
+// Packs returns the packs the node opts into (a copy of the list).
+func (n *Node) Packs() []*Pack { return slices.Clone(n.packs) }
 
 // Edges returns the node's declared edges in transition order: one per
 // node.To, one per target a code transition declares (node.Targets).
-func (n *Node) Edges() []Edge { return n.edges }
+func (n *Node) Edges() []Edge { return slices.Clone(n.edges) }
 
 // updateStateTool builds the built-in state update tool of n.
 func updateStateTool(n *Node) *frame.Tool {

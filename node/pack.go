@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
 )
 
@@ -18,18 +20,17 @@ type Pack struct {
 	name        string
 	description string
 	initial     any
-	ops         frame.StateOps
-	tools       []*frame.Tool
-	commands    []command.Def
-	evo         evolution
-	err         error
+	// x holds the type-erased tools, commands and state operations.
+	x   access.Pack
+	evo evolution
+	err error
 }
 
 // PackTool is a member of a pack with state P: a tool, a command, or the
 // pack state's migration.
 type PackTool[P any] struct {
 	t   *frame.Tool
-	cmd *command.Def
+	cmd *frame.Command
 	mig *packMigration[P]
 }
 
@@ -66,8 +67,11 @@ func NewPackTool[P, In, Out any](name, description string, fn func(ctx *PackCont
 
 // PackCommand makes a command on the pack's state a member of the pack.
 func PackCommand[P any](c command.Command[P]) PackTool[P] {
-	d := c.Def()
-	return PackTool[P]{cmd: &d}
+	fc := access.CommandOf(c)
+	if fc == nil {
+		fc = &frame.Command{Err: errors.New("zero Command")}
+	}
+	return PackTool[P]{cmd: fc}
 }
 
 // PackMigration declares, as a member of a pack, the version of its state
@@ -82,7 +86,7 @@ func PackMigration[P any](version int, migrate func(from int, raw json.RawMessag
 // NewPackTool, commands from PackCommand, a PackMigration). Errors in the
 // members are reported when a charter is built with the pack.
 func NewPack[P any](name, description string, initial P, tools ...PackTool[P]) *Pack {
-	p := &Pack{name: name, description: description, initial: initial, ops: frame.OpsFor[P](nil), stateType: reflect.TypeFor[P](),
+	p := &Pack{name: name, description: description, initial: initial, x: access.Pack{Ops: frame.OpsFor[P](nil)}, stateType: reflect.TypeFor[P](),
 		evo: evolution{owner: "pack " + name}}
 	seen := map[string]bool{}
 	migrations := 0
@@ -94,15 +98,15 @@ func NewPack[P any](name, description string, initial P, tools ...PackTool[P]) *
 		switch {
 		case m.t != nil:
 			err = checkTool(m.t, seen)
-			p.tools = append(p.tools, m.t)
+			p.x.Tools = append(p.x.Tools, m.t)
 		case m.cmd != nil:
 			err = checkName("command", m.cmd.Name, m.cmd.Err, seen)
-			p.commands = append(p.commands, *m.cmd)
+			p.x.Commands = append(p.x.Commands, m.cmd)
 		case m.mig != nil && migrations > 0:
 			err = fmt.Errorf("%w: more than one PackMigration", ErrInvalidNode)
 		case m.mig != nil:
 			migrations++
-			p.evo, err = newEvolution(p.evo.owner, m.mig.version, m.mig.fn, p.ops)
+			p.evo, err = newEvolution(p.evo.owner, m.mig.version, m.mig.fn, p.x.Ops)
 		}
 		if err != nil && p.err == nil {
 			p.err = fmt.Errorf("pack %s: %w", name, err)
@@ -121,10 +125,7 @@ func (p *Pack) Description() string { return p.description }
 func (p *Pack) Err() error { return p.err }
 
 // Initial returns a copy of the pack's initial state.
-func (p *Pack) Initial() any { return p.ops.Clone(p.initial) }
-
-// StateOps returns the pack state's typed operations.
-func (p *Pack) StateOps() frame.StateOps { return p.ops }
+func (p *Pack) Initial() any { return p.x.Ops.Clone(p.initial) }
 
 // StateType returns the pack's state type P.
 func (p *Pack) StateType() reflect.Type { return p.stateType }
@@ -141,8 +142,8 @@ func (p *Pack) MigrateState(from int, raw json.RawMessage) (any, error) {
 	return p.evo.migrateState(from, raw)
 }
 
-// Tools returns the pack's tools.
-func (p *Pack) Tools() []*frame.Tool { return p.tools }
+// Tools describes the pack's tools (copies: changing them changes nothing).
+func (p *Pack) Tools() []ToolInfo { return toolInfos(p.x.Tools) }
 
-// Commands returns the pack's commands.
-func (p *Pack) Commands() []command.Def { return p.commands }
+// Commands describes the pack's commands (copies).
+func (p *Pack) Commands() []command.Info { return commandInfos(p.x.Commands) }

@@ -1,12 +1,15 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
 
+	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/llm"
@@ -164,10 +167,64 @@ func newTool[C, In, Out any](name, description string, mk func(*frame.Frame) C, 
 	return t
 }
 
-// FrameTool returns the type-erased form of t (for the charter).
-func FrameTool[S any](t Tool[S]) *frame.Tool {
+func (t Tool[S]) frameTool() *frame.Tool { return t.t }
+
+func (t Tool[S]) edgeTargets() []string { return nil }
+
+// erasedTool is what every Tool[S] is, whatever S.
+type erasedTool interface{ erased() *frame.Tool }
+
+// erased returns the type-erased form of t, one whose Err says so for the
+// zero Tool.
+func (t Tool[S]) erased() *frame.Tool {
 	if t.t == nil {
-		return &frame.Tool{Err: fmt.Errorf("zero Tool")}
+		return &frame.Tool{Err: errors.New("zero Tool")}
 	}
 	return t.t
+}
+
+// ToolInfo describes a tool of a node or pack as the model sees it, with
+// its options. It is a copy: changing it changes nothing.
+type ToolInfo struct {
+	// Spec is the name, description and input schema sent to the model.
+	Spec llm.ToolSpec
+	// Transition marks a transition (node.To, NewTransition, Ceder).
+	Transition bool
+	// Concurrent and Terminal report the options of the same names.
+	Concurrent, Terminal bool
+	// Timeout is the tool's own timeout (zero: the charter's default).
+	Timeout time.Duration
+	// PayloadSchema is the JSON Schema of the resume payloads the tool's
+	// suspensions accept (ResumeWith); nil accepts any payload.
+	PayloadSchema json.RawMessage
+	// Resumable reports a resume handler (OnResume).
+	Resumable bool
+}
+
+// toolInfos describes ts.
+func toolInfos(ts []*frame.Tool) []ToolInfo {
+	out := make([]ToolInfo, len(ts))
+	for i, t := range ts {
+		out[i] = ToolInfo{
+			Spec:       llm.ToolSpec{Name: t.Spec.Name, Description: t.Spec.Description, InputSchema: bytes.Clone(t.Spec.InputSchema)},
+			Transition: t.Transition, Concurrent: t.Concurrent, Terminal: t.Terminal, Timeout: t.Timeout,
+			Resumable: t.Resume != nil,
+		}
+		if t.Payload != nil {
+			out[i].PayloadSchema = bytes.Clone(t.Payload.Raw)
+		}
+	}
+	return out
+}
+
+// commandInfos describes cs.
+func commandInfos(cs []*frame.Command) []command.Info {
+	out := make([]command.Info, len(cs))
+	for i, c := range cs {
+		out[i] = command.Info{Name: c.Name, Description: c.Description, InputSchema: bytes.Clone(c.InputSchema)}
+		if c.Payload != nil {
+			out[i].PayloadSchema = bytes.Clone(c.Payload.Raw)
+		}
+	}
+	return out
 }

@@ -54,6 +54,10 @@ func (t Transition[S]) Name() string {
 	return t.t.Spec.Name
 }
 
+func (t Transition[S]) frameTool() *frame.Tool { return t.t }
+
+func (t Transition[S]) edgeTargets() []string { return t.targets }
+
 // TransitionContext is what a code transition sees.
 type TransitionContext[S any] struct {
 	context.Context

@@ -59,11 +59,14 @@ var layers = map[string]rule{
 	"instance":            {layer: 1},
 	"internal/frame":      {layer: 1, also: []string{"instance"}},
 	"internal/tracing":    {layer: 0},
-	"command":             {layer: 2},
-	"node":                {layer: 3},
-	"executor":            {layer: 4},
-	"machine":             {layer: 5},
-	"serialize":           {layer: 6},
+	// access hands executor and machine the plumbing node and command keep
+	// unexported; node and command install it, so it sits below them.
+	"internal/access": {layer: 1, also: []string{"internal/frame"}},
+	"command":         {layer: 2},
+	"node":            {layer: 3},
+	"executor":        {layer: 4},
+	"machine":         {layer: 5},
+	"serialize":       {layer: 6},
 	// wiregen writes serialize's wire codec (go generate); nothing imports it.
 	"serialize/internal/wiregen": {layer: topLayer, stdlib: true},
 	// steptext writes steps as text: machine and below.

@@ -397,3 +397,57 @@ func CallResume(h ResumeHandler, f *Frame, input json.RawMessage, r instance.Res
 	}()
 	return h(f, input, r)
 }
+
+// Command is a type-erased command, as a node or pack holds it.
+type Command struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the command's input.
+	InputSchema json.RawMessage
+	// Payload is the schema of the resume payloads the command accepts
+	// (command.ResumeWith); nil accepts any payload.
+	Payload *Schema
+	Run     Handler
+	// Err is a construction error, reported when the node is built.
+	Err error
+}
+
+// NewCall builds the record of a suspension requested by sr, made at now:
+// a fresh ID from newID unless sr names one, and sr's timeout turned into
+// a deadline.
+func NewCall(sr *instance.SuspendRequest, now time.Time, newID func() string, instanceID string, kind instance.CallKind, by instance.Initiator, name string, input json.RawMessage) instance.SuspendedCall {
+	now = now.UTC()
+	c := instance.SuspendedCall{
+		SuspendID:   sr.ID,
+		InstanceID:  instanceID,
+		Kind:        kind,
+		Initiator:   by,
+		Name:        name,
+		Input:       append(json.RawMessage(nil), input...),
+		Metadata:    sr.Metadata,
+		Reason:      sr.Reason,
+		SuspendedAt: now,
+		Deadline:    sr.Deadline,
+		OnTimeout:   sr.OnTimeout,
+		Status:      instance.StatusPending,
+	}
+	if c.SuspendID == "" {
+		c.SuspendID = newID()
+	}
+	if c.Deadline.IsZero() && sr.Timeout > 0 {
+		c.Deadline = now.Add(sr.Timeout)
+	}
+	return c
+}
+
+// PayloadText is the tool-result text of a stored payload: a JSON string is
+// the text itself, anything else its JSON.
+func PayloadText(raw json.RawMessage) string {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	return string(raw)
+}

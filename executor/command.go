@@ -1,0 +1,117 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
+	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// Resume runs the tool's resume handler on the resolution when the tool
+// has one; otherwise the payload is the result. A handler may suspend
+// again: the new call is returned and the slot stays pending.
+func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResult, error) {
+	call, r := &req.Call, req.Resolution
+	lf, err := e.leaf(req.Root, req.Instance)
+	if err != nil {
+		return nil, err
+	}
+	res := &ResumeResult{State: lf.in.State}
+	ent, ok := lf.tools.lookup(call.Name)
+	if !ok || ent.tool.Resume == nil {
+		res.Result = message.ToolResult(call.ToolUseID, frame.PayloadText(r.Payload), r.IsError)
+		return res, nil
+	}
+	f, out, err := e.limit(ctx, ent.tool, e.newFrame(ctx, lf, ent, lf.in.State, nil), func(f *frame.Frame) (any, error) {
+		return frame.CallResume(ent.tool.Resume, f, call.Input, r)
+	})
+	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
+		c := e.newCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)
+		c.ToolUseID, c.Stage = call.ToolUseID, call.Stage+1
+		if err := declarePayload(&c, ent.tool.Payload); err != nil {
+			res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
+			return res, nil
+		}
+		res.Again = &c
+		return res, nil
+	}
+	if err != nil {
+		res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
+		return res, nil
+	}
+	if f.Dirty && ent.scope == scopeOwn {
+		res.State, res.StateChanged = f.State, true
+	}
+	res.Result = resultPart(call.ToolUseID, out, r.IsError)
+	return res, nil
+}
+
+// Command runs the command on the instance: the node's commands first,
+// then its packs' commands.
+func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandResult, error) {
+	lf, err := e.leaf(req.Root, req.Instance)
+	if err != nil {
+		return nil, err
+	}
+	def, pack := findCommand(lf.node, req.Name)
+	if def == nil {
+		return nil, fmt.Errorf("%w: %q on node %s", command.ErrUnknownCommand, req.Name, lf.node.Name())
+	}
+	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID}
+	if pack != nil {
+		f.State, f.Ops, f.ReadOnly = lf.root.Packs[pack.Name()], access.PackOf(pack).Ops, lf.node.Worker()
+	} else {
+		f.State, f.Ops = lf.in.State, access.NodeOf(lf.node).Ops
+	}
+	out, err := frame.Call(def.Run, f, req.Input)
+	r := &CommandResult{Value: out, State: lf.in.State}
+	for _, rs := range f.Resumes {
+		r.Resumes = append(r.Resumes, CommandResume(rs))
+	}
+	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
+		c := e.newCall(sr, lf.in.ID, instance.KindCommand, instance.ByCommand, req.Name, req.Input)
+		if err := declarePayload(&c, def.Payload); err != nil {
+			return nil, fmt.Errorf("command %s: %w", req.Name, err)
+		}
+		r.Value, r.Suspended = nil, &c
+	} else if err != nil {
+		return nil, command.Failed(req.Name, err)
+	}
+	switch {
+	case f.Dirty && pack != nil:
+		r.Pack, r.PackState = pack.Name(), f.State
+	case f.Dirty:
+		r.State, r.StateChanged = f.State, true
+	}
+	if f.Effect != nil {
+		if _, err := e.validateEffect(f.Effect, lf); err != nil {
+			return nil, fmt.Errorf("command %s: %w", req.Name, err)
+		}
+		r.Transition = f.Effect
+	}
+	return r, nil
+}
+
+// findCommand finds the command name of n: the node's own, else a pack's
+// (then returned too); nil if none has it.
+func findCommand(n *node.Node, name string) (*frame.Command, *node.Pack) {
+	for _, c := range access.NodeOf(n).Commands {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	for _, p := range n.Packs() {
+		for _, c := range access.PackOf(p).Commands {
+			if c.Name == name {
+				return c, p
+			}
+		}
+	}
+	return nil, nil
+}

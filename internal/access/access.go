@@ -1,0 +1,43 @@
+// Package access hands the executor and the machine the plumbing that node
+// and command keep unexported: the type-erased tools, commands and state
+// operations of a node or pack, and the handler of a tool or command
+// value. node and command install the accessors in their init functions,
+// so that no exported identifier of theirs mentions an internal type.
+package access
+
+import "github.com/markov-agents/markov/internal/frame"
+
+// Node is the plumbing of a *node.Node.
+type Node struct {
+	// Tools are what the model sees on the node, in order: own tools,
+	// update_state, transitions.
+	Tools []*frame.Tool
+	// Own are the node's own tools (what descendants see as ancestor
+	// tools).
+	Own      []*frame.Tool
+	Commands []*frame.Command
+	Ops      frame.StateOps
+}
+
+// Pack is the plumbing of a *node.Pack.
+type Pack struct {
+	Tools    []*frame.Tool
+	Commands []*frame.Command
+	Ops      frame.StateOps
+}
+
+// The accessors, installed by the packages that own the values. Each takes
+// the public value as any (a *node.Node, a *node.Pack, a node.Tool[S], a
+// command.Command[S]), which must not be nil or zero unless said.
+var (
+	// NodeOf returns the plumbing of a *node.Node.
+	NodeOf func(n any) *Node
+	// PackOf returns the plumbing of a *node.Pack.
+	PackOf func(p any) *Pack
+	// ToolOf returns the type-erased form of a node.Tool[S]; a zero Tool
+	// gives a tool whose Err says so.
+	ToolOf func(t any) *frame.Tool
+	// CommandOf returns the type-erased form of a command.Command[S]; a
+	// zero Command gives nil.
+	CommandOf func(c any) *frame.Command
+)
