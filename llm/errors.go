@@ -12,3 +12,12 @@ var ErrNilRequest = errors.New("llm: nil request")
 // ErrInvalidSpec reports a tool or output spec no provider takes: a tool
 // without a name, or a schema that is not a JSON object.
 var ErrInvalidSpec = errors.New("llm: invalid tool or output spec")
+
+// ErrIncompleteStream reports a streamed reply that ended before it was
+// complete: without its end chunk, or, from a provider, without the
+// stream's terminal event. Its chunks are a partial reply.
+var ErrIncompleteStream = errors.New("llm: stream ended before the reply was complete")
+
+// ErrInvalidChunk reports a chunk that cannot follow the chunks before it
+// in a streamed reply (see [Accumulator.Add]).
+var ErrInvalidChunk = errors.New("llm: invalid chunk")

@@ -166,12 +166,10 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	var reply *anthropic.Message
 	if m.stream || m.needsStreaming(params) {
-		reply, err = m.generateStreaming(ctx, params)
-	} else {
-		reply, err = m.client.Messages.New(ctx, params)
+		return llm.Collect(m.streamCall(ctx, params, req.Output != nil))
 	}
+	reply, err := m.client.Messages.New(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
@@ -186,24 +184,6 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 func (m *Model) needsStreaming(params anthropic.MessageNewParams) bool {
 	_, err := anthropic.CalculateNonStreamingTimeout(int(params.MaxTokens), params.Model, m.opts)
 	return err != nil
-}
-
-func (m *Model) generateStreaming(ctx context.Context, params anthropic.MessageNewParams) (*anthropic.Message, error) {
-	stream := m.client.Messages.NewStreaming(ctx, params)
-	defer stream.Close()
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			return nil, err
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return nil, err
-	}
-	if acc.ID == "" && len(acc.Content) == 0 {
-		return nil, errors.New("stream ended without a message")
-	}
-	return &acc, nil
 }
 
 // params maps req onto the Messages API.

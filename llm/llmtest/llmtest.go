@@ -16,9 +16,17 @@
 // usage, provider errors (named and reachable with [errors.As]), retries
 // (with [Harness.Retrying]), context cancellation, [llm.CheckPairing]
 // refusing an unpaired transcript or an invalid request ([llm.CheckRequest])
-// before anything is sent, and concurrent calls. What a provider's wire format looks like is the adapter's own
-// business: [Fake.Sent] hands it the requests of the scenarios worth a
-// golden file.
+// before anything is sent, and concurrent calls. What a provider's wire
+// format looks like is the adapter's own business: [Fake.Sent] hands it
+// the requests of the scenarios worth a golden file.
+//
+// A model that is an [llm.Streamer] is checked streaming too: each reply
+// streamed is the reply Generate returns for the same provider answer
+// ([StreamReply]), with chunks that assemble into it ([CheckChunks]); a
+// provider error before the stream, an error in it ([FaultError]) and a
+// stream cut short ([FaultEOF]) fail it and never end it as a complete
+// reply ([StreamError]); invalid requests and a canceled context fail it
+// before anything is sent; and a caller may stop reading at any chunk.
 package llmtest
 
 import (
@@ -48,6 +56,9 @@ type Reply struct {
 	// HTTP status and an error body, telling the client it may retry at
 	// once.
 	Status int
+	// Fault, when set, makes a streamed reply fail partway; a call
+	// without streaming gets the whole reply.
+	Fault Fault
 }
 
 // Capabilities says which optional behaviours an adapter has.
@@ -127,6 +138,7 @@ func Run(t *testing.T, h Harness) {
 		{"UnpairedHistory", testUnpairedHistory, false},
 		{"InvalidRequest", testInvalidRequest, false},
 		{"Concurrent", testConcurrent, false},
+		{"Stream", testStream, false},
 	}
 	for _, tc := range tests {
 		if tc.skip {

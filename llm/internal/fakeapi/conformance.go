@@ -6,7 +6,9 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +26,9 @@ type Conformance struct {
 	// Encode writes a reply in the provider's wire format: a response as a
 	// 200 body, a Status as an error body with that status.
 	Encode func(t *testing.T, r llmtest.Reply) Reply
+	// EncodeStream writes a response (Status is zero) as the provider
+	// streams it, with its Fault: a text/event-stream body.
+	EncodeStream func(t *testing.T, r llmtest.Reply) string
 	// NewModel returns the adapter pointed at srv, retrying a failed call
 	// up to retries times.
 	NewModel func(t *testing.T, srv *Server, retries int) llm.Model
@@ -36,8 +41,8 @@ type Conformance struct {
 }
 
 // Harness returns the llmtest harness of c: every fake is a server of a
-// answering with the encoded replies (an error reply lets the client retry
-// after a millisecond). The requests the suite hands over must go to
+// answering with the encoded replies, streamed to a request that asks for
+// streaming (an error reply lets the client retry after a millisecond). The requests the suite hands over must go to
 // c.Path with c.Header; they are compared
 // with golden files in the fixture directory's "conformance" folder, and
 // must carry every tool and output schema byte for byte (a golden file
@@ -56,7 +61,16 @@ func (a API) Harness(c Conformance) llmtest.Harness {
 				wire[i].Header["Retry-After-Ms"] = "1"
 			}
 		}
-		srv := a.NewServer(t, wire...)
+		srv := a.NewResponder(t, func(n int, req Request) Reply {
+			if n > len(wire) {
+				t.Errorf("unexpected request %d", n)
+				return Reply{Status: http.StatusTeapot, Body: "no reply left"}
+			}
+			if replies[n-1].Status == 0 && streamed(req) {
+				return Reply{Body: c.EncodeStream(t, replies[n-1]), Header: map[string]string{"Content-Type": "text/event-stream"}}
+			}
+			return wire[n-1]
+		})
 		return llmtest.Fake{
 			Model: c.NewModel(t, srv, retries),
 			Calls: func() int { return len(srv.Requests()) },
@@ -98,4 +112,40 @@ func verbatimSchemas(t *testing.T, req *llm.Request, body []byte) {
 	for _, s := range schemas {
 		require.True(t, bytes.Contains(body, s), "the request does not carry the schema %s byte for byte: %s", s, body)
 	}
+}
+
+// streamed reports whether req asks for a streamed reply.
+func streamed(req Request) bool {
+	var body struct {
+		Stream bool `json:"stream"`
+	}
+	return json.Unmarshal(req.Body, &body) == nil && body.Stream
+}
+
+// Pieces cuts s in two at a rune boundary near its middle, as a provider
+// streams a text in deltas; an empty s has no pieces, and a one-rune s one.
+func Pieces(s string) []string {
+	if s == "" {
+		return nil
+	}
+	mid := len(s) / 2
+	for mid > 0 && !utf8.RuneStart(s[mid]) {
+		mid--
+	}
+	if mid == 0 {
+		return []string{s}
+	}
+	return []string{s[:mid], s[mid:]}
+}
+
+// Event writes one server-sent event: name (none when empty) and data
+// encoded as JSON.
+func Event(t *testing.T, b *strings.Builder, name string, data any) {
+	t.Helper()
+	js, err := json.Marshal(data)
+	require.NoError(t, err)
+	if name != "" {
+		b.WriteString("event: " + name + "\n")
+	}
+	b.WriteString("data: " + string(js) + "\n\n")
 }

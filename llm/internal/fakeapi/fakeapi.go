@@ -51,6 +51,9 @@ type Reply struct {
 	Body string
 	// Header is set on the reply after the API's own headers.
 	Header map[string]string
+	// Abort drops the connection after the body instead of ending the
+	// response: the client sees a connection cut mid-stream.
+	Abort bool
 }
 
 // Request is one request a Server received.
@@ -141,6 +144,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
+	if rep.Abort {
+		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler) // closes the connection mid-response
+	}
 }
 
 // next returns the reply to the nth request, false when none is left. The

@@ -1,0 +1,148 @@
+package anthropic
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/anthropics/anthropic-sdk-go"
+
+	"github.com/markov-agents/markov/llm"
+)
+
+var _ llm.Streamer = (*Model)(nil)
+
+// Stream sends req to the Messages API with streaming and yields the reply
+// as it arrives (see [llm.Streamer]): a chunk for the start of every text,
+// thinking, redacted thinking and tool_use block (block types markov does
+// not model are skipped and not counted in Index), one per text, thinking,
+// signature and input JSON delta, and at message_stop the [llm.ChunkEnd]
+// with the reply Generate would return. The SDK decodes the events and
+// accumulates the reply (anthropic.Message.Accumulate).
+//
+// An error event in the stream (overloaded_error, say) is yielded as an
+// error holding *anthropic.Error; a stream that ends without message_stop
+// yields an error wrapping [llm.ErrIncompleteStream]. Errors are prefixed
+// "anthropic: ". The request is checked first, as by Generate.
+func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		if err := llm.CheckRequest(req); err != nil {
+			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
+			return
+		}
+		params, err := m.params(req)
+		if err != nil {
+			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
+			return
+		}
+		m.streamCall(ctx, params, req.Output != nil)(yield)
+	}
+}
+
+// streamCall streams the call params; structured says whether the request
+// asked for structured output.
+func (m *Model) streamCall(ctx context.Context, params anthropic.MessageNewParams, structured bool) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		events := m.client.Messages.NewStreaming(ctx, params)
+		defer events.Close()
+		var s streamState
+		for events.Next() {
+			c, ok, err := s.add(events.Current())
+			if err != nil {
+				yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
+				return
+			}
+			if ok && !yield(c, nil) {
+				return
+			}
+		}
+		if err := events.Err(); err != nil {
+			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
+			return
+		}
+		if !s.stopped {
+			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w: no message_stop event", llm.ErrIncompleteStream))
+			return
+		}
+		yield(llm.Chunk{Kind: llm.ChunkEnd, Response: toResponse(&s.reply, structured)}, nil)
+	}
+}
+
+// streamState follows one streamed reply.
+type streamState struct {
+	// reply is the reply accumulated by the SDK.
+	reply anthropic.Message
+	// parts maps a content block's index to its part's, -1 for a block
+	// that is not a part.
+	parts []int
+	// n counts the parts so far.
+	n int
+	// stopped: message_stop has come.
+	stopped bool
+}
+
+// add accumulates event and returns the chunk it carries, if any.
+func (s *streamState) add(event anthropic.MessageStreamEventUnion) (llm.Chunk, bool, error) {
+	if err := s.reply.Accumulate(event); err != nil {
+		return llm.Chunk{}, false, err
+	}
+	switch event.Type {
+	case "content_block_start":
+		c, ok := s.start(event.ContentBlock)
+		return c, ok, nil
+	case "content_block_delta":
+		// Accumulate checked the index.
+		index := s.parts[event.Index]
+		if index < 0 {
+			return llm.Chunk{}, false, nil
+		}
+		c, ok := delta(index, event.Delta)
+		return c, ok, nil
+	case "message_stop":
+		s.stopped = true
+	}
+	return llm.Chunk{}, false, nil
+}
+
+// start numbers the block b and returns the chunk starting it, if it is a
+// part.
+func (s *streamState) start(b anthropic.ContentBlockStartEventContentBlockUnion) (llm.Chunk, bool) {
+	c := llm.Chunk{Index: s.n}
+	switch b.Type {
+	case "text":
+		c.Kind, c.Text = llm.ChunkText, b.Text
+	case "thinking":
+		c.Kind, c.Text, c.Signature = llm.ChunkThinking, b.Thinking, b.Signature
+	case "redacted_thinking":
+		c.Kind, c.Signature = llm.ChunkThinking, b.Data
+	case "tool_use":
+		c.Kind, c.ID, c.Name = llm.ChunkToolUse, b.ID, b.Name
+	default:
+		s.parts = append(s.parts, -1)
+		return llm.Chunk{}, false
+	}
+	s.parts = append(s.parts, s.n)
+	s.n++
+	return c, true
+}
+
+// delta returns the chunk of a content block delta to part index.
+func delta(index int, d anthropic.MessageStreamEventUnionDelta) (llm.Chunk, bool) {
+	c := llm.Chunk{Index: index}
+	switch d.Type {
+	case "text_delta":
+		c.Kind, c.Text = llm.ChunkText, d.Text
+	case "thinking_delta":
+		c.Kind, c.Text = llm.ChunkThinking, d.Thinking
+	case "signature_delta":
+		c.Kind, c.Signature = llm.ChunkThinking, d.Signature
+	case "input_json_delta":
+		if d.PartialJSON == "" {
+			return llm.Chunk{}, false
+		}
+		c.Kind, c.Text = llm.ChunkToolInput, d.PartialJSON
+	default:
+		return llm.Chunk{}, false // citations
+	}
+	return c, true
+}

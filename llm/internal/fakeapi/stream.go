@@ -1,0 +1,85 @@
+package fakeapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/llmtest"
+	"github.com/markov-agents/markov/message"
+)
+
+// StreamCase is one reply recorded both ways: File, the JSON body the API
+// answers a call without streaming with, and Stream, the event stream it
+// sends for the same reply streamed.
+type StreamCase struct {
+	Name         string
+	File, Stream string
+	// Request is the request sent; nil means a user's "Hi".
+	Request *llm.Request
+}
+
+// CheckStreams requires, for each case, the reply streamed from its Stream
+// fixture (checked with llmtest.StreamReply) to be deep-equal to the one
+// Generate returns for its File: message, stop reason and usage. model
+// returns the adapter pointed at a server; it must stream only when asked
+// to.
+func (a API) CheckStreams(t *testing.T, model func(t *testing.T, srv *Server) llm.Model, cases []StreamCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			srv := a.NewServer(t, Reply{File: c.File}, Reply{File: c.Stream})
+			m := model(t, srv)
+			req := request(c.Request)
+			want, err := m.Generate(context.Background(), req)
+			require.NoError(t, err)
+			s, ok := m.(llm.Streamer)
+			require.True(t, ok, "the model does not stream")
+			got := llmtest.StreamReply(t, s, req)
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("streamed reply (-generated +streamed):\n%s", d)
+			}
+			require.Equal(t, true, srv.LastBody(t)["stream"], "the streamed call did not ask for streaming")
+		})
+	}
+}
+
+// StreamFailure is an event stream that fails partway.
+type StreamFailure struct {
+	Name string
+	// Stream is the fixture; with Abort, the connection is cut after it.
+	Stream string
+	Abort  bool
+	// Check checks the stream's error.
+	Check func(t *testing.T, err error)
+}
+
+// CheckStreamFailures requires each case's stream to fail with an error
+// named after the provider and checked by its Check, after partial chunks
+// and without an end chunk (llmtest.StreamError): a cut reply is never a
+// complete one.
+func (a API) CheckStreamFailures(t *testing.T, provider string, model func(t *testing.T, srv *Server) llm.Model, cases []StreamFailure) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			srv := a.NewServer(t, Reply{File: c.Stream, Abort: c.Abort})
+			s, ok := model(t, srv).(llm.Streamer)
+			require.True(t, ok, "the model does not stream")
+			err := llmtest.StreamError(t, context.Background(), s, request(nil))
+			require.True(t, strings.HasPrefix(err.Error(), provider+": "), "error %q does not name the provider", err)
+			c.Check(t, err)
+		})
+	}
+}
+
+// request returns req, or a user's "Hi" when it is nil.
+func request(req *llm.Request) *llm.Request {
+	if req == nil {
+		return &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
+	}
+	return req
+}
