@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -21,7 +22,8 @@ func TestConformance(t *testing.T) {
 		Header: map[string]string{"Authorization": "Bearer test-key"},
 		// Chat Completions cannot replay thinking.
 		Caps:   llmtest.Capabilities{Structured: true},
-		Encode: encodeReply,
+		Encode:       encodeReply,
+		EncodeStream: encodeStream,
 		NewModel: func(t *testing.T, srv *fakeapi.Server, retries int) llm.Model {
 			return newModel(t, srv, func(c *openai.Config) { c.MaxRetries = new(retries) })
 		},
@@ -66,7 +68,6 @@ func encodeReply(t *testing.T, r llmtest.Reply) fakeapi.Reply {
 	}
 	finish, ok := finishReasons[r.Response.StopReason]
 	require.True(t, ok, "no finish reason for %s", r.Response.StopReason)
-	u := r.Response.Usage
 	msg := map[string]any{"role": "assistant", "content": content, "refusal": nil}
 	if calls != nil {
 		msg["tool_calls"] = calls
@@ -74,16 +75,82 @@ func encodeReply(t *testing.T, r llmtest.Reply) fakeapi.Reply {
 	body, err := json.Marshal(map[string]any{
 		"id": "chatcmpl-conformance", "object": "chat.completion", "created": 1741569952, "model": "gpt-4.1",
 		"choices": []map[string]any{{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
-		"usage": map[string]any{
-			"prompt_tokens":     u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens,
-			"completion_tokens": u.OutputTokens,
-			"total_tokens":      u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens + u.OutputTokens,
-			"prompt_tokens_details": map[string]int{
-				"cached_tokens":      u.CacheReadTokens,
-				"cache_write_tokens": u.CacheWriteTokens,
-			},
-		},
+		"usage":   usage(r.Response.Usage),
 	})
 	require.NoError(t, err)
 	return fakeapi.Reply{Body: string(body)}
+}
+
+// usage is u on the wire: the cached prompt tokens are part of
+// prompt_tokens.
+func usage(u llm.Usage) map[string]any {
+	prompt := u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens
+	return map[string]any{
+		"prompt_tokens":     prompt,
+		"completion_tokens": u.OutputTokens,
+		"total_tokens":      prompt + u.OutputTokens,
+		"prompt_tokens_details": map[string]int{
+			"cached_tokens":      u.CacheReadTokens,
+			"cache_write_tokens": u.CacheWriteTokens,
+		},
+	}
+}
+
+// encodeStream writes r as Chat Completions streams it with usage asked
+// for: a chunk with the role, the text in two content deltas, each tool
+// call's start and two arguments deltas, a chunk with the finish reason,
+// one with the usage, and [DONE]. A fault cuts the stream after the first
+// delta, with an error chunk for FaultError.
+func encodeStream(t *testing.T, r llmtest.Reply) string {
+	t.Helper()
+	var b strings.Builder
+	chunk := func(delta map[string]any, finish any, usage any) {
+		choices := []map[string]any{}
+		if delta != nil {
+			choices = append(choices, map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish})
+		}
+		fakeapi.Event(t, &b, "", map[string]any{
+			"id": "chatcmpl-conformance", "object": "chat.completion.chunk", "created": 1741569952, "model": "gpt-4.1",
+			"choices": choices, "usage": usage,
+		})
+	}
+	chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil, nil)
+	var deltas []map[string]any
+	calls := 0
+	for _, p := range r.Response.Message.Parts {
+		switch p.Kind {
+		case message.KindText, message.KindStructured:
+			for _, piece := range fakeapi.Pieces(p.Text) {
+				deltas = append(deltas, map[string]any{"content": piece})
+			}
+		case message.KindToolUse:
+			call := func(fields map[string]any) map[string]any {
+				fields["index"] = calls
+				return map[string]any{"tool_calls": []map[string]any{fields}}
+			}
+			deltas = append(deltas, call(map[string]any{"id": p.ID, "type": "function", "function": map[string]string{"name": p.Name, "arguments": ""}}))
+			for _, piece := range fakeapi.Pieces(string(p.Data)) {
+				deltas = append(deltas, call(map[string]any{"function": map[string]string{"arguments": piece}}))
+			}
+			calls++
+		default:
+			t.Fatalf("a reply cannot hold a %v part", p.Kind)
+		}
+	}
+	for _, d := range deltas {
+		chunk(d, nil, nil)
+		switch r.Fault {
+		case llmtest.FaultError:
+			fakeapi.Event(t, &b, "", map[string]any{"error": map[string]any{"message": "The server had an error while processing your request.", "type": "server_error", "param": nil, "code": nil}})
+			return b.String()
+		case llmtest.FaultEOF:
+			return b.String()
+		}
+	}
+	finish, ok := finishReasons[r.Response.StopReason]
+	require.True(t, ok, "no finish reason for %s", r.Response.StopReason)
+	chunk(map[string]any{}, finish, nil)
+	chunk(nil, nil, usage(r.Response.Usage))
+	b.WriteString("data: [DONE]\n\n")
+	return b.String()
 }

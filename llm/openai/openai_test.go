@@ -15,8 +15,12 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// chatAPI is the fake Chat Completions API: fixtures in testdata.
-var chatAPI = fakeapi.API{Header: map[string]string{"X-Request-Id": "req_test"}}
+// chatAPI is the fake Chat Completions API: fixtures in testdata,
+// streamed replies in .sse files.
+var chatAPI = fakeapi.API{
+	Header:       map[string]string{"X-Request-Id": "req_test"},
+	ContentTypes: map[string]string{".sse": "text/event-stream"},
+}
 
 // newModel returns a hermetic model pointed at srv with retries off.
 func newModel(t *testing.T, srv *fakeapi.Server, edit ...func(*openai.Config)) *openai.Model {

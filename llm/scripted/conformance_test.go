@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/llmtest"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/message"
@@ -39,6 +40,12 @@ func scriptReply(t *testing.T, r llmtest.Reply) scripted.Reply {
 		return scripted.Reply{Err: fmt.Errorf("scripted: provider failed: %w", &providerError{r.Status})}
 	}
 	out := scripted.Reply{Stop: r.Response.StopReason, Usage: r.Response.Usage}
+	switch r.Fault {
+	case llmtest.FaultError:
+		out.Err = fmt.Errorf("scripted: provider failed mid-stream: %w", &providerError{500})
+	case llmtest.FaultEOF:
+		out.Err = fmt.Errorf("scripted: %w", llm.ErrIncompleteStream)
+	}
 	for _, p := range r.Response.Message.Parts {
 		switch p.Kind {
 		case message.KindThinking:

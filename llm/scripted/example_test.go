@@ -95,3 +95,38 @@ func ExampleFunc() {
 	// Let me compute that.: add({"a":2,"b":3}) stop=tool_use
 	// The answer is 5.
 }
+
+func ExampleModel_Stream() {
+	// A streamed reply comes in chunks of at most ChunkSize runes (with
+	// ChunkLatency between them, zero here); the end chunk carries the
+	// same reply Generate would return.
+	model := scripted.New(scripted.Reply{
+		Text:  "Order A-42 has shipped.",
+		Calls: []scripted.Call{{ID: "toolu_1", Name: "track", Input: map[string]string{"order_id": "A-42"}}},
+	}).Configure(scripted.Config{ChunkSize: 10})
+	req := &llm.Request{Messages: []message.Message{message.UserText("Where is A-42?")}}
+	for chunk, err := range llm.Stream(context.Background(), model, req) {
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		switch chunk.Kind {
+		case llm.ChunkText:
+			fmt.Printf("text %d: %q\n", chunk.Index, chunk.Text)
+		case llm.ChunkToolUse:
+			fmt.Printf("tool use %d: %s %s\n", chunk.Index, chunk.ID, chunk.Name)
+		case llm.ChunkToolInput:
+			fmt.Printf("tool input %d: %s\n", chunk.Index, chunk.Text)
+		case llm.ChunkEnd:
+			fmt.Printf("end: %q stop=%s\n", chunk.Response.Message.Text(), chunk.Response.StopReason)
+		}
+	}
+	// Output:
+	// text 0: "Order A-42"
+	// text 0: " has shipp"
+	// text 0: "ed."
+	// tool use 1: toolu_1 track
+	// tool input 1: {"order_id
+	// tool input 1: ":"A-42"}
+	// end: "Order A-42 has shipped." stop=tool_use
+}

@@ -1,14 +1,16 @@
 // Package scripted is a deterministic llm.Model for tests, examples and the
 // offline demo: it plays back replies (text, tool calls, stop reasons,
 // per-call latency) in call order, per node, or from a function of the
-// request, and records every request it receives.
+// request, and records every request it receives. It streams too
+// ([Model.Stream]): each reply cut into chunks of a configured size, with
+// an optional latency before each chunk ([Config]).
 package scripted
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"sync"
 	"time"
@@ -17,8 +19,6 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// ErrExhausted is returned when the script has no reply left for a call.
-var ErrExhausted = errors.New("scripted: no reply left")
 
 // Call is one tool call of a scripted reply.
 type Call struct {
@@ -42,11 +42,28 @@ type Reply struct {
 	// Stop is the stop reason; empty means ToolUse when there are calls and
 	// EndTurn otherwise.
 	Stop llm.StopReason
-	// Latency delays the reply (honouring context cancellation).
+	// Latency delays the reply (honouring context cancellation); a
+	// streamed reply, its first chunk.
 	Latency time.Duration
-	// Err makes the call fail.
+	// Err makes the call fail. A streamed reply sends its chunks first
+	// (without the end) and then fails with Err, as a provider error
+	// mid-stream does.
 	Err   error
 	Usage llm.Usage
+}
+
+// DefaultChunkSize is the [Config.ChunkSize] of a model whose Config sets
+// none.
+const DefaultChunkSize = 8
+
+// Config says how a [Model] streams.
+type Config struct {
+	// ChunkSize is how many runes of text, thinking or tool input one
+	// chunk carries at most; zero (or less) means [DefaultChunkSize].
+	ChunkSize int
+	// ChunkLatency delays every chunk of a streamed reply after the first
+	// (honouring context cancellation); zero (or less) sends them at once.
+	ChunkLatency time.Duration
 }
 
 // Text returns a reply that says s and ends the turn.
@@ -68,6 +85,16 @@ type Model struct {
 	fn       func(*llm.Request) (Reply, error)
 	requests []*llm.Request
 	ids      int
+	cfg      Config
+}
+
+// Configure sets how m streams and returns m, for chaining after [New],
+// [ByNode] or [Func].
+func (m *Model) Configure(cfg Config) *Model {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfg = cfg
+	return m
 }
 
 // New returns a model that answers calls in order with replies.
@@ -101,19 +128,81 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, err
 	}
-	if r.Latency > 0 {
-		timer := time.NewTimer(r.Latency)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-timer.C:
-		}
+	if err := sleep(ctx, r.Latency); err != nil {
+		return nil, err
 	}
 	if r.Err != nil {
 		return nil, r.Err
 	}
 	return m.response(r)
+}
+
+// Stream answers req from the script like Generate, streaming the reply
+// (see [llm.Streamer]): its thinking, text and tool inputs cut into
+// chunks of at most [Config.ChunkSize] runes, the first after the reply's
+// Latency and each next after [Config.ChunkLatency], then the
+// [llm.ChunkEnd] with the reply Generate would return. A reply with Err
+// streams its chunks and then fails with Err.
+func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		if err := m.stream(ctx, req, yield); err != nil {
+			yield(llm.Chunk{}, err)
+		}
+	}
+}
+
+// stream yields the chunks of the reply to req and returns the error that
+// ends it, if any (nil too when the caller stopped).
+func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(llm.Chunk, error) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := llm.CheckRequest(req); err != nil {
+		return fmt.Errorf("scripted: %w", err)
+	}
+	r, err := m.next(req)
+	if err != nil {
+		return err
+	}
+	resp, err := m.response(r)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	cfg := m.cfg
+	m.mu.Unlock()
+	if cfg.ChunkSize <= 0 {
+		cfg.ChunkSize = DefaultChunkSize
+	}
+	delay := r.Latency
+	for c := range llm.ResponseChunks(resp, cfg.ChunkSize) {
+		if c.Kind == llm.ChunkEnd && r.Err != nil {
+			return r.Err
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = cfg.ChunkLatency
+		if !yield(c, nil) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
 
 func (m *Model) next(req *llm.Request) (Reply, error) {

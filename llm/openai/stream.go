@@ -1,0 +1,174 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/markov-agents/markov/llm"
+)
+
+var _ llm.Streamer = (*Model)(nil)
+
+// Stream sends req as a streamed chat completion, with usage asked for
+// through stream_options.include_usage, and yields the reply as it arrives
+// (see [llm.Streamer]): text and refusal deltas as text chunks, a chunk for
+// the start of each function tool call and one per arguments delta, and
+// after the stream's [DONE] the [llm.ChunkEnd] with the reply Generate
+// would return for the same completion (the SDK's ChatCompletionAccumulator
+// assembles it; usage is the final usage chunk's).
+//
+// An error chunk in the stream is yielded as an error; a stream that ends
+// without [DONE] yields an error wrapping [llm.ErrIncompleteStream]. Errors
+// are prefixed "openai: ". The request is checked first, as by Generate.
+func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		if err := m.stream(ctx, req, yield); err != nil {
+			yield(llm.Chunk{}, fmt.Errorf("openai: %w", err))
+		}
+	}
+}
+
+// stream yields the chunks of req's reply and returns the error that ends
+// it, if any (nil too when the caller stopped).
+func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(llm.Chunk, error) bool) error {
+	if err := llm.CheckRequest(req); err != nil {
+		return err
+	}
+	params, err := m.params(req)
+	if err != nil {
+		return err
+	}
+	params.StreamOptions.IncludeUsage = openai.Bool(true)
+	// The SDK's NewStreaming, with the decoder watched for [DONE]: its
+	// stream ends the same way without it.
+	var raw *http.Response
+	if _, err := m.completions.New(ctx, params, option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw)); err != nil {
+		return err
+	}
+	decoder := &doneDecoder{Decoder: ssestream.NewDecoder(raw)}
+	chunks := ssestream.NewStream[openai.ChatCompletionChunk](decoder, nil)
+	defer chunks.Close()
+	s := streamState{text: -1, refusal: -1, tools: make(map[int64]int)}
+	for chunks.Next() {
+		cur := chunks.Current()
+		if !s.acc.AddChunk(cur) {
+			return fmt.Errorf("chunk %q does not continue completion %q", cur.ID, s.acc.ID)
+		}
+		if cur.JSON.Usage.Valid() {
+			s.usage = cur.Usage
+		}
+		for _, c := range s.chunks(cur) {
+			if !yield(c, nil) {
+				return nil
+			}
+		}
+	}
+	if err := chunks.Err(); err != nil {
+		return err
+	}
+	if !decoder.done {
+		return fmt.Errorf("%w: no [DONE]", llm.ErrIncompleteStream)
+	}
+	s.acc.Usage = s.usage
+	resp, err := toResponse(&s.acc.ChatCompletion, req.Output != nil)
+	if err != nil {
+		return err
+	}
+	yield(llm.Chunk{Kind: llm.ChunkEnd, Response: resp}, nil)
+	return nil
+}
+
+// doneDecoder is an SSE decoder that notes the [DONE] event ending a
+// stream.
+type doneDecoder struct {
+	ssestream.Decoder
+	done bool
+}
+
+// Next decodes the next event.
+func (d *doneDecoder) Next() bool {
+	if d.Decoder == nil || !d.Decoder.Next() {
+		return false
+	}
+	if bytes.HasPrefix(d.Event().Data, []byte("[DONE]")) {
+		d.done = true
+	}
+	return true
+}
+
+// Close closes the stream, if there is one.
+func (d *doneDecoder) Close() error {
+	if d.Decoder == nil {
+		return nil
+	}
+	return d.Decoder.Close()
+}
+
+// Err returns the decoder's error; a missing body is one.
+func (d *doneDecoder) Err() error {
+	if d.Decoder == nil {
+		return errors.New("response has no body")
+	}
+	return d.Decoder.Err()
+}
+
+// streamState follows one streamed completion.
+type streamState struct {
+	acc   openai.ChatCompletionAccumulator
+	usage openai.CompletionUsage
+	// parts counts the parts started; text and refusal are the indexes of
+	// the content and refusal parts, and tools those of the tool calls by
+	// their index in the stream (-1: not started).
+	parts         int
+	text, refusal int
+	tools         map[int64]int
+	out           []llm.Chunk
+}
+
+// chunks returns the chunks of the first choice's delta in c. The slice is
+// reused by the next call.
+func (s *streamState) chunks(c openai.ChatCompletionChunk) []llm.Chunk {
+	s.out = s.out[:0]
+	for _, choice := range c.Choices {
+		if choice.Index != 0 {
+			continue
+		}
+		d := choice.Delta
+		if d.Content != "" {
+			s.out = append(s.out, llm.Chunk{Kind: llm.ChunkText, Index: s.part(&s.text), Text: d.Content})
+		}
+		if d.Refusal != "" {
+			s.out = append(s.out, llm.Chunk{Kind: llm.ChunkText, Index: s.part(&s.refusal), Text: d.Refusal})
+		}
+		for _, tc := range d.ToolCalls {
+			index, ok := s.tools[tc.Index]
+			if !ok {
+				index = s.parts
+				s.parts++
+				s.tools[tc.Index] = index
+				s.out = append(s.out, llm.Chunk{Kind: llm.ChunkToolUse, Index: index, ID: tc.ID, Name: tc.Function.Name})
+			}
+			if tc.Function.Arguments != "" {
+				s.out = append(s.out, llm.Chunk{Kind: llm.ChunkToolInput, Index: index, Text: tc.Function.Arguments})
+			}
+		}
+	}
+	return s.out
+}
+
+// part returns *index, starting a part there first if it is -1.
+func (s *streamState) part(index *int) int {
+	if *index < 0 {
+		*index = s.parts
+		s.parts++
+	}
+	return *index
+}
