@@ -129,38 +129,58 @@ func checkApprovalPairing(req approvalRequest, want string) error {
 	if asst.Role != "assistant" || res.Role != "user" {
 		return fmt.Errorf("roles %s, %s", asst.Role, res.Role)
 	}
-	ab, err := approvalBlocks(asst.Content)
+	use, err := approvalUse(asst.Content)
 	if err != nil {
 		return err
 	}
-	var uses []approvalBlock
-	for _, b := range ab {
-		if b.Type == "tool_use" {
-			uses = append(uses, b)
-		}
-	}
-	if len(uses) != 1 || uses[0].ID != approvalToolUseID || uses[0].Name != "request_refund" {
-		return fmt.Errorf("the assistant message lost its tool use: %s", asst.Content)
-	}
-	rb, err := approvalBlocks(res.Content)
+	text, err := approvalResult(res.Content, use.ID)
 	if err != nil {
 		return err
-	}
-	if len(rb) != 1 || rb[0].Type != "tool_result" || rb[0].ToolUseID != uses[0].ID || rb[0].IsError {
-		return fmt.Errorf("want one tool_result for %s, got %s", uses[0].ID, res.Content)
-	}
-	parts, err := approvalBlocks(rb[0].Content)
-	if err != nil {
-		return err
-	}
-	var text string
-	for _, b := range parts {
-		text += b.Text
 	}
 	if text != want {
 		return fmt.Errorf("tool result %q, want %q", text, want)
 	}
 	return nil
+}
+
+// approvalUse returns the one tool use of the assistant message content,
+// which must be the request_refund call of the first reply.
+func approvalUse(content json.RawMessage) (approvalBlock, error) {
+	blocks, err := approvalBlocks(content)
+	if err != nil {
+		return approvalBlock{}, err
+	}
+	var uses []approvalBlock
+	for _, b := range blocks {
+		if b.Type == "tool_use" {
+			uses = append(uses, b)
+		}
+	}
+	if len(uses) != 1 || uses[0].ID != approvalToolUseID || uses[0].Name != "request_refund" {
+		return approvalBlock{}, fmt.Errorf("the assistant message lost its tool use: %s", content)
+	}
+	return uses[0], nil
+}
+
+// approvalResult returns the text of the one tool_result, for the tool use
+// id, that the user message content must hold.
+func approvalResult(content json.RawMessage, id string) (string, error) {
+	blocks, err := approvalBlocks(content)
+	if err != nil {
+		return "", err
+	}
+	if len(blocks) != 1 || blocks[0].Type != "tool_result" || blocks[0].ToolUseID != id || blocks[0].IsError {
+		return "", fmt.Errorf("want one tool_result for %s, got %s", id, content)
+	}
+	parts, err := approvalBlocks(blocks[0].Content)
+	if err != nil {
+		return "", err
+	}
+	var text string
+	for _, b := range parts {
+		text += b.Text
+	}
+	return text, nil
 }
 
 func TestApprovalFlow(t *testing.T) {

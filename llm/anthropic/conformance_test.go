@@ -17,10 +17,10 @@ import (
 
 func TestConformance(t *testing.T) {
 	llmtest.Run(t, messagesAPI.Harness(fakeapi.Conformance{
-		Name:   "anthropic",
-		Path:   "/v1/messages",
-		Header: map[string]string{"X-Api-Key": "test-key", "Anthropic-Version": "2023-06-01"},
-		Caps:   llmtest.Capabilities{Thinking: true, Structured: true},
+		Name:         "anthropic",
+		Path:         "/v1/messages",
+		Header:       map[string]string{"X-Api-Key": "test-key", "Anthropic-Version": "2023-06-01"},
+		Caps:         llmtest.Capabilities{Thinking: true, Structured: true},
 		Encode:       encodeReply,
 		EncodeStream: encodeStream,
 		NewModel: func(t *testing.T, srv *fakeapi.Server, retries int) llm.Model {

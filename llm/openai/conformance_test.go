@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 		Path:   "/chat/completions",
 		Header: map[string]string{"Authorization": "Bearer test-key"},
 		// Chat Completions cannot replay thinking.
-		Caps:   llmtest.Capabilities{Structured: true},
+		Caps:         llmtest.Capabilities{Structured: true},
 		Encode:       encodeReply,
 		EncodeStream: encodeStream,
 		NewModel: func(t *testing.T, srv *fakeapi.Server, retries int) llm.Model {

@@ -19,7 +19,6 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-
 // Call is one tool call of a scripted reply.
 type Call struct {
 	// ID is the tool-use ID; empty means a generated "toolu_N".
