@@ -49,6 +49,14 @@
 // where the server reports them). So InputTokens + CacheReadTokens +
 // CacheWriteTokens is the API's prompt_tokens.
 //
+// # Streaming
+//
+// A Model is an [llm.Streamer]: [Model.Stream] sends the completion with
+// streaming and usage (stream_options.include_usage), yields the deltas,
+// then the reply Generate would return for the same completion. An error
+// chunk or a stream that ends without [DONE] is an error, never a complete
+// reply.
+//
 // # Errors and retries
 //
 // Errors are wrapped with the prefix "openai: ". API errors keep the SDK's
