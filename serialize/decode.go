@@ -39,7 +39,7 @@ func (v1) machine(c *machine.Charter, body []byte) (*instance.Instance, []messag
 
 func (v1) tree(c *machine.Charter, body []byte) (*instance.Instance, error) {
 	d := decoder{c: c, r: newReader(body), slabs: &slabs{}}
-	root, err := d.readNonNilInstance()
+	root, err := readNonNil(&d, "instance", d.readInstance)
 	if err == nil {
 		err = d.end()
 	}
@@ -209,6 +209,49 @@ func readTime(d *decoder, p *time.Time) error {
 	t, err := d.r.time()
 	*p = t
 	return err
+}
+
+// readPtr reads a value into a new *p with read, or nil.
+func readPtr[T any](d *decoder, p **T, read func(*T) error) error {
+	if d.r.nilNext() {
+		*p = nil
+		return nil
+	}
+	*p = new(T)
+	return read(*p)
+}
+
+// readNonNil reads a what into a new value with read, failing on nil.
+func readNonNil[T any](d *decoder, what string, read func(*T) error) (*T, error) {
+	if d.r.nilNext() {
+		return nil, d.r.errAt("nil %s", what)
+	}
+	v := new(T)
+	return v, read(v)
+}
+
+// fromWireList converts the wire structs w with conv.
+func fromWireList[W, M any](w []W, conv func(*W, *M) error) ([]M, error) {
+	if len(w) == 0 {
+		return nil, nil
+	}
+	s := make([]M, len(w))
+	for i := range w {
+		if err := conv(&w[i], &s[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// fromWirePtr converts *w, a what, to a new value with conv, failing when
+// w is nil.
+func fromWirePtr[W, M any](what string, w *W, conv func(*W, *M) error) (*M, error) {
+	if w == nil {
+		return nil, fmt.Errorf("%w: nil %s", ErrCorrupt, what)
+	}
+	v := new(M)
+	return v, conv(w, v)
 }
 
 // readMap reads a map with string keys, each value with read.

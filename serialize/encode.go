@@ -31,6 +31,9 @@ type encoder struct {
 	form stateForm
 	b    []byte
 	err  error
+	// machine is the machine being written (held here, not on the stack,
+	// for the writer encodeMachine calls).
+	machine machineModel
 	// depth is the depth of the instance being written (the root's is 1).
 	depth int
 	// scratch holds encoded states until they are written.
@@ -196,6 +199,48 @@ func (e *encoder) optTime(k string, v time.Time) {
 	if !v.IsZero() && e.key(k) {
 		e.time(v)
 	}
+}
+
+// writePtr writes *v with write, or nil.
+func writePtr[T any](e *encoder, v *T, write func(*T)) {
+	if v == nil {
+		e.b = append(e.b, mpNil)
+		return
+	}
+	write(v)
+}
+
+// writeNonNil writes *v, a what, with write, failing when v is nil.
+func writeNonNil[T any](e *encoder, what string, v *T, write func(*T)) {
+	if v == nil {
+		e.fail(fmt.Errorf("%w: nil %s", ErrEncode, what))
+		return
+	}
+	write(v)
+}
+
+// toWireList converts the elements of s to the wire structs with conv.
+func toWireList[M, W any](s []M, conv func(*M, *W)) []W {
+	if len(s) == 0 {
+		return nil
+	}
+	w := make([]W, len(s))
+	for i := range s {
+		conv(&s[i], &w[i])
+	}
+	return w
+}
+
+// toWirePtr converts *v, a what, to a new wire struct with conv, failing
+// when v is nil.
+func toWirePtr[M, W any](e *encoder, what string, v *M, conv func(*M, *W)) *W {
+	if v == nil {
+		e.fail(fmt.Errorf("%w: nil %s", ErrEncode, what))
+		return nil
+	}
+	w := new(W)
+	conv(v, w)
+	return w
 }
 
 // writeMap writes a map with its keys sorted.

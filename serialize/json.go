@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
 )
 
 // The JSON form: the wire model (wire.go) through encoding/json, with
@@ -28,15 +26,9 @@ const jsonFormat = "markov"
 // MarshalJSON encodes the machine in the JSON form: the same wire model as
 // Marshal, for debugging and interop. Call it between runs.
 func MarshalJSON(m *machine.Machine) ([]byte, error) {
-	if m == nil {
-		return nil, fmt.Errorf("%w: nil machine", ErrEncode)
-	}
 	doc := jsonDoc{Format: jsonFormat, Version: Version}
-	var err error
-	m.View(func(root *instance.Instance, history []message.Message) {
-		e := newWireEncoder(m.Charter(), jsonStates{}, nil)
-		e.toWireMachine(&machineModel{Root: root, History: history}, &doc.wireMachine)
-		_, err = e.release()
+	_, err := encodeMachine(m, jsonStates{}, 0, func(e *encoder, mm *machineModel) {
+		e.toWireMachine(mm, &doc.wireMachine)
 	})
 	if err != nil {
 		return nil, err

@@ -205,37 +205,54 @@ func (r *reader) nilNext() bool {
 	return false
 }
 
-// containerKind describes the headers of maps or of arrays.
-type containerKind struct {
-	fix, c16, c32 byte
-	per           uint64 // values per element: 2 for a map entry
-	name          string
+// lengthKind describes the headers of one kind of value with a length:
+// maps, arrays, or strings and bytes.
+type lengthKind struct {
+	name string
+	// A fix header holds the length: c&fixMask == fix, the length
+	// c&^fixMask.
+	fixMask, fix byte
+	// sizes are the sizes of the length after the other type bytes (0: not
+	// of this kind).
+	sizes [256]uint8
+	// per is the bytes left each unit of length takes at least; nilLen is
+	// the length of nil.
+	per    uint64
+	nilLen int
+	// tooLong is the message of a length beyond the bytes left.
+	tooLong string
 }
 
 var (
-	mapKind   = containerKind{0x80, mpMap16, mpMap32, 2, "a map"}
-	arrayKind = containerKind{0x90, mpArray16, mpArray32, 1, "an array"}
+	mapKind = lengthKind{name: "a map", fixMask: 0xf0, fix: 0x80,
+		sizes: [256]uint8{mpMap16: 2, mpMap32: 4}, per: 2,
+		tooLong: "header claims %d elements, only %d bytes left"}
+	arrayKind = lengthKind{name: "an array", fixMask: 0xf0, fix: 0x90,
+		sizes: [256]uint8{mpArray16: 2, mpArray32: 4}, per: 1,
+		tooLong: "header claims %d elements, only %d bytes left"}
+	bytesKind = lengthKind{name: "a string", fixMask: 0xe0, fix: 0xa0,
+		sizes: [256]uint8{mpStr8: 1, mpBin8: 1, mpStr16: 2, mpBin16: 2, mpStr32: 4, mpBin32: 4}, per: 1, nilLen: -1,
+		tooLong: "length %d exceeds the %d bytes left"}
 )
 
-// container reads a map or array header (nil counts as empty) and checks
-// that the elements can fit in the bytes left: every element takes at
-// least one byte, every map entry two.
-func (r *reader) container(k *containerKind) (int, error) {
+// length reads a header of kind k and returns the length, checked against
+// the bytes left, so that no header can make a reader allocate more than
+// the input holds: every element takes at least one byte, every map entry
+// two.
+func (r *reader) length(k *lengthKind) (int, error) {
 	start := r.off
 	c, err := r.byte()
 	if err != nil {
 		return 0, err
 	}
 	var n uint64
-	switch {
+	switch size := k.sizes[c]; {
 	case c == mpNil:
-		return 0, nil
-	case c&0xf0 == k.fix:
-		n = uint64(c & 0x0f)
-	case c == k.c16:
-		n, err = r.n(2)
-	case c == k.c32:
-		n, err = r.n(4)
+		return k.nilLen, nil
+	case c&k.fixMask == k.fix:
+		n = uint64(c &^ k.fixMask)
+	case size > 0:
+		n, err = r.n(int(size))
 	default:
 		r.off = start
 		return 0, r.errAt("want %s, have type 0x%02x", k.name, c)
@@ -245,47 +262,17 @@ func (r *reader) container(k *containerKind) (int, error) {
 	}
 	if n > uint64(r.left())/k.per {
 		r.off = start
-		return 0, r.errAt("header claims %d elements, only %d bytes left", n, r.left())
+		return 0, r.errAt(k.tooLong, n, r.left())
 	}
 	return int(n), nil
 }
 
-func (r *reader) mapLen() (int, error)   { return r.container(&mapKind) }
-func (r *reader) arrayLen() (int, error) { return r.container(&arrayKind) }
+// mapLen and arrayLen read a map or array header (nil counts as empty).
+func (r *reader) mapLen() (int, error)   { return r.length(&mapKind) }
+func (r *reader) arrayLen() (int, error) { return r.length(&arrayKind) }
 
-// bytesLen reads a str or bin header and returns the length, checked
-// against the bytes left.
-func (r *reader) bytesLen() (int, error) {
-	start := r.off
-	c, err := r.byte()
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	switch {
-	case c&0xe0 == 0xa0:
-		n = uint64(c & 0x1f)
-	case c == mpStr8, c == mpBin8:
-		n, err = r.n(1)
-	case c == mpStr16, c == mpBin16:
-		n, err = r.n(2)
-	case c == mpStr32, c == mpBin32:
-		n, err = r.n(4)
-	case c == mpNil:
-		return -1, nil
-	default:
-		r.off = start
-		return 0, r.errAt("want a string, have type 0x%02x", c)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if n > uint64(r.left()) {
-		r.off = start
-		return 0, r.errAt("length %d exceeds the %d bytes left", n, r.left())
-	}
-	return int(n), nil
-}
+// bytesLen reads a str or bin header (nil gives -1).
+func (r *reader) bytesLen() (int, error) { return r.length(&bytesKind) }
 
 // ref reads a reference to an interned string if one is next.
 func (r *reader) ref() (s string, ok bool, err error) {
@@ -316,28 +303,14 @@ func (r *reader) ref() (s string, ok bool, err error) {
 // key reads a map key, without allocating unless it is a reference: the
 // returned slice aliases the input.
 func (r *reader) key() ([]byte, error) {
-	if r.off < len(r.b) { // fast path: a fixstr
-		if c := r.b[r.off]; c&0xe0 == 0xa0 {
-			if end := r.off + 1 + int(c&0x1f); end <= len(r.b) {
-				p := r.b[r.off+1 : end]
-				r.off = end
-				return p, nil
-			}
-		}
+	if start, end, ok := r.fixstr(); ok { // the fast path
+		return r.b[start:end], nil
 	}
 	if s, ok, err := r.ref(); ok || err != nil {
 		return []byte(s), err
 	}
-	n, err := r.bytesLen()
-	if err != nil {
-		return nil, err
-	}
-	if n < 0 {
-		return nil, nil
-	}
-	p := r.b[r.off : r.off+n]
-	r.off += n
-	return p, nil
+	start, end, err := r.strBounds()
+	return r.b[start:end], err
 }
 
 // string reads a string, or a reference to an interned one.
@@ -348,23 +321,38 @@ func (r *reader) string() (string, error) {
 	return r.plain()
 }
 
+// plain reads a string, cut from the copy of the input.
 func (r *reader) plain() (string, error) {
-	if r.off < len(r.b) { // fast path: a fixstr
+	start, end, ok := r.fixstr() // the fast path
+	var err error
+	if !ok {
+		start, end, err = r.strBounds()
+	}
+	return r.str[start:end], err
+}
+
+// fixstr moves past a fixstr, if one is next, and returns its bounds.
+func (r *reader) fixstr() (start, end int, ok bool) {
+	if r.off < len(r.b) {
 		if c := r.b[r.off]; c&0xe0 == 0xa0 {
 			if end := r.off + 1 + int(c&0x1f); end <= len(r.b) {
-				s := r.str[r.off+1 : end]
-				r.off = end
-				return s, nil
+				start, r.off = r.off+1, end
+				return start, end, true
 			}
 		}
 	}
+	return 0, 0, false
+}
+
+// strBounds reads a str or bin (nil: an empty one) and returns its bounds.
+func (r *reader) strBounds() (start, end int, err error) {
 	n, err := r.bytesLen()
 	if err != nil || n <= 0 {
-		return "", err
+		return r.off, r.off, err
 	}
-	s := r.str[r.off : r.off+n]
+	start = r.off
 	r.off += n
-	return s, nil
+	return start, r.off, nil
 }
 
 // istring reads an intern field: a reference to a string read before, or
@@ -557,12 +545,19 @@ func (r *reader) skip() error {
 }
 
 // value skips one value, checking that it nests no deeper than maxDepth
-// when maxDepth > 0, and returns its bytes (aliasing the input).
+// when maxDepth > 0, and returns its bytes (aliasing the input). It keeps
+// a count of the values left to skip instead of recursing and, with a
+// depth limit, per open container the values it still holds.
 func (r *reader) value(maxDepth int) ([]byte, error) {
 	start := r.off
-	n := nesting{max: maxDepth, total: 1}
-	for n.total > 0 {
-		n.next()
+	var buf [16]uint64 // enough for most values: no allocation
+	stack := buf[:0]
+	var total uint64 = 1
+	for total > 0 {
+		total--
+		if maxDepth > 0 {
+			stack = nextValue(stack)
+		}
 		c, err := r.byte()
 		if err != nil {
 			return nil, err
@@ -578,48 +573,27 @@ func (r *reader) value(maxDepth int) ([]byte, error) {
 		if elems > uint64(r.left()) {
 			return nil, r.errAt("header claims %d elements, only %d bytes left", elems, r.left())
 		}
-		if elems > 0 && !n.open(elems) {
-			return nil, fmt.Errorf("%w: at byte %d: %w: values nest deeper than %d", ErrCorrupt, r.off, ErrLimit, maxDepth)
+		total += elems
+		if elems > 0 && maxDepth > 0 {
+			if len(stack) >= maxDepth {
+				return nil, fmt.Errorf("%w: at byte %d: %w: values nest deeper than %d", ErrCorrupt, r.off, ErrLimit, maxDepth)
+			}
+			stack = append(stack, elems)
 		}
 	}
 	return r.b[start:r.off:r.off], nil
 }
 
-// nesting counts the values value has left to skip. With a depth limit
-// it keeps, per open container, the values it still holds; without one,
-// only the total, so nesting costs nothing.
-type nesting struct {
-	max   int
-	total uint64
-	stack []uint64
-}
-
-// next takes one value off the count.
-func (n *nesting) next() {
-	n.total--
-	if n.max <= 0 {
-		return
+// nextValue takes one value off the count of the innermost open container
+// of stack, closing those with none left.
+func nextValue(stack []uint64) []uint64 {
+	for len(stack) > 0 && stack[len(stack)-1] == 0 {
+		stack = stack[:len(stack)-1]
 	}
-	for len(n.stack) > 0 && n.stack[len(n.stack)-1] == 0 {
-		n.stack = n.stack[:len(n.stack)-1]
+	if len(stack) > 0 {
+		stack[len(stack)-1]--
 	}
-	if len(n.stack) > 0 {
-		n.stack[len(n.stack)-1]--
-	}
-}
-
-// open adds a container of elems values, reporting false past the depth
-// limit.
-func (n *nesting) open(elems uint64) bool {
-	n.total += elems
-	if n.max <= 0 {
-		return true
-	}
-	if len(n.stack) >= n.max {
-		return false
-	}
-	n.stack = append(n.stack, elems)
-	return true
+	return stack
 }
 
 // valueHeader reads the header of a value of type c (read) and returns

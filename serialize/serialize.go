@@ -54,25 +54,39 @@ func readable() string {
 // encoded with their node's (and pack's) state type. Call it between runs,
 // not while the machine runs.
 func Marshal(m *machine.Machine) ([]byte, error) {
+	return encodeMachine(m, msgpackStates{}, kindMachine, (*encoder).writeMachine)
+}
+
+// encodeMachine encodes m with write, states in form f: a msgpack blob of
+// kind k, or no bytes when k is 0 (write keeps the result).
+func encodeMachine(m *machine.Machine, f stateForm, k byte, write func(*encoder, *machineModel)) ([]byte, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil machine", ErrEncode)
 	}
 	var err error
 	var b []byte
 	m.View(func(root *instance.Instance, history []message.Message) {
-		e := newWireEncoder(m.Charter(), msgpackStates{}, header(make([]byte, 0, sizeHint(history)), kindMachine))
-		e.writeMachine(&machineModel{Root: root, History: history})
+		if k != 0 {
+			b = header(make([]byte, 0, sizeHint(k, history)), k)
+		}
+		e := newWireEncoder(m.Charter(), f, b)
+		e.machine = machineModel{Root: root, History: history}
+		write(e, &e.machine)
 		b, err = e.release()
 	})
-	if err != nil {
+	if err != nil || k == 0 {
 		return nil, err
 	}
 	return seal(b), nil
 }
 
-// sizeHint estimates the encoded size of a machine with history.
-func sizeHint(history []message.Message) int {
+// sizeHint estimates the encoded size of a blob of kind k of a machine
+// with history.
+func sizeHint(k byte, history []message.Message) int {
 	n := 1024
+	if k != kindMachine {
+		return n
+	}
 	for i := range history {
 		n += messageSize(&history[i])
 	}
@@ -115,20 +129,9 @@ func Unmarshal(c *machine.Charter, data []byte) (*machine.Machine, error) {
 // the history apart, message by message (MarshalMessage). Assemble puts
 // them back together.
 func MarshalTree(m *machine.Machine) ([]byte, error) {
-	if m == nil {
-		return nil, fmt.Errorf("%w: nil machine", ErrEncode)
-	}
-	var err error
-	var b []byte
-	m.View(func(root *instance.Instance, _ []message.Message) {
-		e := newWireEncoder(m.Charter(), msgpackStates{}, header(make([]byte, 0, 1024), kindTree))
-		e.writeNonNilInstance(root)
-		b, err = e.release()
+	return encodeMachine(m, msgpackStates{}, kindTree, func(e *encoder, mm *machineModel) {
+		writeNonNil(e, "instance", mm.Root, e.writeInstance)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return seal(b), nil
 }
 
 // MarshalMessage encodes one history message, in its own envelope so that

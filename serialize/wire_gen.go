@@ -4,7 +4,6 @@ package serialize
 
 import (
 	"encoding/json"
-	"fmt"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/message"
 	"github.com/vmihailenco/msgpack/v5"
@@ -18,7 +17,7 @@ func (e *encoder) writeMachine(v *machineModel) {
 
 func (e *encoder) writeMachineFields(v *machineModel) {
 	e.b = appendKey(e.b, "r")
-	e.writeNilOrInstance(v.Root)
+	writePtr(e, v.Root, e.writeInstance)
 	if len(v.History) > 0 {
 		e.b = appendKey(e.b, "h")
 		e.writeMessageList(v.History)
@@ -34,7 +33,7 @@ func (d *decoder) readMachine(v *machineModel) error {
 func (d *decoder) readMachineField(k []byte, v *machineModel) error {
 	switch string(k) {
 	case "r":
-		return d.readNilOrInstance(&v.Root)
+		return readPtr(d, &v.Root, d.readInstance)
 	case "h":
 		return d.readMessageList(&v.History)
 	}
@@ -51,7 +50,7 @@ func (e *encoder) toWireMachineFields(v *machineModel, w *wireMachine) {
 		w.Root = new(wireInstance)
 		e.toWireInstance(v.Root, w.Root)
 	}
-	w.History = e.toWireMessageList(v.History)
+	w.History = toWireList(v.History, e.toWireMessage)
 }
 
 // fromWireMachine converts the wireMachine w to v.
@@ -69,7 +68,7 @@ func (d *decoder) fromWireMachineFields(w *wireMachine, v *machineModel) error {
 		err = d.fromWireInstance(w.Root, v.Root)
 	}
 	if err == nil {
-		v.History, err = d.fromWireMessageList(w.History)
+		v.History, err = fromWireList(w.History, d.fromWireMessage)
 	}
 	return err
 }
@@ -116,7 +115,7 @@ func (e *encoder) writeInstanceFields2(v *instance.Instance, w *wireInstance) {
 	}
 	if v.Suspension != nil {
 		e.b = appendKey(e.b, "u")
-		e.writeNilOrSuspension(v.Suspension)
+		writePtr(e, v.Suspension, e.writeSuspension)
 	}
 	e.optBool("d", v.Idle)
 	e.optInt("m", int(v.MaxTokensStreak))
@@ -163,7 +162,7 @@ func (d *decoder) readInstanceField2(k []byte, v *instance.Instance, w *wireInst
 	case "pv":
 		return readMap(d, &w.PackVersions, func() (v int, err error) { return v, readInt(d, &v) })
 	case "u":
-		return d.readNilOrSuspension(&v.Suspension)
+		return readPtr(d, &v.Suspension, d.readSuspension)
 	case "d":
 		return readBool(d, &v.Idle)
 	case "m":
@@ -174,8 +173,8 @@ func (d *decoder) readInstanceField2(k []byte, v *instance.Instance, w *wireInst
 
 func (e *encoder) writeInstanceList(s []*instance.Instance) {
 	e.b = appendArrayLen(e.b, len(s))
-	for _, v := range s {
-		e.writeNonNilInstance(v)
+	for i := range s {
+		writeNonNil(e, "instance", s[i], e.writeInstance)
 	}
 }
 
@@ -186,7 +185,7 @@ func (d *decoder) readInstanceList(p *[]*instance.Instance) error {
 	}
 	s := make([]*instance.Instance, n)
 	for i := range s {
-		if s[i], err = d.readNonNilInstance(); err != nil {
+		if s[i], err = readNonNil(d, "instance", d.readInstance); err != nil {
 			return err
 		}
 	}
@@ -194,80 +193,13 @@ func (d *decoder) readInstanceList(p *[]*instance.Instance) error {
 	return nil
 }
 
-func (e *encoder) toWireInstanceList(s []*instance.Instance) []*wireInstance {
-	if len(s) == 0 {
-		return nil
-	}
-	w := make([]*wireInstance, len(s))
-	for i, v := range s {
-		w[i] = e.toWireNonNilInstance(v)
-	}
-	return w
+func (e *encoder) toWireInstanceRef(v **instance.Instance, w **wireInstance) {
+	*w = toWirePtr(e, "instance", *v, e.toWireInstance)
 }
 
-func (d *decoder) fromWireInstanceList(w []*wireInstance) ([]*instance.Instance, error) {
-	if len(w) == 0 {
-		return nil, nil
-	}
-	s := make([]*instance.Instance, len(w))
-	for i := range w {
-		var err error
-		if s[i], err = d.fromWireNonNilInstance(w[i]); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-func (e *encoder) writeNilOrInstance(v *instance.Instance) {
-	if v == nil {
-		e.b = append(e.b, mpNil)
-		return
-	}
-	e.writeInstance(v)
-}
-
-func (d *decoder) readNilOrInstance(p **instance.Instance) error {
-	if d.r.nilNext() {
-		*p = nil
-		return nil
-	}
-	*p = new(instance.Instance)
-	return d.readInstance(*p)
-}
-
-func (e *encoder) writeNonNilInstance(v *instance.Instance) {
-	if v == nil {
-		e.fail(fmt.Errorf("%w: nil instance", ErrEncode))
-		return
-	}
-	e.writeInstance(v)
-}
-
-func (d *decoder) readNonNilInstance() (*instance.Instance, error) {
-	if d.r.nilNext() {
-		return nil, d.r.errAt("nil instance")
-	}
-	v := new(instance.Instance)
-	return v, d.readInstance(v)
-}
-
-func (e *encoder) toWireNonNilInstance(v *instance.Instance) *wireInstance {
-	if v == nil {
-		e.fail(fmt.Errorf("%w: nil instance", ErrEncode))
-		return nil
-	}
-	w := new(wireInstance)
-	e.toWireInstance(v, w)
-	return w
-}
-
-func (d *decoder) fromWireNonNilInstance(w *wireInstance) (*instance.Instance, error) {
-	if w == nil {
-		return nil, fmt.Errorf("%w: nil instance", ErrCorrupt)
-	}
-	v := new(instance.Instance)
-	return v, d.fromWireInstance(w, v)
+func (d *decoder) fromWireInstanceRef(w **wireInstance, v **instance.Instance) (err error) {
+	*v, err = fromWirePtr("instance", *w, d.fromWireInstance)
+	return err
 }
 
 // toWireInstance converts v to the wireInstance w.
@@ -283,7 +215,7 @@ func (e *encoder) toWireInstance(v *instance.Instance, w *wireInstance) {
 func (e *encoder) toWireInstanceFields(v *instance.Instance, w *wireInstance) {
 	w.ID = string(v.ID)
 	w.Node = string(v.Node)
-	w.Children = e.toWireInstanceList(v.Children)
+	w.Children = toWireList(v.Children, e.toWireInstanceRef)
 	if v.Suspension != nil {
 		w.Suspension = new(wireSuspension)
 		e.toWireSuspension(v.Suspension, w.Suspension)
@@ -309,7 +241,7 @@ func (d *decoder) fromWireInstanceFields(w *wireInstance, v *instance.Instance) 
 	setString(&v.ID, w.ID)
 	setString(&v.Node, w.Node)
 	if err == nil {
-		v.Children, err = d.fromWireInstanceList(w.Children)
+		v.Children, err = fromWireList(w.Children, d.fromWireInstanceRef)
 	}
 	if w.Suspension != nil && err == nil {
 		v.Suspension = new(instance.SuspensionState)
@@ -333,7 +265,7 @@ func (e *encoder) writeSuspensionFields(v *instance.SuspensionState) {
 	}
 	if v.Reply != nil {
 		e.b = appendKey(e.b, "r")
-		e.writeNilOrReply(v.Reply)
+		writePtr(e, v.Reply, e.writeReply)
 	}
 }
 
@@ -348,60 +280,9 @@ func (d *decoder) readSuspensionField(k []byte, v *instance.SuspensionState) err
 	case "c":
 		return d.readCallList(&v.Calls)
 	case "r":
-		return d.readNilOrReply(&v.Reply)
+		return readPtr(d, &v.Reply, d.readReply)
 	}
 	return d.r.skip()
-}
-
-func (e *encoder) writeNilOrSuspension(v *instance.SuspensionState) {
-	if v == nil {
-		e.b = append(e.b, mpNil)
-		return
-	}
-	e.writeSuspension(v)
-}
-
-func (d *decoder) readNilOrSuspension(p **instance.SuspensionState) error {
-	if d.r.nilNext() {
-		*p = nil
-		return nil
-	}
-	*p = new(instance.SuspensionState)
-	return d.readSuspension(*p)
-}
-
-func (e *encoder) writeNonNilSuspension(v *instance.SuspensionState) {
-	if v == nil {
-		e.fail(fmt.Errorf("%w: nil suspension", ErrEncode))
-		return
-	}
-	e.writeSuspension(v)
-}
-
-func (d *decoder) readNonNilSuspension() (*instance.SuspensionState, error) {
-	if d.r.nilNext() {
-		return nil, d.r.errAt("nil suspension")
-	}
-	v := new(instance.SuspensionState)
-	return v, d.readSuspension(v)
-}
-
-func (e *encoder) toWireNonNilSuspension(v *instance.SuspensionState) *wireSuspension {
-	if v == nil {
-		e.fail(fmt.Errorf("%w: nil suspension", ErrEncode))
-		return nil
-	}
-	w := new(wireSuspension)
-	e.toWireSuspension(v, w)
-	return w
-}
-
-func (d *decoder) fromWireNonNilSuspension(w *wireSuspension) (*instance.SuspensionState, error) {
-	if w == nil {
-		return nil, fmt.Errorf("%w: nil suspension", ErrCorrupt)
-	}
-	v := new(instance.SuspensionState)
-	return v, d.fromWireSuspension(w, v)
 }
 
 // toWireSuspension converts v to the wireSuspension w.
@@ -410,7 +291,7 @@ func (e *encoder) toWireSuspension(v *instance.SuspensionState, w *wireSuspensio
 }
 
 func (e *encoder) toWireSuspensionFields(v *instance.SuspensionState, w *wireSuspension) {
-	w.Calls = e.toWireCallList(v.Calls)
+	w.Calls = toWireList(v.Calls, e.toWireCall)
 	if v.Reply != nil {
 		w.Reply = new(wireReply)
 		e.toWireReply(v.Reply, w.Reply)
@@ -428,7 +309,7 @@ func (d *decoder) fromWireSuspension(w *wireSuspension, v *instance.SuspensionSt
 func (d *decoder) fromWireSuspensionFields(w *wireSuspension, v *instance.SuspensionState) error {
 	var err error
 	if err == nil {
-		v.Calls, err = d.fromWireCallList(w.Calls)
+		v.Calls, err = fromWireList(w.Calls, d.fromWireCall)
 	}
 	if w.Reply != nil && err == nil {
 		v.Reply = new(instance.HeldReply)
@@ -531,36 +412,12 @@ func (d *decoder) readCallList(p *[]instance.SuspendedCall) error {
 	}
 	s := make([]instance.SuspendedCall, n)
 	for i := range s {
-		if err := d.readCall(&s[i]); err != nil {
+		if err = d.readCall(&s[i]); err != nil {
 			return err
 		}
 	}
 	*p = s
 	return nil
-}
-
-func (e *encoder) toWireCallList(s []instance.SuspendedCall) []wireCall {
-	if len(s) == 0 {
-		return nil
-	}
-	w := make([]wireCall, len(s))
-	for i := range s {
-		e.toWireCall(&s[i], &w[i])
-	}
-	return w
-}
-
-func (d *decoder) fromWireCallList(w []wireCall) ([]instance.SuspendedCall, error) {
-	if len(w) == 0 {
-		return nil, nil
-	}
-	s := make([]instance.SuspendedCall, len(w))
-	for i := range w {
-		if err := d.fromWireCall(&w[i], &s[i]); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
 }
 
 // toWireCall converts v to the wireCall w.
@@ -710,7 +567,7 @@ func (e *encoder) writeReplyFields(v *instance.HeldReply, w *wireReply) {
 	}
 	if w.Transition != nil {
 		e.b = appendKey(e.b, "t")
-		e.writeNilOrEffect(w.Transition)
+		writePtr(e, w.Transition, e.writeEffect)
 	}
 	e.optBool("x", v.Terminal)
 	if len(v.Deferred) > 0 {
@@ -736,64 +593,13 @@ func (d *decoder) readReplyField(k []byte, v *instance.HeldReply, w *wireReply) 
 	case "r":
 		return d.readPartList(&v.Results)
 	case "t":
-		return d.readNilOrEffect(&w.Transition)
+		return readPtr(d, &w.Transition, d.readEffect)
 	case "x":
 		return readBool(d, &v.Terminal)
 	case "d":
 		return d.readMessageList(&v.Deferred)
 	}
 	return d.r.skip()
-}
-
-func (e *encoder) writeNilOrReply(v *instance.HeldReply) {
-	if v == nil {
-		e.b = append(e.b, mpNil)
-		return
-	}
-	e.writeReply(v)
-}
-
-func (d *decoder) readNilOrReply(p **instance.HeldReply) error {
-	if d.r.nilNext() {
-		*p = nil
-		return nil
-	}
-	*p = new(instance.HeldReply)
-	return d.readReply(*p)
-}
-
-func (e *encoder) writeNonNilReply(v *instance.HeldReply) {
-	if v == nil {
-		e.fail(fmt.Errorf("%w: nil reply", ErrEncode))
-		return
-	}
-	e.writeReply(v)
-}
-
-func (d *decoder) readNonNilReply() (*instance.HeldReply, error) {
-	if d.r.nilNext() {
-		return nil, d.r.errAt("nil reply")
-	}
-	v := new(instance.HeldReply)
-	return v, d.readReply(v)
-}
-
-func (e *encoder) toWireNonNilReply(v *instance.HeldReply) *wireReply {
-	if v == nil {
-		e.fail(fmt.Errorf("%w: nil reply", ErrEncode))
-		return nil
-	}
-	w := new(wireReply)
-	e.toWireReply(v, w)
-	return w
-}
-
-func (d *decoder) fromWireNonNilReply(w *wireReply) (*instance.HeldReply, error) {
-	if w == nil {
-		return nil, fmt.Errorf("%w: nil reply", ErrCorrupt)
-	}
-	v := new(instance.HeldReply)
-	return v, d.fromWireReply(w, v)
 }
 
 // toWireReply converts v to the wireReply w.
@@ -804,9 +610,9 @@ func (e *encoder) toWireReply(v *instance.HeldReply, w *wireReply) {
 
 func (e *encoder) toWireReplyFields(v *instance.HeldReply, w *wireReply) {
 	e.toWireMessage(&v.Message, &w.Message)
-	w.Results = e.toWirePartList(v.Results)
+	w.Results = toWireList(v.Results, e.toWirePart)
 	w.Terminal = v.Terminal
-	w.Deferred = e.toWireMessageList(v.Deferred)
+	w.Deferred = toWireList(v.Deferred, e.toWireMessage)
 }
 
 // fromWireReply converts the wireReply w to v.
@@ -823,11 +629,11 @@ func (d *decoder) fromWireReplyFields(w *wireReply, v *instance.HeldReply) error
 		err = d.fromWireMessage(&w.Message, &v.Message)
 	}
 	if err == nil {
-		v.Results, err = d.fromWirePartList(w.Results)
+		v.Results, err = fromWireList(w.Results, d.fromWirePart)
 	}
 	v.Terminal = w.Terminal
 	if err == nil {
-		v.Deferred, err = d.fromWireMessageList(w.Deferred)
+		v.Deferred, err = fromWireList(w.Deferred, d.fromWireMessage)
 	}
 	return err
 }
@@ -873,39 +679,6 @@ func (d *decoder) readEffectField(k []byte, v *wireEffect) error {
 		return readBin(d, &v.Content)
 	}
 	return d.r.skip()
-}
-
-func (e *encoder) writeNilOrEffect(v *wireEffect) {
-	if v == nil {
-		e.b = append(e.b, mpNil)
-		return
-	}
-	e.writeEffect(v)
-}
-
-func (d *decoder) readNilOrEffect(p **wireEffect) error {
-	if d.r.nilNext() {
-		*p = nil
-		return nil
-	}
-	*p = new(wireEffect)
-	return d.readEffect(*p)
-}
-
-func (e *encoder) writeNonNilEffect(v *wireEffect) {
-	if v == nil {
-		e.fail(fmt.Errorf("%w: nil effect", ErrEncode))
-		return
-	}
-	e.writeEffect(v)
-}
-
-func (d *decoder) readNonNilEffect() (*wireEffect, error) {
-	if d.r.nilNext() {
-		return nil, d.r.errAt("nil effect")
-	}
-	v := new(wireEffect)
-	return v, d.readEffect(v)
 }
 
 // writeChild writes v as a wireChild.
@@ -956,7 +729,7 @@ func (d *decoder) readChildList(p *[]wireChild) error {
 	}
 	s := make([]wireChild, n)
 	for i := range s {
-		if err := d.readChild(&s[i]); err != nil {
+		if err = d.readChild(&s[i]); err != nil {
 			return err
 		}
 	}
@@ -1018,36 +791,12 @@ func (d *decoder) readMessageList(p *[]message.Message) error {
 	}
 	s := make([]message.Message, n)
 	for i := range s {
-		if err := d.readMessage(&s[i]); err != nil {
+		if err = d.readMessage(&s[i]); err != nil {
 			return err
 		}
 	}
 	*p = s
 	return nil
-}
-
-func (e *encoder) toWireMessageList(s []message.Message) []wireMessage {
-	if len(s) == 0 {
-		return nil
-	}
-	w := make([]wireMessage, len(s))
-	for i := range s {
-		e.toWireMessage(&s[i], &w[i])
-	}
-	return w
-}
-
-func (d *decoder) fromWireMessageList(w []wireMessage) ([]message.Message, error) {
-	if len(w) == 0 {
-		return nil, nil
-	}
-	s := make([]message.Message, len(w))
-	for i := range w {
-		if err := d.fromWireMessage(&w[i], &s[i]); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
 }
 
 // toWireMessage converts v to the wireMessage w.
@@ -1057,7 +806,7 @@ func (e *encoder) toWireMessage(v *message.Message, w *wireMessage) {
 
 func (e *encoder) toWireMessageFields(v *message.Message, w *wireMessage) {
 	w.Role = string(v.Role)
-	w.Parts = e.toWirePartList(v.Parts)
+	w.Parts = toWireList(v.Parts, e.toWirePart)
 	e.toWireSource(&v.Source, &w.Source)
 	w.Silent = v.Silent
 }
@@ -1074,7 +823,7 @@ func (d *decoder) fromWireMessageFields(w *wireMessage, v *message.Message) erro
 	var err error
 	setString(&v.Role, w.Role)
 	if err == nil {
-		v.Parts, err = d.fromWirePartList(w.Parts)
+		v.Parts, err = fromWireList(w.Parts, d.fromWirePart)
 	}
 	if err == nil {
 		err = d.fromWireSource(&w.Source, &v.Source)
@@ -1204,36 +953,12 @@ func (d *decoder) readPartList(p *[]message.Part) error {
 	}
 	s := d.newParts(n)
 	for i := range s {
-		if err := d.readPart(&s[i]); err != nil {
+		if err = d.readPart(&s[i]); err != nil {
 			return err
 		}
 	}
 	*p = s
 	return nil
-}
-
-func (e *encoder) toWirePartList(s []message.Part) []wirePart {
-	if len(s) == 0 {
-		return nil
-	}
-	w := make([]wirePart, len(s))
-	for i := range s {
-		e.toWirePart(&s[i], &w[i])
-	}
-	return w
-}
-
-func (d *decoder) fromWirePartList(w []wirePart) ([]message.Part, error) {
-	if len(w) == 0 {
-		return nil, nil
-	}
-	s := make([]message.Part, len(w))
-	for i := range w {
-		if err := d.fromWirePart(&w[i], &s[i]); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
 }
 
 // toWirePart converts v to the wirePart w.

@@ -165,9 +165,6 @@ func (g *gen) structCode(s *wireStruct) {
 	if s.listed {
 		g.listCode(s)
 	}
-	if s.pointed {
-		g.pointerCode(s)
-	}
 	if s.zeroed {
 		g.zeroFunc(s)
 	}
@@ -236,12 +233,12 @@ func (g *gen) writer(s *wireStruct) {
 // writeField writes the statements that write one field.
 func (g *gen) writeField(f *field) {
 	x := f.expr()
-	if w, ok := scalarWriters[f.kind]; ok {
+	if c, ok := scalars[f.kind]; ok {
 		if f.omitempty {
-			g.p("e.opt%s(%q, %s)", w, f.key, f.cast(x))
+			g.p("e.opt%s(%q, %s)", c.writer, f.key, f.cast(x))
 		} else {
 			g.p("e.b = appendKey(e.b, %q)", f.key)
-			g.p("e.%s(%s)", strings.ToLower(w[:1])+w[1:], f.cast(x))
+			g.p("e.%s(%s)", c.method(), f.cast(x))
 		}
 		return
 	}
@@ -254,27 +251,34 @@ func (g *gen) writeField(f *field) {
 	case f.kind == kindStruct || f.byvalue:
 		g.p("e.write%s(%s%s)", f.elem.Name, f.addr(), x)
 	case f.kind == kindPtr:
-		g.p("e.writeNilOr%s(%s)", f.elem.Name, x)
+		g.p("writePtr(e, %s, e.write%s)", x, f.elem.Name)
 	case f.kind == kindList:
 		g.p("e.write%sList(%s)", f.elem.Name, x)
 	case f.kind == kindMap:
-		w := scalarWriters[f.mapElem]
-		g.p("writeMap(e, %s, func(v %s) { e.%s(v) })", x, g.use(f.mapType), strings.ToLower(w[:1])+w[1:])
+		g.p("writeMap(e, %s, func(v %s) { e.%s(v) })", x, g.use(f.mapType), scalars[f.mapElem].method())
 	}
 }
 
-// scalarWriters are the encoder methods of scalar kinds: e.X writes a
-// value, e.optX a key and a value unless it is empty.
-var scalarWriters = map[kind]string{
-	kindString: "Str", kindIntern: "Istr", kindBool: "Bool", kindInt: "Int", kindUint8: "Uint8",
-	kindBytes: "Bin", kindRaw: "Raw", kindTime: "Time",
+// scalarCode is the generated code of a scalar kind: the encoder's
+// writer (e.x writes a value, e.optX a key and the value unless it is
+// empty), the generic reader, and the conversions to and from the wire
+// struct (%[1]s the model's value, %[2]s the wire struct's); raw JSON
+// fields convert by hand (bytesToWire, bytesFromWire).
+type scalarCode struct{ writer, reader, toWire, fromWire string }
+
+var scalars = map[kind]scalarCode{
+	kindString: {"Str", "readStr", "%[2]s = string(%[1]s)", "setString(&%[1]s, %[2]s)"},
+	kindIntern: {"Istr", "readIstr", "%[2]s = string(%[1]s)", "setString(&%[1]s, %[2]s)"},
+	kindBool:   {"Bool", "readBool", "%[2]s = %[1]s", "%[1]s = %[2]s"},
+	kindInt:    {"Int", "readInt", "%[2]s = int(%[1]s)", "setInt(&%[1]s, %[2]s)"},
+	kindUint8:  {"Uint8", "readUint8", "%[2]s = uint8(%[1]s)", "setInt(&%[1]s, %[2]s)"},
+	kindTime:   {"Time", "readTime", "%[2]s = utc(%[1]s)", "%[1]s = utc(%[2]s)"},
+	kindBytes:  {"Bin", "readBin", "", ""},
+	kindRaw:    {"Raw", "readRaw", "", ""},
 }
 
-// scalarReaders are the generic reader functions of scalar kinds.
-var scalarReaders = map[kind]string{
-	kindString: "readStr", kindIntern: "readIstr", kindBool: "readBool", kindInt: "readInt", kindUint8: "readUint8",
-	kindBytes: "readBin", kindRaw: "readRaw", kindTime: "readTime",
-}
+// method returns the name of the encoder method that writes the scalar.
+func (c scalarCode) method() string { return strings.ToLower(c.writer[:1]) + c.writer[1:] }
 
 func (g *gen) reader(s *wireStruct) {
 	params, chained := s.hookArgs()
@@ -318,115 +322,51 @@ func (g *gen) reader(s *wireStruct) {
 // readField writes the statement that reads one field.
 func (g *gen) readField(f *field) {
 	x := f.expr()
-	if r, ok := scalarReaders[f.kind]; ok {
-		g.p("return %s(d, &%s)", r, x)
+	if c, ok := scalars[f.kind]; ok {
+		g.p("return %s(d, &%s)", c.reader, x)
 		return
 	}
 	switch {
 	case f.kind == kindStruct || f.byvalue:
 		g.p("return d.read%s(%s%s)", f.elem.Name, f.addr(), x)
 	case f.kind == kindPtr:
-		g.p("return d.readNilOr%s(&%s)", f.elem.Name, x)
+		g.p("return readPtr(d, &%s, d.read%s)", x, f.elem.Name)
 	case f.kind == kindList:
 		g.p("return d.read%sList(&%s)", f.elem.Name, x)
 	case f.kind == kindMap:
 		t := g.use(f.mapType)
-		g.p("return readMap(d, &%s, func() (v %s, err error) { return v, %s(d, &v) })", x, t, scalarReaders[f.mapElem])
+		g.p("return readMap(d, &%s, func() (v %s, err error) { return v, %s(d, &v) })", x, t, scalars[f.mapElem].reader)
 	}
 }
 
-// listCode writes the readers, writers and conversions of slices of a
-// struct.
+// listCode writes the reader and writer of slices of a struct.
 func (g *gen) listCode(s *wireStruct) {
-	elem, welem, addr, alloc := s.model, s.name, "&", fmt.Sprintf("make([]%s, n)", s.model)
-	if s.listPtr {
-		elem, welem, addr = "*"+s.model, "*"+s.name, ""
-	}
+	elem, alloc, write, read := s.model, fmt.Sprintf("make([]%s, n)", s.model),
+		fmt.Sprintf("e.write%s(&s[i])", s.Name), fmt.Sprintf("err = d.read%s(&s[i])", s.Name)
 	if s.alloc != "" {
 		alloc = fmt.Sprintf("d.%s(n)", s.alloc)
 	}
+	if s.listPtr {
+		elem, alloc = "*"+s.model, fmt.Sprintf("make([]*%s, n)", s.model)
+		write = fmt.Sprintf("writeNonNil(e, %q, s[i], e.write%s)", s.human, s.Name)
+		read = fmt.Sprintf("s[i], err = readNonNil(d, %q, d.read%s)", s.human, s.Name)
+	}
 	g.p("func (e *encoder) write%sList(s []%s) {", s.Name, elem)
 	g.p("e.b = appendArrayLen(e.b, len(s))")
-	if s.listPtr {
-		g.p("for _, v := range s { e.writeNonNil%s(v) }", s.Name)
-	} else {
-		g.p("for i := range s { e.write%s(%ss[i]) }", s.Name, addr)
-	}
+	g.p("for i := range s { %s }", write)
 	g.p("}\n")
 	g.p("func (d *decoder) read%sList(p *[]%s) error {", s.Name, elem)
 	g.p("n, err := d.list(%q)", s.human+" list")
 	g.p("if err != nil || n == 0 { return err }")
-	if s.listPtr {
-		g.p("s := make([]%s, n)", elem)
-		g.p("for i := range s { if s[i], err = d.readNonNil%s(); err != nil { return err } }", s.Name)
-	} else {
-		g.p("s := %s", alloc)
-		g.p("for i := range s { if err := d.read%s(&s[i]); err != nil { return err } }", s.Name)
-	}
+	g.p("s := %s", alloc)
+	g.p("for i := range s { if %s; err != nil { return err } }", read)
 	g.p("*p = s")
 	g.p("return nil")
 	g.p("}\n")
-	if !s.converted() {
-		return
+	if s.listPtr && s.converted() {
+		g.p("func (e *encoder) toWire%sRef(v **%s, w **%s) { *w = toWirePtr(e, %q, *v, e.toWire%s) }\n", s.Name, s.model, s.name, s.human, s.Name)
+		g.p("func (d *decoder) fromWire%sRef(w **%s, v **%s) (err error) { *v, err = fromWirePtr(%q, *w, d.fromWire%s); return err }\n", s.Name, s.name, s.model, s.human, s.Name)
 	}
-	g.p("func (e *encoder) toWire%sList(s []%s) []%s {", s.Name, elem, welem)
-	g.p("if len(s) == 0 { return nil }")
-	g.p("w := make([]%s, len(s))", welem)
-	if s.listPtr {
-		g.p("for i, v := range s { w[i] = e.toWireNonNil%s(v) }", s.Name)
-	} else {
-		g.p("for i := range s { e.toWire%s(&s[i], &w[i]) }", s.Name)
-	}
-	g.p("return w")
-	g.p("}\n")
-	g.p("func (d *decoder) fromWire%sList(w []%s) ([]%s, error) {", s.Name, welem, elem)
-	g.p("if len(w) == 0 { return nil, nil }")
-	g.p("s := make([]%s, len(w))", elem)
-	if s.listPtr {
-		g.p("for i := range w { var err error; if s[i], err = d.fromWireNonNil%s(w[i]); err != nil { return nil, err } }", s.Name)
-	} else {
-		g.p("for i := range w { if err := d.fromWire%s(&w[i], &s[i]); err != nil { return nil, err } }", s.Name)
-	}
-	g.p("return s, nil")
-	g.p("}\n")
-}
-
-// pointerCode writes the functions of pointers to a struct: nil is
-// written as nil and read as a nil pointer, except in lists.
-func (g *gen) pointerCode(s *wireStruct) {
-	g.p("func (e *encoder) writeNilOr%s(v *%s) {", s.Name, s.model)
-	g.p("if v == nil { e.b = append(e.b, mpNil); return }")
-	g.p("e.write%s(v)", s.Name)
-	g.p("}\n")
-	g.p("func (d *decoder) readNilOr%s(p **%s) error {", s.Name, s.model)
-	g.p("if d.r.nilNext() { *p = nil; return nil }")
-	g.p("*p = new(%s)", s.model)
-	g.p("return d.read%s(*p)", s.Name)
-	g.p("}\n")
-	g.p("func (e *encoder) writeNonNil%s(v *%s) {", s.Name, s.model)
-	g.p("if v == nil { e.fail(fmt.Errorf(\"%%w: nil %s\", ErrEncode)); return }", s.human)
-	g.p("e.write%s(v)", s.Name)
-	g.p("}\n")
-	g.p("func (d *decoder) readNonNil%s() (*%s, error) {", s.Name, s.model)
-	g.p("if d.r.nilNext() { return nil, d.r.errAt(\"nil %s\") }", s.human)
-	g.p("v := new(%s)", s.model)
-	g.p("return v, d.read%s(v)", s.Name)
-	g.p("}\n")
-	if !s.converted() {
-		return
-	}
-	g.p("func (e *encoder) toWireNonNil%s(v *%s) *%s {", s.Name, s.model, s.name)
-	g.p("if v == nil { e.fail(fmt.Errorf(\"%%w: nil %s\", ErrEncode)); return nil }", s.human)
-	g.p("w := new(%s)", s.name)
-	g.p("e.toWire%s(v, w)", s.Name)
-	g.p("return w")
-	g.p("}\n")
-	g.p("func (d *decoder) fromWireNonNil%s(w *%s) (*%s, error) {", s.Name, s.name, s.model)
-	g.p("if w == nil { return nil, fmt.Errorf(\"%%w: nil %s\", ErrCorrupt) }", s.human)
-	g.p("v := new(%s)", s.model)
-	g.p("return v, d.fromWire%s(w, v)", s.Name)
-	g.p("}\n")
-	g.used["fmt"] = true
 }
 
 // zeroFunc writes the function that reports whether a model value would
@@ -467,35 +407,42 @@ func (g *gen) toWire(s *wireStruct) {
 }
 
 func (g *gen) toWireField(f *field) {
+	to, _ := f.conversions()
+	g.p("%s", to)
+}
+
+// conversions returns the statements that convert the field to the wire
+// struct and from it.
+func (f *field) conversions() (to, from string) {
 	v, w := "v."+f.name, "w."+f.name
-	switch f.kind {
-	case kindString, kindIntern:
-		g.p("%s = string(%s)", w, v)
-	case kindInt:
-		g.p("%s = int(%s)", w, v)
-	case kindUint8:
-		g.p("%s = uint8(%s)", w, v)
-	case kindBool:
-		g.p("%s = %s", w, v)
-	case kindTime:
-		g.p("%s = utc(%s)", w, v)
-	case kindBytes:
-		if inv := f.s.invalidOf(f.name); inv != nil {
-			g.p("%s, w.%s = e.jsonOrBytes(%s)", w, inv.name, v)
-		} else {
-			g.p("%s = e.rawJSON(%q, %q, %s)", w, f.s.human, f.key, v)
-		}
-	case kindStruct:
-		g.p("e.toWire%s(&%s, &%s)", f.elem.Name, v, w)
-	case kindPtr:
-		if f.byvalue {
-			g.p("if %s { %s = new(%s); e.toWire%s(&%s, %s) }", f.present(), w, f.elem.name, f.elem.Name, v, w)
-		} else {
-			g.p("if %s != nil { %s = new(%s); e.toWire%s(%s, %s) }", v, w, f.elem.name, f.elem.Name, v, w)
-		}
-	case kindList:
-		g.p("%s = e.toWire%sList(%s)", w, f.elem.Name, v)
+	if c := scalars[f.kind]; c.toWire != "" {
+		return fmt.Sprintf(c.toWire, v, w), fmt.Sprintf(c.fromWire, v, w)
 	}
+	e := f.elem
+	switch {
+	case f.kind == kindBytes && f.s.invalidOf(f.name) != nil:
+		inv := f.s.invalidOf(f.name).name
+		return fmt.Sprintf("%s, w.%s = e.jsonOrBytes(%s)", w, inv, v),
+			fmt.Sprintf("%s = orBytes(%s, w.%s)", v, w, inv)
+	case f.kind == kindBytes:
+		return fmt.Sprintf("%s = e.rawJSON(%q, %q, %s)", w, f.s.human, f.key, v),
+			fmt.Sprintf("%s = nilIfEmpty(%s)", v, w)
+	case f.kind == kindStruct:
+		return fmt.Sprintf("e.toWire%s(&%s, &%s)", e.Name, v, w),
+			fmt.Sprintf("if err == nil { err = d.fromWire%s(&%s, &%s) }", e.Name, w, v)
+	case f.byvalue:
+		return fmt.Sprintf("if %s { %s = new(%s); e.toWire%s(&%s, %s) }", f.present(), w, e.name, e.Name, v, w),
+			fmt.Sprintf("if %s != nil && err == nil { err = d.fromWire%s(%s, &%s) }", w, e.Name, w, v)
+	case f.kind == kindPtr:
+		return fmt.Sprintf("if %s != nil { %s = new(%s); e.toWire%s(%s, %s) }", v, w, e.name, e.Name, v, w),
+			fmt.Sprintf("if %s != nil && err == nil { %s = new(%s); err = d.fromWire%s(%s, %s) }", w, v, e.model, e.Name, w, v)
+	}
+	ref := ""
+	if f.ptrElem {
+		ref = "Ref"
+	}
+	return fmt.Sprintf("%s = toWireList(%s, e.toWire%s%s)", w, v, e.Name, ref),
+		fmt.Sprintf("if err == nil { %s, err = fromWireList(%s, d.fromWire%s%s) }", v, w, e.Name, ref)
 }
 
 func (g *gen) fromWire(s *wireStruct) {
@@ -527,31 +474,6 @@ func (g *gen) fromWire(s *wireStruct) {
 }
 
 func (g *gen) fromWireField(f *field) {
-	v, w := "v."+f.name, "w."+f.name
-	switch f.kind {
-	case kindString, kindIntern:
-		g.p("setString(&%s, %s)", v, w)
-	case kindInt, kindUint8:
-		g.p("setInt(&%s, %s)", v, w)
-	case kindBool:
-		g.p("%s = %s", v, w)
-	case kindTime:
-		g.p("%s = utc(%s)", v, w)
-	case kindBytes:
-		if inv := f.s.invalidOf(f.name); inv != nil {
-			g.p("%s = orBytes(%s, w.%s)", v, w, inv.name)
-		} else {
-			g.p("%s = nilIfEmpty(%s)", v, w)
-		}
-	case kindStruct:
-		g.p("if err == nil { err = d.fromWire%s(&%s, &%s) }", f.elem.Name, w, v)
-	case kindPtr:
-		if f.byvalue {
-			g.p("if %s != nil && err == nil { err = d.fromWire%s(%s, &%s) }", w, f.elem.Name, w, v)
-		} else {
-			g.p("if %s != nil && err == nil { %s = new(%s); err = d.fromWire%s(%s, %s) }", w, v, f.elem.model, f.elem.Name, w, v)
-		}
-	case kindList:
-		g.p("if err == nil { %s, err = d.fromWire%sList(%s) }", v, f.elem.Name, w)
-	}
+	_, from := f.conversions()
+	g.p("%s", from)
 }

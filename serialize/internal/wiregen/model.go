@@ -24,9 +24,9 @@ type wireStruct struct {
 	// self: the struct is its own model.
 	self   bool
 	fields []*field
-	// How other structs hold it: in a list (of pointers), by pointer, by
-	// value and omitted when zero; recursive: it holds itself.
-	listed, listPtr, pointed, zeroed, recursive bool
+	// How other structs hold it: in a list (of pointers), by value and
+	// omitted when zero; recursive: it holds itself.
+	listed, listPtr, zeroed, recursive bool
 }
 
 // converted reports whether the struct has conversions to and from its
@@ -282,71 +282,37 @@ func parseField(s *wireStruct, name string, fl *ast.Field) (*field, error) {
 	return f, f.parseType(fl.Type)
 }
 
+// scalarTypes are the kinds of the scalar types of wire fields.
+var scalarTypes = map[string]kind{
+	"string": kindString, "bool": kindBool, "int": kindInt, "uint8": kindUint8, "[]byte": kindBytes,
+	"json.RawMessage": kindBytes, "msgpack.RawMessage": kindRaw, "time.Time": kindTime,
+}
+
 // parseType sets the field's kind from its type.
 func (f *field) parseType(t ast.Expr) error {
+	typ := exprString(t)
+	if k, ok := scalarTypes[typ]; ok {
+		if f.kind != kindIntern || k != kindString {
+			f.kind = k
+		}
+		return nil
+	}
 	switch t := t.(type) {
 	case *ast.Ident:
-		return f.ident(t.Name)
-	case *ast.SelectorExpr:
-		switch typ := exprString(t); typ {
-		case "json.RawMessage":
-			f.kind = kindBytes
-		case "msgpack.RawMessage":
-			f.kind = kindRaw
-		case "time.Time":
-			f.kind = kindTime
-		default:
-			return fmt.Errorf("unsupported type %s", typ)
-		}
+		f.kind, f.elemName = kindStruct, t.Name
 	case *ast.StarExpr:
 		f.kind, f.elemName = kindPtr, exprString(t.X)
 	case *ast.ArrayType:
-		return f.slice(t)
+		star, ok := t.Elt.(*ast.StarExpr)
+		f.kind, f.elemName, f.ptrElem = kindList, strings.TrimPrefix(exprString(t.Elt), "*"), ok && star != nil
 	case *ast.MapType:
 		v := &field{s: f.s, key: "-"}
-		if exprString(t.Key) != "string" || v.parseType(t.Value) != nil || v.kind == kindPtr || v.kind == kindStruct || v.kind == kindList {
-			return fmt.Errorf("unsupported map type")
+		if exprString(t.Key) != "string" || v.parseType(t.Value) != nil || v.elemName != "" {
+			return fmt.Errorf("unsupported map type %s", typ)
 		}
 		f.kind, f.mapElem, f.mapType = kindMap, v.kind, exprString(t.Value)
 	default:
-		return fmt.Errorf("unsupported type %T", t)
-	}
-	return nil
-}
-
-func (f *field) ident(name string) error {
-	switch name {
-	case "string":
-		if f.kind != kindIntern {
-			f.kind = kindString
-		}
-	case "bool":
-		f.kind = kindBool
-	case "int":
-		f.kind = kindInt
-	case "uint8":
-		f.kind = kindUint8
-	default:
-		f.kind, f.elemName = kindStruct, name
-	}
-	return nil
-}
-
-func (f *field) slice(t *ast.ArrayType) error {
-	if t.Len != nil {
-		return fmt.Errorf("arrays are not supported")
-	}
-	switch e := t.Elt.(type) {
-	case *ast.Ident:
-		if e.Name == "byte" {
-			f.kind = kindBytes
-			return nil
-		}
-		f.kind, f.elemName = kindList, e.Name
-	case *ast.StarExpr:
-		f.kind, f.elemName, f.ptrElem = kindList, exprString(e.X), true
-	default:
-		return fmt.Errorf("unsupported slice type")
+		return fmt.Errorf("unsupported type %s", typ)
 	}
 	return nil
 }
@@ -368,11 +334,8 @@ func (m *model) link(byName map[string]*wireStruct) error {
 			switch {
 			case f.kind == kindList:
 				e.listed, e.listPtr = true, f.ptrElem
-				e.pointed = e.pointed || f.ptrElem
 			case f.byvalue || (f.kind == kindStruct && f.omitempty):
 				e.zeroed = true
-			case f.kind == kindPtr:
-				e.pointed = true
 			}
 			if f.hook && !e.self {
 				return fmt.Errorf("wiregen: %s.%s: a hook field's struct must be its own model", s.name, f.name)
@@ -390,6 +353,10 @@ func exprString(e ast.Expr) string {
 		return exprString(e.X) + "." + e.Sel.Name
 	case *ast.StarExpr:
 		return "*" + exprString(e.X)
+	case *ast.ArrayType:
+		if e.Len == nil {
+			return "[]" + exprString(e.Elt)
+		}
 	}
 	return fmt.Sprintf("%T", e)
 }
