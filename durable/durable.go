@@ -337,6 +337,65 @@ type session struct {
 	// late resume finds them and fails with ErrAlreadyResolved rather than
 	// ErrUnknownSuspendID.
 	indexed []store.Suspension
+	// outcomes records how suspensions left pending in this session, by
+	// suspend ID: from the inputs (resume, cancel) and the steps' events.
+	outcomes map[string]store.Status
+}
+
+// eventStatus is the index status of each resolution event.
+var eventStatus = map[instance.EventType]store.Status{
+	instance.EventResumed:   store.StatusResolved,
+	instance.EventExpired:   store.StatusExpired,
+	instance.EventCancelled: store.StatusCancelled,
+}
+
+// note records the outcome of a suspension that leaves pending.
+func (s *session) note(suspendID string, st store.Status) {
+	if s.outcomes == nil {
+		s.outcomes = map[string]store.Status{}
+	}
+	s.outcomes[suspendID] = st
+}
+
+// noteInputs records what the resumes and cancellations among inputs will
+// do to their suspensions.
+func (s *session) noteInputs(inputs []machine.Input) {
+	for _, in := range inputs {
+		switch v := in.(type) {
+		case machine.ResumeInput:
+			s.note(v.SuspendID, store.StatusResolved)
+		case machine.CancelInput:
+			s.note(v.SuspendID, store.StatusCancelled)
+		}
+	}
+}
+
+// noteEvents records the resolutions the steps report.
+func (s *session) noteEvents(steps ...machine.Step) {
+	for _, st := range steps {
+		for _, ev := range st.Events {
+			if status, ok := eventStatus[ev.Type]; ok {
+				s.note(ev.SuspendID, status)
+			}
+		}
+	}
+}
+
+// finalStatus is the index status of e, an entry that left pending: the
+// call's own status while the tree keeps it, else the outcome this session
+// saw, else expired if its deadline has passed by now (a run resolves
+// expired calls first), else resolved (a command's Resume).
+func (s *session) finalStatus(root *instance.Instance, e store.Suspension, now time.Time) store.Status {
+	if _, c := root.FindCall(e.ID); c != nil && c.Status != instance.StatusPending {
+		return store.Status(c.Status)
+	}
+	if st, ok := s.outcomes[e.ID]; ok {
+		return st
+	}
+	if !e.Deadline.IsZero() && !e.Deadline.After(now) {
+		return store.StatusExpired
+	}
+	return store.StatusResolved
 }
 
 func (r *Runner) load(ctx context.Context, id string) (*session, error) {
@@ -383,7 +442,7 @@ func (s *session) save(ctx context.Context) error {
 	current := make(map[string]bool, len(pending))
 	for i, c := range pending {
 		index[i] = store.Suspension{
-			ID: c.SuspendID, MachineID: s.id, Status: string(c.Status), Kind: string(c.Kind),
+			ID: c.SuspendID, MachineID: s.id, Status: store.Status(c.Status), Kind: string(c.Kind),
 			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, CreatedAt: c.SuspendedAt,
 		}
 		current[c.SuspendID] = true
@@ -391,16 +450,14 @@ func (s *session) save(ctx context.Context) error {
 	// Keep the most recent entries that left pending, with their final
 	// status, so a late resume is told "already resolved".
 	var done []store.Suspension
+	now := s.r.charter.Now()
 	s.m.View(func(root *instance.Instance, _ []message.Message) {
 		for _, e := range s.indexed {
 			if current[e.ID] {
 				continue
 			}
 			if e.Status == store.StatusPending {
-				e.Status = string(instance.StatusResolved)
-				if _, c := root.FindCall(e.ID); c != nil {
-					e.Status = string(c.Status)
-				}
+				e.Status = s.finalStatus(root, e, now)
 			}
 			done = append(done, e)
 		}
@@ -416,11 +473,13 @@ func (s *session) save(ctx context.Context) error {
 }
 
 func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(machine.Step, error) bool) {
+	s.noteInputs(inputs)
 	steps, err := s.m.Apply(ctx, inputs...)
 	if err != nil {
 		yield(machine.Step{}, err)
 		return
 	}
+	s.noteEvents(steps...)
 	// Persist the inputs before any model call: a racer that loaded the
 	// same revision conflicts here.
 	if len(inputs) > 0 {
@@ -439,6 +498,7 @@ func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(ma
 			yield(machine.Step{}, err)
 			return
 		}
+		s.noteEvents(st)
 		if err := s.save(ctx); err != nil {
 			yield(machine.Step{}, err)
 			return

@@ -14,6 +14,10 @@
 //	GET    /machines/{id}/commands                                                    → CommandList
 //	POST   /machines/{id}/commands/{name}  {"input": <any JSON>, "instance_id": "…"}  → Summary
 //
+// GET /suspensions lists by status: pending (the default), resolved,
+// expired or cancelled (store.Statuses) — each way out of pending is its
+// own status; any other status value is 400 bad_request.
+//
 // The handler needs of its runner only what each endpoint uses: resume,
 // cancel and get need a [Runner]; listing a [Lister]; the two command
 // endpoints a [Commander]. An endpoint whose capability the runner lacks

@@ -44,6 +44,7 @@ var classes = []errorClass{
 	{instance.ErrInvalidState, http.StatusBadRequest, "invalid_state", ""},
 	{instance.ErrPanic, http.StatusInternalServerError, "internal", "internal error"},
 	{command.ErrFailed, http.StatusUnprocessableEntity, "command_failed", ""},
+	{store.ErrUnknownStatus, http.StatusBadRequest, "bad_request", ""},
 	{errors.ErrUnsupported, http.StatusNotImplemented, "not_implemented", "not supported by this server"},
 }
 
@@ -173,3 +174,9 @@ type authError struct{ code, msg string }
 // Runner, a negative limit, or a weak Secret (then it wraps ErrWeakSecret
 // too).
 var ErrInvalidConfig = errors.New("resumehttp: invalid config")
+
+// ErrBadQuery reports a malformed query parameter of GET /suspensions (an
+// unknown status, a limit that is not a positive integer, a deadline that
+// is not RFC 3339); the handler answers it with 400 bad_request and the
+// error's message.
+var ErrBadQuery = errors.New("resumehttp: bad query")

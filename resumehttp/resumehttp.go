@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"reflect"
 	"runtime/debug"
 	"strconv"
@@ -420,27 +421,40 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, r, http.StatusOK, out)
 }
 
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, l Lister) {
-	q := r.URL.Query()
-	f := store.Filter{Status: q.Get("status"), MachineID: q.Get("machine")}
-	if f.Status == "" {
-		f.Status = store.StatusPending
+// listFilter reads the filter of GET /suspensions from its query: status
+// (default pending), machine, limit and deadline_before. A malformed
+// parameter is an error wrapping ErrBadQuery, whose message names it.
+func listFilter(q url.Values) (store.Filter, error) {
+	f := store.Filter{Status: store.StatusPending, MachineID: q.Get("machine")}
+	if v := q.Get("status"); v != "" {
+		st, err := store.ParseStatus(v)
+		if err != nil {
+			return f, fmt.Errorf("%w: status must be pending, resolved, expired or cancelled", ErrBadQuery)
+		}
+		f.Status = st
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			h.writeError(w, r, http.StatusBadRequest, "bad_request", "limit must be a positive integer")
-			return
+			return f, fmt.Errorf("%w: limit must be a positive integer", ErrBadQuery)
 		}
 		f.Limit = n
 	}
 	if v := q.Get("deadline_before"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			h.writeError(w, r, http.StatusBadRequest, "bad_request", "deadline_before must be an RFC 3339 time")
-			return
+			return f, fmt.Errorf("%w: deadline_before must be an RFC 3339 time", ErrBadQuery)
 		}
 		f.DeadlineBefore = t
+	}
+	return f, nil
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, l Lister) {
+	f, err := listFilter(r.URL.Query())
+	if err != nil {
+		h.writeError(w, r, http.StatusBadRequest, "bad_request", err.Error())
+		return
 	}
 	list, err := l.Pending(r.Context(), f)
 	if err != nil {

@@ -33,7 +33,7 @@ func TestResumeFlow(t *testing.T) {
 			got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+sid, ""))
 			require.Equal(t, list.Suspensions[0], got)
 			require.Equal(t, resumehttp.Suspension{
-				ID: sid, MachineID: mid, Status: store.StatusPending, Kind: "tool", Name: "ask",
+				ID: sid, MachineID: mid, Status: string(store.StatusPending), Kind: "tool", Name: "ask",
 				Reason: "asking about refund order 42", CreatedAt: e.clock.Now(),
 			}, got)
 
@@ -166,10 +166,28 @@ func TestListFilters(t *testing.T) {
 	require.Equal(t, deadline, sus.Deadline)
 
 	fp := e.fingerprint(t, m1)
-	for _, q := range []string{"limit=0", "limit=-1", "limit=x", "deadline_before=tomorrow"} {
+	for _, q := range []string{"limit=0", "limit=-1", "limit=x", "deadline_before=tomorrow",
+		"status=bogus", "status=Pending", "status=all", "status=%00", "status=pending%20"} {
 		requireError(t, e.call(t, "GET", "/suspensions?"+q, ""), http.StatusBadRequest, "bad_request")
 	}
 	e.requireUnchanged(t, fp, m1)
+
+	// Each way out of pending is its own status, and each can be listed.
+	requireOK[resumehttp.Summary](t, e.call(t, "POST", resumePath(s1), `{"payload":"yes"}`))
+	requireOK[resumehttp.Summary](t, e.call(t, "DELETE", "/suspensions/"+s3, `{"reason":"not needed"}`))
+	e.clock.Advance(2 * time.Minute)
+	n, err := e.runner.Sweep(context.Background(), 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	for status, want := range map[store.Status][]string{
+		store.StatusPending: nil, store.StatusResolved: {s1}, store.StatusExpired: {s2}, store.StatusCancelled: {s3},
+	} {
+		require.Equal(t, want, ids(e.call(t, "GET", "/suspensions?status="+string(status), "")), "status=%s", status)
+	}
+	for sid, want := range map[string]store.Status{s1: store.StatusResolved, s2: store.StatusExpired, s3: store.StatusCancelled} {
+		got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+sid, ""))
+		require.Equal(t, string(want), got.Status)
+	}
 }
 
 // TestErrors checks every error status over the real listener: the JSON

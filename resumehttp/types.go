@@ -75,7 +75,8 @@ type Suspension struct {
 	ID string `json:"id"`
 	// MachineID is the machine waiting for the result.
 	MachineID string `json:"machine_id"`
-	// Status is "pending", or what became of the suspension.
+	// Status is "pending", or what became of the suspension: "resolved",
+	// "expired" or "cancelled" (store.Statuses).
 	Status string `json:"status"`
 	// Kind is "tool", "command" or "instance".
 	Kind string `json:"kind,omitempty"`
@@ -120,7 +121,7 @@ type ErrorBody struct {
 
 func suspensionOf(s store.Suspension) Suspension {
 	return Suspension{
-		ID: s.ID, MachineID: s.MachineID, Status: s.Status, Kind: s.Kind, Name: s.Name,
+		ID: s.ID, MachineID: s.MachineID, Status: string(s.Status), Kind: s.Kind, Name: s.Name,
 		Reason: s.Reason, Deadline: s.Deadline, CreatedAt: s.CreatedAt,
 	}
 }

@@ -12,8 +12,12 @@ var (
 	// was written; reload and retry, or give up.
 	ErrConflict = errors.New("store: revision conflict")
 	// ErrInvalid reports a malformed request (a machine or suspend ID that
-	// is not a [ValidID], an empty status, a negative revision, duplicate suspend IDs in one save, a
+	// is not a [ValidID], a status that is not one of [Statuses], a negative revision, duplicate suspend IDs in one save, a
 	// non-positive lease) or a suspend ID already owned by another machine.
 	// Nothing was written; retrying the same request fails again.
 	ErrInvalid = errors.New("store: invalid request")
+	// ErrUnknownStatus reports a suspension status that is not one of
+	// [Statuses], in a save, a filter or [ParseStatus]. Such errors wrap
+	// [ErrInvalid] too.
+	ErrUnknownStatus = errors.New("store: unknown suspension status")
 )

@@ -1,6 +1,11 @@
 // Package store is the durable storage contract of markov: the small
-// interface that persists machines between steps and processes, and the
-// index of pending suspensions that resumes and timeout sweepers query.
+// interfaces that persist machines between steps and processes, and the
+// index of suspensions that resumes and timeout sweepers query.
+//
+// [Store] is the core a back end implements: [Snapshots] (Load, Save,
+// Delete) and [Index] (FindSuspension, ListSuspensions). Anything more is
+// an optional capability, discovered by type assertion the way
+// http.Flusher is: [MachineLister], [ExpiryClaimer].
 //
 // A store keeps opaque bytes. The layer above (package durable) serializes a
 // machine into two parts and this package never looks inside either:
@@ -18,15 +23,17 @@
 //
 // Each save also carries the machine's complete current list of suspensions,
 // which atomically replaces the machine's previous entries in the suspension
-// index. The index answers "which machine owns suspend ID X"
-// ([Store.FindSuspension]), "what is pending, and which deadlines have
-// passed" ([Store.ListSuspensions]), and hands expired pending suspensions to
-// one sweeper at a time across processes ([Store.ClaimExpired]).
+// index. Every entry has one of four statuses ([Statuses]): pending,
+// resolved, expired or cancelled. The index answers "which machine owns
+// suspend ID X" ([Index.FindSuspension]), "what is pending (or expired, or
+// cancelled), and which deadlines have passed" ([Index.ListSuspensions]),
+// and, in stores that are an [ExpiryClaimer], hands expired pending
+// suspensions to one sweeper at a time across processes.
 //
 // Implementations: store/memstore (in memory, for tests), store/sqlite (one
-// file, pure Go) and store/postgres. store/storetest is the conformance suite
-// every implementation passes. This package imports only the standard
-// library.
+// file, pure Go) and store/postgres, each with every capability.
+// store/storetest is the conformance suite, with checks per interface. This
+// package imports only the standard library.
 package store
 
 import (
@@ -37,10 +44,54 @@ import (
 	"unicode/utf8"
 )
 
-// StatusPending is the suspension status [Store.ClaimExpired] considers. Other
-// statuses are free-form strings chosen by the caller (for example
-// "resolved" or "timed_out") and are only matched by [Filter.Status].
-const StatusPending = "pending"
+// Status is the lifecycle status of a suspension in the index: pending
+// until a result, a deadline or a cancellation moves it to one of the
+// three final statuses. A store keeps no other value.
+type Status string
+
+// The suspension statuses.
+const (
+	// StatusPending: waiting for a result. The only status
+	// [ExpiryClaimer.ClaimExpired] considers.
+	StatusPending Status = "pending"
+	// StatusResolved: a result arrived (a resume, or a command's Resume).
+	StatusResolved Status = "resolved"
+	// StatusExpired: the deadline passed and the on-timeout action applied.
+	StatusExpired Status = "expired"
+	// StatusCancelled: the suspension was cancelled.
+	StatusCancelled Status = "cancelled"
+)
+
+// Statuses returns every status, pending first.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusResolved, StatusExpired, StatusCancelled}
+}
+
+// Valid reports whether s is one of [Statuses].
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusResolved, StatusExpired, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// ParseStatus returns the status named s, or an error wrapping
+// [ErrUnknownStatus] and [ErrInvalid] when s names none of [Statuses].
+func ParseStatus(s string) (Status, error) {
+	if st := Status(s); st.Valid() {
+		return st, nil
+	}
+	return "", fmt.Errorf("%w %q (want pending, resolved, expired or cancelled): %w", ErrUnknownStatus, truncate(s, 64), ErrInvalid)
+}
+
+// truncate shortens s to at most n bytes for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
 
 // TimePrecision is the precision every store keeps times with. Times are
 // truncated to it and returned in UTC, so a value read back compares equal
@@ -48,7 +99,7 @@ const StatusPending = "pending"
 // t.UTC().Truncate(TimePrecision).
 const TimePrecision = time.Microsecond
 
-// Snapshot is a persisted machine as [Store.Load] returns it.
+// Snapshot is a persisted machine as [Snapshots.Load] returns it.
 type Snapshot struct {
 	// MachineID identifies the machine.
 	MachineID string
@@ -101,8 +152,8 @@ func (s *Save) Validate() error {
 		if p := idProblem(sp.ID); p != "" {
 			return fmt.Errorf("%w: machine %q: the ID of suspension %d %s", ErrInvalid, s.MachineID, i, p)
 		}
-		if sp.Status == "" {
-			return fmt.Errorf("%w: machine %q: suspension %q has an empty status", ErrInvalid, s.MachineID, sp.ID)
+		if !sp.Status.Valid() {
+			return fmt.Errorf("%w: machine %q: suspension %q has status %q: %w", ErrInvalid, s.MachineID, sp.ID, truncate(string(sp.Status), 64), ErrUnknownStatus)
 		}
 		if _, dup := seen[sp.ID]; dup {
 			return fmt.Errorf("%w: machine %q: duplicate suspend ID %q", ErrInvalid, s.MachineID, sp.ID)
@@ -154,9 +205,8 @@ type Suspension struct {
 	ID string
 	// MachineID is the machine that owns the suspension (set by the store).
 	MachineID string
-	// Status is the lifecycle status, [StatusPending] or a caller-defined
-	// string. Required.
-	Status string
+	// Status is the lifecycle status, one of [Statuses]. Required.
+	Status Status
 	// Kind, Name and Reason are small descriptive metadata (for example
 	// "tool", the tool's name, and the reason given to Suspend).
 	Kind, Name, Reason string
@@ -164,7 +214,7 @@ type Suspension struct {
 	Deadline time.Time
 	// CreatedAt is when the suspension was made.
 	CreatedAt time.Time
-	// ClaimedUntil is the end of the lease of the last [Store.ClaimExpired]
+	// ClaimedUntil is the end of the lease of the last [ExpiryClaimer.ClaimExpired]
 	// that handed out this suspension, zero if it was never claimed. It is
 	// maintained by the store and ignored in a [Save].
 	ClaimedUntil time.Time
@@ -189,13 +239,14 @@ func CompareSuspensions(a, b Suspension) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
-// Filter selects suspensions for [Store.ListSuspensions]. The zero Filter
+// Filter selects suspensions for [Index.ListSuspensions]. The zero Filter
 // selects every suspension.
 type Filter struct {
 	// MachineID, if set, selects the suspensions of one machine.
 	MachineID string
-	// Status, if set, selects suspensions with exactly this status.
-	Status string
+	// Status, if set, selects suspensions with exactly this status; it must
+	// be one of [Statuses] ([Filter.Validate]).
+	Status Status
 	// DeadlineBefore, if non-zero, selects suspensions that have a deadline
 	// strictly before it (after truncation to TimePrecision).
 	DeadlineBefore time.Time
@@ -203,11 +254,22 @@ type Filter struct {
 	Limit int
 }
 
-// Selective reports whether the filter can select anything: its MachineID
-// and Status, when set, are [ValidID]s. Stores answer an empty list to a
+// Validate reports a malformed filter: a Status that is not one of
+// [Statuses] (an error wrapping [ErrUnknownStatus] and [ErrInvalid]).
+// Stores call it before querying and return its error.
+func (f Filter) Validate() error {
+	if f.Status != "" && !f.Status.Valid() {
+		_, err := ParseStatus(string(f.Status))
+		return err
+	}
+	return nil
+}
+
+// Selective reports whether a valid filter can select anything: its
+// MachineID, when set, is a [ValidID]. Stores answer an empty list to a
 // filter that is not, without a query.
 func (f Filter) Selective() bool {
-	return (f.MachineID == "" || ValidID(f.MachineID)) && (f.Status == "" || ValidID(f.Status))
+	return f.MachineID == "" || ValidID(f.MachineID)
 }
 
 // Match reports whether s passes the filter, ignoring Limit. Stores that
@@ -225,7 +287,7 @@ func (f Filter) Match(s Suspension) bool {
 	return true
 }
 
-// Claimable reports whether [Store.ClaimExpired] at now may hand out s: it is
+// Claimable reports whether [ExpiryClaimer.ClaimExpired] at now may hand out s: it is
 // pending, has a deadline not after now, and is not under a lease that ends
 // after now. It is the reference semantics for every store.
 func Claimable(s Suspension, now time.Time) bool {

@@ -18,7 +18,7 @@
 //	markov [--db FILE] <command> [flags] [args]
 //
 //	demo [--db FILE]                  run the approval demo across two processes
-//	pending [--machine ID] [--expired] [-o text|json]
+//	pending [--machine ID] [--status pending|resolved|expired|cancelled] [--expired] [-o text|json]
 //	                                  list pending suspensions
 //	inspect [-n N] [-o text|json] [machine-id]
 //	                                  show a machine (no ID: list machines)

@@ -211,6 +211,9 @@ func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Sus
 
 // ListSuspensions implements [store.Store].
 func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("memstore: list suspensions: %w", err)
+	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,8 @@
 //	CREATE TABLE suspensions (
 //	    id            text PRIMARY KEY,
 //	    machine_id    text NOT NULL REFERENCES machines (id) ON DELETE CASCADE,
-//	    status        text NOT NULL,
+//	    status        text NOT NULL                 -- pending, resolved, expired, cancelled
+//	                  CHECK (status IN ('pending', 'resolved', 'expired', 'cancelled')),
 //	    kind          text NOT NULL,
 //	    name          text NOT NULL,
 //	    reason        text NOT NULL,
@@ -150,6 +151,13 @@ var migrations = [...]string{
 	);
 	CREATE INDEX suspensions_machine_idx ON {s}.suspensions (machine_id);
 	CREATE INDEX suspensions_status_deadline_idx ON {s}.suspensions (status, deadline);`,
+	// 2: statuses are store.Statuses. Schemas written before kept
+	// free-form statuses; those that are none of the four left pending, and
+	// the index said "resolved" for every way out of pending.
+	`UPDATE {s}.suspensions SET status = 'resolved'
+		WHERE status NOT IN ('pending', 'resolved', 'expired', 'cancelled');
+	ALTER TABLE {s}.suspensions ADD CONSTRAINT suspensions_status_check
+		CHECK (status IN ('pending', 'resolved', 'expired', 'cancelled'));`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -356,7 +364,7 @@ func (s *Store) replaceSuspensions(ctx context.Context, tx pgx.Tx, sv store.Save
 		deadlines, created, claimed          = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 	)
 	for i, sp := range sv.Suspensions {
-		ids[i], statuses[i], kinds[i], names[i], reasons[i] = sp.ID, sp.Status, sp.Kind, sp.Name, sp.Reason
+		ids[i], statuses[i], kinds[i], names[i], reasons[i] = sp.ID, string(sp.Status), sp.Kind, sp.Name, sp.Reason
 		deadlines[i], created[i], claimed[i] = ts(sp.Deadline), ts(sp.CreatedAt), claims[sp.ID]
 	}
 	rows, err = tx.Query(ctx, s.q.insertSuspensions, sv.MachineID, ids, statuses, kinds, names, reasons, deadlines, created, claimed)
@@ -446,6 +454,9 @@ func optional[T comparable](v T) *T {
 
 // ListSuspensions implements [store.Store].
 func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: list suspensions: %w", err)
+	}
 	if !f.Selective() {
 		return nil, nil
 	}
@@ -458,7 +469,7 @@ func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Su
 		limit = &f.Limit
 	}
 	got, err := collectSuspensions(s.pool.Query(ctx, s.q.listSuspensions,
-		optional(f.MachineID), optional(f.Status), before, limit))
+		optional(f.MachineID), optional(string(f.Status)), before, limit))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list suspensions: %w", err)
 	}
@@ -474,7 +485,7 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 	if limit > 0 {
 		lim = &limit
 	}
-	got, err := collectSuspensions(s.pool.Query(ctx, s.q.claimExpired, store.StatusPending, now, now.Add(lease), lim))
+	got, err := collectSuspensions(s.pool.Query(ctx, s.q.claimExpired, string(store.StatusPending), now, now.Add(lease), lim))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim expired: %w", err)
 	}

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -136,5 +138,66 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := postgres.Open(ctx, postgres.Config{ConnString: "not a :// url"}); err == nil {
 		t.Fatal("Open with a bad connection string succeeded")
+	}
+}
+
+// A schema migrated to version 1, whose index may hold statuses that are
+// none of store.Statuses, is upgraded on open: its rows keep working, and
+// a free-form status that had left pending reads "resolved".
+func TestMigrateLegacyStatuses(t *testing.T) {
+	ctx := context.Background()
+	url := connString(t)
+	schema := tempSchema(t, url)
+	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{schema}.Sanitize()) }
+	for _, sql := range []string{
+		// Back to version 1, as an older package left it.
+		`ALTER TABLE {s}.suspensions DROP CONSTRAINT suspensions_status_check`,
+		`DELETE FROM {s}.schema_migrations WHERE version > 1`,
+		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
+		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
+			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', '2000-01-01Z'),
+			('old-resolved', 'm', 'resolved', 'tool', 'ask', 'r', NULL),
+			('old-partial', 'm', 'expired', 'tool', 'ask', 'r', NULL),
+			('old-custom', 'm', 'timed_out', 'tool', 'ask', 'r', NULL)`,
+	} {
+		if _, err := conn.Exec(ctx, q(sql)); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+
+	s, err = postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		t.Fatalf("Open of the old schema: %v", err)
+	}
+	defer s.Close()
+	want := map[string]store.Status{"old-pending": store.StatusPending, "old-resolved": store.StatusResolved,
+		"old-partial": store.StatusExpired, "old-custom": store.StatusResolved}
+	for id, st := range want {
+		got, err := s.FindSuspension(ctx, id)
+		if err != nil || got.Status != st {
+			t.Fatalf("FindSuspension(%s) after the upgrade = %+v, %v; want status %s", id, got, err, st)
+		}
+	}
+	got, err := s.ClaimExpired(ctx, time.Now(), 0, time.Minute)
+	if err != nil || len(got) != 1 || got[0].ID != "old-pending" {
+		t.Fatalf("ClaimExpired after the upgrade = %v, %v; want old-pending", got, err)
+	}
+	if _, err := s.Save(ctx, store.Save{MachineID: "m", Revision: 3}); err != nil {
+		t.Fatalf("Save after the upgrade: %v", err)
+	}
+	// The database itself now refuses other statuses.
+	if _, err := conn.Exec(ctx, q(`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason)
+		VALUES ('new-custom', 'm', 'timed_out', 'tool', 'ask', 'r')`)); err == nil {
+		t.Fatal("the schema accepts a status outside store.Statuses")
 	}
 }

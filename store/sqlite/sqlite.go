@@ -35,7 +35,7 @@
 //	CREATE TABLE suspensions (
 //	    id            TEXT PRIMARY KEY,
 //	    machine_id    TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
-//	    status        TEXT NOT NULL,
+//	    status        TEXT NOT NULL,              -- pending, resolved, expired, cancelled
 //	    kind          TEXT NOT NULL,
 //	    name          TEXT NOT NULL,
 //	    reason        TEXT NOT NULL,
@@ -207,6 +207,11 @@ var migrations = [...]string{
 	);
 	CREATE INDEX suspensions_machine ON suspensions (machine_id);
 	CREATE INDEX suspensions_status_deadline ON suspensions (status, deadline);`,
+	// 2: statuses are store.Statuses. Databases written before kept
+	// free-form statuses; those that are none of the four left pending, and
+	// the index said "resolved" for every way out of pending.
+	`UPDATE suspensions SET status = 'resolved'
+		WHERE status NOT IN ('pending', 'resolved', 'expired', 'cancelled');`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -448,7 +453,7 @@ func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO suspensions
 			(id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			sp.ID, sv.MachineID, sp.Status, sp.Kind, sp.Name, sp.Reason,
+			sp.ID, sv.MachineID, string(sp.Status), sp.Kind, sp.Name, sp.Reason,
 			micros(sp.Deadline), micros(sp.CreatedAt), claims[sp.ID])
 		if err != nil {
 			return err
@@ -558,6 +563,9 @@ func (s *Store) FindSuspension(ctx context.Context, suspendID string) (store.Sus
 
 // ListSuspensions implements [store.Store].
 func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: list suspensions: %w", err)
+	}
 	if !f.Selective() {
 		return nil, nil
 	}
@@ -567,7 +575,7 @@ func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Su
 		where, args = append(where, "machine_id = ?"), append(args, f.MachineID)
 	}
 	if f.Status != "" {
-		where, args = append(where, "status = ?"), append(args, f.Status)
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
 	}
 	if !f.DeadlineBefore.IsZero() {
 		where, args = append(where, "deadline < ?"), append(args, f.DeadlineBefore.UnixMicro())
@@ -606,7 +614,7 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 		var err error
 		out, err = querySuspensions(ctx, tx, `SELECT `+suspensionColumns+` FROM suspensions
 			WHERE status = ? AND deadline <= ? AND (claimed_until IS NULL OR claimed_until <= ?)`+
-			suspensionOrder+` LIMIT ?`, store.StatusPending, nowUS, nowUS, limit)
+			suspensionOrder+` LIMIT ?`, string(store.StatusPending), nowUS, nowUS, limit)
 		if err != nil || len(out) == 0 {
 			return err
 		}

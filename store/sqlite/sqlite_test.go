@@ -274,3 +274,54 @@ func TestTwoProcesses(t *testing.T) {
 		t.Fatalf("claimed %d suspensions, want %d: %v", len(claimed), helperSuspends, ids)
 	}
 }
+
+// A database written at schema version 1, whose index may hold statuses
+// that are none of store.Statuses, is upgraded on open: its rows keep
+// working, and a free-form status that had left pending reads "resolved".
+func TestMigrateLegacyStatuses(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	open(t, path).Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`PRAGMA user_version = 1`,
+		`INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, x'74', 0, 0)`,
+		`INSERT INTO suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
+			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', 1),
+			('old-resolved', 'm', 'resolved', 'tool', 'ask', 'r', NULL),
+			('old-partial', 'm', 'expired', 'tool', 'ask', 'r', NULL),
+			('old-custom', 'm', 'timed_out', 'tool', 'ask', 'r', NULL)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s := open(t, path)
+	defer s.Close()
+	want := map[string]store.Status{"old-pending": store.StatusPending, "old-resolved": store.StatusResolved,
+		"old-partial": store.StatusExpired, "old-custom": store.StatusResolved}
+	for id, st := range want {
+		got, err := s.FindSuspension(ctx, id)
+		if err != nil || got.Status != st {
+			t.Fatalf("FindSuspension(%s) after the upgrade = %+v, %v; want status %s", id, got, err, st)
+		}
+	}
+	if got, err := s.ListSuspensions(ctx, store.Filter{Status: store.StatusResolved}); err != nil || len(got) != 2 {
+		t.Fatalf("resolved after the upgrade = %v, %v; want old-custom and old-resolved", got, err)
+	}
+	if got, err := s.ClaimExpired(ctx, claimNow, 0, time.Minute); err != nil || len(got) != 1 || got[0].ID != "old-pending" {
+		t.Fatalf("ClaimExpired after the upgrade = %v, %v; want old-pending", got, err)
+	}
+	snap, err := s.Load(ctx, "m")
+	if err != nil || snap.Revision != 3 {
+		t.Fatalf("Load after the upgrade = %+v, %v", snap, err)
+	}
+	if _, err := s.Save(ctx, store.Save{MachineID: "m", Revision: 3}); err != nil {
+		t.Fatalf("Save after the upgrade: %v", err)
+	}
+}

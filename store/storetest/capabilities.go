@@ -71,7 +71,7 @@ func testClaim(t *testing.T, s claimerStore) {
 	ctx := context.Background()
 	now, lease := t0, time.Minute
 	resolved := pending("r1", now.Add(-3*time.Hour))
-	resolved.Status = "resolved"
+	resolved.Status = store.StatusResolved
 	mustSave(t, s, store.Save{MachineID: "m1", Suspensions: []store.Suspension{
 		pending("p2", now.Add(-time.Hour)),
 		pending("p4", now.Add(time.Second)),
@@ -140,7 +140,7 @@ func testClaimKeptBySave(t *testing.T, s claimerStore) {
 	}
 	// Another step of the machine keeps p1 pending (and leased) and resolves p2.
 	p2 := pending("p2", now)
-	p2.Status = "resolved"
+	p2.Status = store.StatusResolved
 	mustSave(t, s, store.Save{MachineID: "m", Revision: 1, Suspensions: []store.Suspension{pending("p1", now), p2}})
 	if got := claim(t, s, now.Add(time.Second), 0, lease); len(got) != 0 {
 		t.Fatalf("claim after save = %v, want none (p1 leased, p2 resolved)", ids(got))

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,8 @@ var indexChecks = []check[store.Store]{
 	{"SuspensionReplace", testSuspensionReplace},
 	{"ListSuspensions", testListSuspensions},
 	{"Delete", testIndexDelete},
+	{"Statuses", testStatuses},
+	{"BadStatus", testBadStatus},
 }
 
 func testForeignSuspendID(t *testing.T, s store.Store) {
@@ -50,13 +53,13 @@ func testSuspensionFields(t *testing.T, s store.Store) {
 	in := []store.Suspension{
 		{ID: "s-full", MachineID: "ignored", Status: store.StatusPending, Kind: "command", Name: "deploy",
 			Reason: "waiting for CI — ünïcode", Deadline: t0.Add(time.Hour), CreatedAt: t0, ClaimedUntil: t0.Add(time.Hour)},
-		{ID: "s-bare", Status: "custom"},
+		{ID: "s-bare", Status: store.StatusCancelled},
 	}
 	mustSave(t, s, store.Save{MachineID: "m", Suspensions: in})
 	want := []store.Suspension{
 		{ID: "s-full", MachineID: "m", Status: store.StatusPending, Kind: "command", Name: "deploy",
 			Reason: "waiting for CI — ünïcode", Deadline: norm(t0.Add(time.Hour)), CreatedAt: norm(t0)},
-		{ID: "s-bare", MachineID: "m", Status: "custom"},
+		{ID: "s-bare", MachineID: "m", Status: store.StatusCancelled},
 	}
 	got := mustList(t, s, store.Filter{})
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -87,12 +90,12 @@ func testSuspensionReplace(t *testing.T, s store.Store) {
 	}
 
 	b := pending("b", t0.Add(2*time.Hour))
-	b.Status, b.Reason = "resolved", "approved"
+	b.Status, b.Reason = store.StatusResolved, "approved"
 	mustSave(t, s, store.Save{MachineID: "m", Revision: 1, Suspensions: []store.Suspension{pending("c", t0.Add(time.Minute)), b}})
 	_, err := s.FindSuspension(ctx, "a")
 	wantErr(t, "FindSuspension of replaced entry", err, store.ErrNotFound)
 	got, err := s.FindSuspension(ctx, "b")
-	if err != nil || got.Status != "resolved" || got.Reason != "approved" || got.Deadline != norm(t0.Add(2*time.Hour)) || got.MachineID != "m" {
+	if err != nil || got.Status != store.StatusResolved || got.Reason != "approved" || got.Deadline != norm(t0.Add(2*time.Hour)) || got.MachineID != "m" {
 		t.Fatalf("FindSuspension(b) = %+v, %v; want the updated entry", got, err)
 	}
 	if got := ids(mustList(t, s, store.Filter{MachineID: "m"})); !slices.Equal(got, []string{"c", "b"}) {
@@ -110,20 +113,20 @@ func testSuspensionReplace(t *testing.T, s store.Store) {
 
 func testListSuspensions(t *testing.T, s store.Store) {
 	h := time.Hour
-	sp := func(id, status string, deadline, created time.Time) store.Suspension {
+	sp := func(id string, status store.Status, deadline, created time.Time) store.Suspension {
 		return store.Suspension{ID: id, Status: status, Deadline: deadline, CreatedAt: created}
 	}
 	none := time.Time{}
 	mustSave(t, s, store.Save{MachineID: "m1", Suspensions: []store.Suspension{
 		sp("a", store.StatusPending, t0.Add(h), t0.Add(2*time.Second)),
 		sp("b", store.StatusPending, none, t0),
-		sp("c", "resolved", t0.Add(h/2), t0),
+		sp("c", store.StatusResolved, t0.Add(h/2), t0),
 		sp("d", store.StatusPending, t0.Add(2*h), t0),
 	}})
 	mustSave(t, s, store.Save{MachineID: "m2", Suspensions: []store.Suspension{
 		sp("f", store.StatusPending, t0.Add(h), t0.Add(time.Second)),
 		sp("e", store.StatusPending, t0.Add(h), t0.Add(time.Second)),
-		sp("g", "timed_out", none, t0.Add(-h)),
+		sp("g", store.StatusExpired, none, t0.Add(-h)),
 		sp("h", store.StatusPending, none, t0.Add(-h)),
 	}})
 	for _, tc := range []struct {
@@ -135,7 +138,9 @@ func testListSuspensions(t *testing.T, s store.Store) {
 		{"machine", store.Filter{MachineID: "m1"}, []string{"c", "a", "d", "b"}},
 		{"unknown machine", store.Filter{MachineID: "m3"}, nil},
 		{"pending", store.Filter{Status: store.StatusPending}, []string{"e", "f", "a", "d", "h", "b"}},
-		{"status nobody has", store.Filter{Status: "nope"}, nil},
+		{"resolved", store.Filter{Status: store.StatusResolved}, []string{"c"}},
+		{"expired", store.Filter{Status: store.StatusExpired}, []string{"g"}},
+		{"status nobody has", store.Filter{Status: store.StatusCancelled}, nil},
 		{"deadline before is strict", store.Filter{DeadlineBefore: t0.Add(h)}, []string{"c"}},
 		{"deadline before", store.Filter{DeadlineBefore: t0.Add(h + time.Microsecond)}, []string{"c", "e", "f", "a"}},
 		{"pending, deadline before", store.Filter{Status: store.StatusPending, DeadlineBefore: t0.Add(3 * h)}, []string{"e", "f", "a", "d"}},
@@ -200,4 +205,51 @@ func testIndexDelete(t *testing.T, s store.Store) {
 	}
 	// The deleted machine's suspend IDs are free again.
 	mustSave(t, s, store.Save{MachineID: "keep", Revision: 1, Suspensions: []store.Suspension{pending("s1", t0)}})
+}
+
+// testStatuses saves one suspension of each status and selects each by it.
+func testStatuses(t *testing.T, s store.Store) {
+	var sus []store.Suspension
+	for i, st := range store.Statuses() {
+		sp := pending(string(st), t0.Add(time.Duration(i)*time.Minute))
+		sp.Status = st
+		sus = append(sus, sp)
+	}
+	mustSave(t, s, store.Save{MachineID: "m", Suspensions: sus})
+	for _, st := range store.Statuses() {
+		if got := ids(mustList(t, s, store.Filter{Status: st})); !slices.Equal(got, []string{string(st)}) {
+			t.Fatalf("ListSuspensions(status %s) = %v, want [%s]", st, got, st)
+		}
+		got, err := s.FindSuspension(context.Background(), string(st))
+		if err != nil || got.Status != st {
+			t.Fatalf("FindSuspension(%s) = %+v, %v; want status %s", st, got, err, st)
+		}
+	}
+}
+
+// badStatuses are statuses no store keeps.
+var badStatuses = []store.Status{"Pending", "resolved ", "timed_out", "pending\x00", "\xff"}
+
+// testBadStatus checks that a status outside store.Statuses is refused in
+// saves and filters, with ErrUnknownStatus and ErrInvalid, changing
+// nothing.
+func testBadStatus(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustSave(t, s, store.Save{MachineID: "m", Tree: []byte("t"), Suspensions: []store.Suspension{pending("s1", t0)}})
+	want := stateOf(t, s, "m")
+	for _, st := range append(badStatuses, "") {
+		sp := pending("s2", t0)
+		sp.Status = st
+		_, err := s.Save(ctx, store.Save{MachineID: "m", Revision: 1, Suspensions: []store.Suspension{sp}})
+		wantErr(t, fmt.Sprintf("Save with status %q", st), err, store.ErrInvalid)
+		wantState(t, s, "m", want)
+	}
+	for _, st := range badStatuses {
+		got, err := s.ListSuspensions(ctx, store.Filter{Status: st})
+		wantErr(t, fmt.Sprintf("ListSuspensions(status %q)", st), err, store.ErrUnknownStatus)
+		wantErr(t, fmt.Sprintf("ListSuspensions(status %q)", st), err, store.ErrInvalid)
+		if got != nil {
+			t.Fatalf("ListSuspensions(status %q) = %v with an error", st, got)
+		}
+	}
 }

@@ -136,6 +136,7 @@ func testInvalid(t *testing.T, s store.Snapshots) {
 		{"negative revision", store.Save{MachineID: "m2", Revision: -1}},
 		{"empty suspend ID", store.Save{MachineID: "m2", Suspensions: []store.Suspension{pending("", t0)}}},
 		{"empty status", store.Save{MachineID: "m2", Suspensions: []store.Suspension{{ID: "s1"}}}},
+		{"unknown status", store.Save{MachineID: "m2", Suspensions: []store.Suspension{{ID: "s1", Status: "timed_out"}}}},
 		{"duplicate suspend ID", store.Save{MachineID: "m2", Suspensions: []store.Suspension{pending("s1", t0), pending("s1", time.Time{})}}},
 		{"duplicate suspend ID on update", store.Save{MachineID: "m1", Revision: 1, Append: bs("x"), Suspensions: []store.Suspension{pending("s1", t0), pending("s1", t0)}}},
 	} {

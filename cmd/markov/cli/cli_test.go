@@ -210,6 +210,24 @@ func TestPending(t *testing.T) {
 	require.Equal(t, "no pending suspensions in "+db+"\n", res.stdout)
 	res = run(t, charter, "pending", "--db", db, "--expired")
 	require.Equal(t, "no pending suspensions in "+db+"\n", res.stdout)
+
+	// Other statuses: a bad one is a usage error; a cancelled call is
+	// listed as cancelled, and no longer as pending.
+	res = run(t, charter, "pending", "--db", db, "--status", "canceled")
+	require.Equal(t, ExitUsage, res.code)
+	require.Contains(t, res.stderr, `markov pending: --status "canceled": want pending, resolved, expired or cancelled`)
+	res = run(t, charter, "pending", "--db", db, "--status", "cancelled")
+	require.Equal(t, "no cancelled suspensions in "+db+"\n", res.stdout)
+	res = run(t, charter, "cancel", "--db", db, suspendID, "not needed")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	res = run(t, charter, "pending", "--db", db, "--status", "cancelled", "-o", "json")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &list))
+	require.Len(t, list, 1)
+	require.Equal(t, suspendID, list[0]["suspend_id"])
+	require.Equal(t, "cancelled", list[0]["status"])
+	res = run(t, charter, "pending", "--db", db)
+	require.Equal(t, "no pending suspensions in "+db+"\n", res.stdout)
 }
 
 func TestInspect(t *testing.T) {

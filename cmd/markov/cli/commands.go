@@ -25,7 +25,7 @@ type runSteps = iter.Seq2[machine.Step, error]
 // builtins returns the built-in commands, in usage order.
 func builtins() []Command {
 	return []Command{
-		{Name: "pending", Args: "[--machine ID] [--expired] [-o text|json]", Summary: "list the pending suspensions: ID, machine, call, reason, deadline", Run: Pending},
+		{Name: "pending", Args: "[--machine ID] [--status pending|resolved|expired|cancelled] [--expired] [-o text|json]", Summary: "list the pending suspensions (or those of another status): ID, machine, call, reason, deadline", Run: Pending},
 		{Name: "inspect", Args: "[-n N] [-o text|json] [machine-id]", Summary: "show a machine: tree, states, suspensions, last messages (no ID: list them)", Run: Inspect},
 		{Name: "create", Args: "[--id ID] [--state JSON] [-o text|json] <node>", Summary: "create a stored machine whose root runs the charter's node, and print its ID", Run: Create},
 		{Name: "run", Args: "[-o text|json] <machine-id> [message...]", Summary: "send a machine a user message (none: continue pending work) and run it", Run: RunMachine},
@@ -38,10 +38,12 @@ func builtins() []Command {
 	}
 }
 
-// Pending lists the pending suspensions of the database.
+// Pending lists the pending suspensions of the database, or those of
+// another status (--status).
 func Pending(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("pending")
 	machineID := fs.String("machine", "", "list the suspensions of this machine only")
+	status := fs.String("status", string(store.StatusPending), "list the suspensions with this `status`: pending, resolved, expired or cancelled")
 	expired := fs.Bool("expired", false, "list only suspensions whose deadline has passed")
 	out := OutputFlag(fs)
 	pos, err := c.Parse(fs, "pending", args)
@@ -51,13 +53,17 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 	if len(pos) > 0 {
 		return Usagef("pending", "unexpected argument %q", pos[0])
 	}
+	st, err := store.ParseStatus(*status)
+	if err != nil {
+		return Usagef("pending", "--status %q: want pending, resolved, expired or cancelled", *status)
+	}
 	db, err := c.OpenReadOnly(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	now := c.Charter.Now()
-	f := store.Filter{MachineID: *machineID}
+	f := store.Filter{MachineID: *machineID, Status: st}
 	if *expired {
 		f.DeadlineBefore = now.Add(store.TimePrecision) // deadline ≤ now
 	}
@@ -78,7 +84,7 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 		return c.WriteJSON(entries)
 	}
 	if len(list) == 0 {
-		fmt.Fprintf(w, "no pending suspensions in %s\n", db.Path)
+		fmt.Fprintf(w, "no %s suspensions in %s\n", st, db.Path)
 		return nil
 	}
 	PrintSuspensions(w, list, now)

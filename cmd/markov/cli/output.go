@@ -136,8 +136,8 @@ func Version(_ context.Context, c *CLI, args []string) error {
 	return nil
 }
 
-// Call is the JSON form (-o json) of a pending suspension: an entry of
-// pending's list, and of a run's Pending.
+// Call is the JSON form (-o json) of a suspension: an entry of pending's
+// list (of any status), and of a run's Pending.
 type Call struct {
 	// SuspendID resumes the call (resume, cancel).
 	SuspendID string `json:"suspend_id"`
@@ -145,6 +145,9 @@ type Call struct {
 	MachineID string `json:"machine_id"`
 	// InstanceID is the suspended instance; set in a run's Pending.
 	InstanceID string `json:"instance_id,omitempty"`
+	// Status is the index status: pending, resolved, expired or
+	// cancelled; set in pending's list.
+	Status string `json:"status,omitempty"`
 	// Kind is "tool", "command" or "instance".
 	Kind string `json:"kind"`
 	// Name is the tool or command name.
@@ -166,7 +169,7 @@ type Call struct {
 // indexCall returns the JSON form of an index entry with its payload
 // schema.
 func indexCall(s store.Suspension, schema json.RawMessage) Call {
-	return Call{SuspendID: s.ID, MachineID: s.MachineID, Kind: s.Kind, Name: s.Name, Reason: s.Reason,
+	return Call{SuspendID: s.ID, MachineID: s.MachineID, Status: string(s.Status), Kind: s.Kind, Name: s.Name, Reason: s.Reason,
 		CreatedAt: jsonTime(s.CreatedAt), Deadline: jsonTime(s.Deadline), PayloadSchema: schema}
 }
 
