@@ -220,18 +220,7 @@ func BenchmarkStoreSave(b *testing.B) {
 // blobs.
 func BenchmarkStoreLoad(b *testing.B) {
 	m := benchMachine(b)
-	tree, err := MarshalTree(m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var history [][]byte
-	for _, msg := range m.History() {
-		blob, err := MarshalMessage(msg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		history = append(history, blob)
-	}
+	tree, history := must(MarshalTree(m)), historyBlobs(m)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Assemble(m.Charter(), tree, history); err != nil {

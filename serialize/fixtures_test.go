@@ -228,6 +228,15 @@ func buildNodes() []*node.Node {
 	return []*node.Node{support, review, researcher, vault, ledger}
 }
 
+// historyBlobs returns the history of m as MarshalMessage writes it.
+func historyBlobs(m *machine.Machine) [][]byte {
+	var blobs [][]byte
+	for _, msg := range m.History() {
+		blobs = append(blobs, must(MarshalMessage(msg)))
+	}
+	return blobs
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)

@@ -17,7 +17,9 @@ import (
 // same machine. The golden files seed the corpus; crashers found are kept
 // in testdata/fuzz as regression seeds.
 
-func seeds(f *testing.F, ext string) {
+// seeds adds the golden files of every version with extension ext, and a
+// kitchen-sink machine encoded with marshal.
+func seeds(f *testing.F, ext string, marshal func(*machine.Machine) ([]byte, error)) {
 	files, err := filepath.Glob(filepath.Join("testdata", "v*", "*"+ext))
 	if err != nil {
 		f.Fatal(err)
@@ -29,6 +31,7 @@ func seeds(f *testing.F, ext string) {
 		}
 		f.Add(b)
 	}
+	f.Add(must(marshal(kitchenSinkN(f, 60))))
 }
 
 // resealed returns data with a valid checksum, so mutations reach the
@@ -43,10 +46,7 @@ func resealed(data []byte) []byte {
 var fuzzOpts = cmp.Options{cmpOpts, cmpopts.EquateNaNs()}
 
 func FuzzUnmarshal(f *testing.F) {
-	seeds(f, ".bin")
-	if b, err := Marshal(kitchenSinkN(f, 60)); err == nil {
-		f.Add(b)
-	}
+	seeds(f, ".bin", Marshal)
 	c := charter(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, resealed(data)} {
@@ -54,14 +54,7 @@ func FuzzUnmarshal(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			again, err := Marshal(m)
-			if err != nil {
-				t.Fatalf("decoded machine does not encode: %v", err)
-			}
-			back, err := Unmarshal(c, again)
-			if err != nil {
-				t.Fatalf("re-encoded machine does not decode: %v", err)
-			}
+			again, back := roundTrip(t, c, m, Marshal, Unmarshal)
 			sameFuzz(t, m, back)
 			if third, err := Marshal(back); err != nil || !bytes.Equal(third, again) {
 				t.Fatalf("encoding is not stable: %v", err)
@@ -71,33 +64,17 @@ func FuzzUnmarshal(f *testing.F) {
 }
 
 func FuzzUnmarshalJSON(f *testing.F) {
-	seeds(f, ".json")
-	if b, err := MarshalJSON(kitchenSinkN(f, 60)); err == nil {
-		f.Add(b)
-	}
+	seeds(f, ".json", MarshalJSON)
 	c := charter(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := UnmarshalJSON(c, data)
 		if err != nil {
 			return
 		}
-		again, err := MarshalJSON(m)
-		if err != nil {
-			t.Fatalf("decoded machine does not encode: %v", err)
-		}
-		back, err := UnmarshalJSON(c, again)
-		if err != nil {
-			t.Fatalf("re-encoded machine does not decode: %v\n%s", err, again)
-		}
+		_, back := roundTrip(t, c, m, MarshalJSON, UnmarshalJSON)
 		sameFuzz(t, m, back)
 		// The msgpack form holds it too.
-		bin, err := Marshal(m)
-		if err != nil {
-			t.Fatalf("decoded machine does not encode as msgpack: %v", err)
-		}
-		if back, err = Unmarshal(c, bin); err != nil {
-			t.Fatalf("msgpack form does not decode: %v", err)
-		}
+		_, back = roundTrip(t, c, m, Marshal, Unmarshal)
 		sameFuzz(t, m, back)
 	})
 }
@@ -126,6 +103,22 @@ func FuzzUnmarshalMessage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// roundTrip encodes m with marshal and decodes the bytes with unmarshal,
+// failing the test when either fails.
+func roundTrip(t *testing.T, c *machine.Charter, m *machine.Machine, marshal func(*machine.Machine) ([]byte, error),
+	unmarshal func(*machine.Charter, []byte) (*machine.Machine, error)) ([]byte, *machine.Machine) {
+	t.Helper()
+	data, err := marshal(m)
+	if err != nil {
+		t.Fatalf("decoded machine does not encode: %v", err)
+	}
+	back, err := unmarshal(c, data)
+	if err != nil {
+		t.Fatalf("re-encoded machine does not decode: %v\n%q", err, data)
+	}
+	return data, back
 }
 
 func sameFuzz(t *testing.T, want, got *machine.Machine) {

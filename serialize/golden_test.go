@@ -31,14 +31,7 @@ func TestGolden(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			m := sc.build(t)
-			bin, err := Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			js, err := MarshalJSON(m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bin, js := must(Marshal(m)), must(MarshalJSON(m))
 			for _, f := range []struct {
 				ext  string
 				data []byte

@@ -1,6 +1,7 @@
 package serialize
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -45,6 +46,16 @@ func resumeNth(i int, payload any, isError bool) func([]instance.SuspendedCall) 
 	}
 }
 
+// orderCalls returns a reply calling the tools named, the i-th (from 1)
+// with tool-use ID tu-i about order i.
+func orderCalls(names ...string) scripted.Reply {
+	calls := make([]scripted.Call, len(names))
+	for i, name := range names {
+		calls[i] = call(fmt.Sprintf("tu-%d", i+1), name, refundIn{i + 1})
+	}
+	return scripted.Tools(calls...)
+}
+
 func noInputs([]instance.SuspendedCall) []machine.Input { return nil }
 
 var resumeCases = []struct {
@@ -62,21 +73,15 @@ var resumeCases = []struct {
 	phases: []phase{{inputs: resumeAll("approved")}},
 	check:  lastSays("refunded"),
 }, {
-	name: "one of three calls suspends",
-	script: []scripted.Reply{
-		scripted.Tools(call("tu-1", "lookup", refundIn{1}), call("tu-2", "request_refund", refundIn{2}), call("tu-3", "lookup", refundIn{3})),
-		scripted.Text("done"),
-	},
+	name:   "one of three calls suspends",
+	script: []scripted.Reply{orderCalls("lookup", "request_refund", "lookup"), scripted.Text("done")},
 	start:  userSays("refund 2, look up 1 and 3"),
 	phases: []phase{{inputs: resumeAll(map[string]any{"approved": true, "by": "ops"})}},
 	check:  lastSays("done"),
 }, {
-	name: "two suspend, resumed one at a time",
-	script: []scripted.Reply{
-		scripted.Tools(call("tu-1", "request_refund", refundIn{1}), call("tu-2", "request_refund", refundIn{2}), call("tu-3", "lookup", refundIn{3})),
-		scripted.Text("both handled"),
-	},
-	start: userSays("refund 1 and 2"),
+	name:   "two suspend, resumed one at a time",
+	script: []scripted.Reply{orderCalls("request_refund", "request_refund", "lookup"), scripted.Text("both handled")},
+	start:  userSays("refund 1 and 2"),
 	phases: []phase{
 		{inputs: resumeNth(1, "denied", true)},
 		{at: time.Minute, inputs: resumeNth(0, 7, false)},

@@ -51,19 +51,7 @@ func TestRoundTripScenarios(t *testing.T) {
 				t.Error("JSON form is not valid JSON")
 			}
 
-			tree, err := MarshalTree(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var hist [][]byte
-			for _, msg := range m.History() {
-				b, err := MarshalMessage(msg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				hist = append(hist, b)
-			}
-			got, err = Assemble(charter(t), tree, hist)
+			got, err = Assemble(charter(t), must(MarshalTree(m)), historyBlobs(m))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,11 +185,7 @@ func kitchenSinkN(t testing.TB, n int) *machine.Machine {
 
 func TestMessageRoundTrip(t *testing.T) {
 	for _, msg := range kitchenSink(t).History() {
-		b, err := MarshalMessage(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := UnmarshalMessage(b)
+		got, err := UnmarshalMessage(must(MarshalMessage(msg)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,10 +96,7 @@ func requireConfirmation(t *testing.T, p any) {
 // or an ErrPayloadDecode with the machine byte-identical.
 func FuzzResumePayload(f *testing.F) {
 	c := charter(f)
-	data, err := Marshal(typedMachine(f))
-	if err != nil {
-		f.Fatal(err)
-	}
+	data := must(Marshal(typedMachine(f)))
 	for _, seed := range []string{
 		`{"confirmed":true}`, `{"confirmed":false,"comment":"no"}`, `{"confirmed":"yes"}`, `{"comment":"x"}`,
 		`{"confirmed":true,"extra":1}`, `"yes"`, `yes`, ``, `null`, `[true]`, `{"confirmed":true}{}`, "\xff\xfe",
@@ -116,10 +113,7 @@ func FuzzResumePayload(f *testing.F) {
 
 func TestTypedResumeAfterRestore(t *testing.T) {
 	c := charter(t)
-	data, err := Marshal(typedMachine(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := must(Marshal(typedMachine(t)))
 	for _, tc := range []struct {
 		name    string
 		payload string

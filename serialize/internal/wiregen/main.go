@@ -196,16 +196,24 @@ func part(name string, i int) string {
 	return name + strconv.Itoa(i+1)
 }
 
+// open writes the doc comment and signature of a struct's function
+// (head, with the struct's Name, name and model), and for a struct that
+// holds itself the depth guard (guard, with its human name) of the
+// receiver recv.
+func (g *gen) open(s *wireStruct, recv, guard, head string) {
+	g.p(head, s.Name, s.name, s.model)
+	if s.recursive {
+		g.p(guard, s.human)
+		g.p("defer %s.leave()", recv)
+	}
+}
+
 func (g *gen) writer(s *wireStruct) {
 	g.use(s.model)
 	params, args := s.hookArgs()
 	fields := s.msgpackFields()
-	g.p("// write%s writes v as a %s.", s.Name, s.name)
-	g.p("func (e *encoder) write%s(v *%s) {", s.Name, s.model)
-	if s.recursive {
-		g.p("if !e.enter(%q) { return }", s.human)
-		g.p("defer e.leave()")
-	}
+	g.open(s, "e", "if !e.enter(%q) { return }",
+		"// write%[1]s writes v as a %[2]s.\nfunc (e *encoder) write%[1]s(v *%[3]s) {")
 	if s.hooked() {
 		g.p("var w %s", s.name)
 		g.p("e.fill%s(v, &w)", s.Name)
@@ -247,16 +255,28 @@ func (g *gen) writeField(f *field) {
 		defer g.p("}")
 	}
 	g.p("e.b = appendKey(e.b, %q)", f.key)
+	write, _ := g.compound(f)
+	g.p("%s", write)
+}
+
+// compound returns the statements that write and read a field that is
+// not a scalar.
+func (g *gen) compound(f *field) (write, read string) {
+	x, e := f.expr(), f.elem
 	switch {
 	case f.kind == kindStruct || f.byvalue:
-		g.p("e.write%s(%s%s)", f.elem.Name, f.addr(), x)
+		return fmt.Sprintf("e.write%s(%s%s)", e.Name, f.addr(), x),
+			fmt.Sprintf("return d.read%s(%s%s)", e.Name, f.addr(), x)
 	case f.kind == kindPtr:
-		g.p("writePtr(e, %s, e.write%s)", x, f.elem.Name)
+		return fmt.Sprintf("writePtr(e, %s, e.write%s)", x, e.Name),
+			fmt.Sprintf("return readPtr(d, &%s, d.read%s)", x, e.Name)
 	case f.kind == kindList:
-		g.p("e.write%sList(%s)", f.elem.Name, x)
-	case f.kind == kindMap:
-		g.p("writeMap(e, %s, func(v %s) { e.%s(v) })", x, g.use(f.mapType), scalars[f.mapElem].method())
+		return fmt.Sprintf("e.write%sList(%s)", e.Name, x),
+			fmt.Sprintf("return d.read%sList(&%s)", e.Name, x)
 	}
+	t, c := g.use(f.mapType), scalars[f.mapElem]
+	return fmt.Sprintf("writeMap(e, %s, func(v %s) { e.%s(v) })", x, t, c.method()),
+		fmt.Sprintf("return readMap(d, &%s, func() (v %s, err error) { return v, %s(d, &v) })", x, t, c.reader)
 }
 
 // scalarCode is the generated code of a scalar kind: the encoder's
@@ -283,12 +303,8 @@ func (c scalarCode) method() string { return strings.ToLower(c.writer[:1]) + c.w
 func (g *gen) reader(s *wireStruct) {
 	params, chained := s.hookArgs()
 	args := chained
-	g.p("// read%s reads a %s into v.", s.Name, s.name)
-	g.p("func (d *decoder) read%s(v *%s) error {", s.Name, s.model)
-	if s.recursive {
-		g.p("if err := d.enter(%q); err != nil { return err }", s.human)
-		g.p("defer d.leave()")
-	}
+	g.open(s, "d", "if err := d.enter(%q); err != nil { return err }",
+		"// read%[1]s reads a %[2]s into v.\nfunc (d *decoder) read%[1]s(v *%[3]s) error {")
 	if s.hooked() {
 		g.p("var w %s", s.name)
 		args = "v, &w"
@@ -326,17 +342,8 @@ func (g *gen) readField(f *field) {
 		g.p("return %s(d, &%s)", c.reader, x)
 		return
 	}
-	switch {
-	case f.kind == kindStruct || f.byvalue:
-		g.p("return d.read%s(%s%s)", f.elem.Name, f.addr(), x)
-	case f.kind == kindPtr:
-		g.p("return readPtr(d, &%s, d.read%s)", x, f.elem.Name)
-	case f.kind == kindList:
-		g.p("return d.read%sList(&%s)", f.elem.Name, x)
-	case f.kind == kindMap:
-		t := g.use(f.mapType)
-		g.p("return readMap(d, &%s, func() (v %s, err error) { return v, %s(d, &v) })", x, t, scalars[f.mapElem].reader)
-	}
+	_, read := g.compound(f)
+	g.p("%s", read)
 }
 
 // listCode writes the reader and writer of slices of a struct.
@@ -383,12 +390,8 @@ func (g *gen) zeroFunc(s *wireStruct) {
 }
 
 func (g *gen) toWire(s *wireStruct) {
-	g.p("// toWire%s converts v to the %s w.", s.Name, s.name)
-	g.p("func (e *encoder) toWire%s(v *%s, w *%s) {", s.Name, s.model, s.name)
-	if s.recursive {
-		g.p("if !e.enter(%q) { return }", s.human)
-		g.p("defer e.leave()")
-	}
+	g.open(s, "e", "if !e.enter(%q) { return }",
+		"// toWire%[1]s converts v to the %[2]s w.\nfunc (e *encoder) toWire%[1]s(v *%[3]s, w *%[2]s) {")
 	if s.hooked() {
 		g.p("e.fill%s(v, w)", s.Name)
 	}
@@ -446,12 +449,8 @@ func (f *field) conversions() (to, from string) {
 }
 
 func (g *gen) fromWire(s *wireStruct) {
-	g.p("// fromWire%s converts the %s w to v.", s.Name, s.name)
-	g.p("func (d *decoder) fromWire%s(w *%s, v *%s) error {", s.Name, s.name, s.model)
-	if s.recursive {
-		g.p("if err := d.enter(%q); err != nil { return err }", s.human)
-		g.p("defer d.leave()")
-	}
+	g.open(s, "d", "if err := d.enter(%q); err != nil { return err }",
+		"// fromWire%[1]s converts the %[2]s w to v.\nfunc (d *decoder) fromWire%[1]s(w *%[2]s, v *%[3]s) error {")
 	cs := chunks(s.convertedFields())
 	for i := range cs {
 		g.p("if err := d.%s(w, v); err != nil { return err }", part("fromWire"+s.Name+"Fields", i))
