@@ -47,19 +47,24 @@ func UserText(s string) message.Message { return message.UserText(s) }
 
 // ResumeInput resolves a pending suspension, found by ID anywhere in the
 // tree. A string Payload is the tool result as is; anything else is
-// JSON-encoded. IsError marks the result as a failure.
+// JSON-encoded. IsError marks the result as a failure. By, when set,
+// names who decided (a person, a service): the machine's history then
+// records a "decided" record with it, beside the result.
 type ResumeInput struct {
 	SuspendID string
 	Payload   any
 	IsError   bool
+	By        string
 }
 
 // CancelInput cancels a pending suspension: a tool call gets the error
 // result "cancelled: Reason", a command completes with that text, and a
-// parked instance wakes. Its status becomes cancelled.
+// parked instance wakes. Its status becomes cancelled. By, as in
+// ResumeInput, names who cancelled it in the history.
 type CancelInput struct {
 	SuspendID string
 	Reason    string
+	By        string
 }
 
 // Step is what one round (or one command) produced.

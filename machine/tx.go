@@ -404,10 +404,20 @@ func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.resolve(in, call, resolution{
+	steps, err := t.resolve(in, call, resolution{
 		payload: payload, value: ri.Payload, isError: ri.IsError, cause: cause,
 		event: instance.EventResumed, mark: (*instance.SuspendedCall).Resolve,
 	})
+	t.decided(in, err, ri.SuspendID, ri.By, instance.EventResumed)
+	return steps, err
+}
+
+// decided records who made a decision that resolved suspendID, when the
+// caller named someone and the resolution succeeded.
+func (t *tx) decided(in *instance.Instance, err error, suspendID, by string, event instance.EventType) {
+	if err == nil && by != "" {
+		t.record(in, "decided", map[string]any{"by": by, "decision": string(event)}, suspendID)
+	}
 }
 
 // cancel resolves one suspension as cancelled.
@@ -420,10 +430,12 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 	if ci.Reason != "" {
 		text += ": " + ci.Reason
 	}
-	return t.resolve(in, call, resolution{
+	steps, err := t.resolve(in, call, resolution{
 		failure: text, cause: instance.CauseCancel,
 		event: instance.EventCancelled, mark: (*instance.SuspendedCall).Cancel,
 	})
+	t.decided(in, err, ci.SuspendID, ci.By, instance.EventCancelled)
+	return steps, err
 }
 
 // resolution is how a suspension leaves pending.

@@ -75,7 +75,9 @@ var layers = map[string]rule{
 	"store/...": {layer: 6, restricted: true, only: []string{"store"}},
 	"durable":   {layer: 7},
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
-	"resumehttp":    {layer: 7, also: []string{"durable"}},
+	"resumehttp": {layer: 7, also: []string{"durable"}},
+	// console is the web page for approvers and operators (layer 8).
+	"console":       {layer: 8},
 	"llm/anthropic": adapter,
 	"llm/openai":    adapter,
 	"llm/scripted":  adapter,

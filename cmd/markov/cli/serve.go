@@ -26,6 +26,8 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to listen on")
 	secretEnv := fs.String("secret-env", "MARKOV_SECRET", "the environment `variable` holding the HMAC secret shared with the callers")
 	sweep := fs.Duration("sweep", 30*time.Second, "how often to resolve expired suspensions (0: never)")
+	var ui consoleFlags
+	ui.register(fs)
 	var scfg resumehttp.ServerConfig
 	fs.DurationVar(&scfg.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
 	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written, the run it starts included")
@@ -58,7 +60,11 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 		return err
 	}
 	defer db.Close()
-	h, err := resumehttp.New(resumehttp.Config{Runner: db.Runner, Secret: []byte(secret), Logger: c.Logger})
+	api, err := resumehttp.New(resumehttp.Config{Runner: db.Runner, Secret: []byte(secret), Logger: c.Logger})
+	if err != nil {
+		return err
+	}
+	h, err := ui.mount(c, db, api)
 	if err != nil {
 		return err
 	}

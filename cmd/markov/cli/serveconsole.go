@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+
+	"github.com/markov-agents/markov/console"
+)
+
+// consoleFlags are serve's flags for the web console.
+type consoleFlags struct {
+	enabled   bool
+	secretEnv string
+	header    string
+}
+
+func (f *consoleFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.enabled, "console", false, "serve the web console at /ui/ (off unless set)")
+	fs.StringVar(&f.secretEnv, "console-secret-env", "MARKOV_CONSOLE_SECRET", "the environment `variable` holding the secret people sign in to the console with")
+	fs.StringVar(&f.header, "console-identity-header", "", "the request `header` an authenticating reverse proxy puts the person's identity in (the proxy must strip it from clients' requests)")
+}
+
+// mount returns api alone, or api with the console at /ui/ when enabled.
+func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler) (http.Handler, error) {
+	if !f.enabled {
+		return api, nil
+	}
+	secret := c.getenv(f.secretEnv)
+	if secret == "" && f.header == "" {
+		return nil, fmt.Errorf("--console needs $%s (a sign-in secret) or --console-identity-header", f.secretEnv)
+	}
+	ui, err := console.New(console.Config{Runner: db.Runner, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.Handle(console.DefaultPrefix, ui)
+	fmt.Fprintf(c.Out(), "the console is at %s\n", console.DefaultPrefix)
+	return mux, nil
+}

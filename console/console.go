@@ -1,0 +1,247 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/machine"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// DefaultPrefix is where the console is mounted when Config.Prefix is
+// empty.
+const DefaultPrefix = "/ui/"
+
+// DefaultSessionTTL is how long a sign-in lasts when Config.SessionTTL is
+// zero.
+const DefaultSessionTTL = 12 * time.Hour
+
+// DefaultRunTimeout bounds the run a decision starts when
+// Config.RunTimeout is zero.
+const DefaultRunTimeout = 5 * time.Minute
+
+// Config configures a Console. Secret or IdentityHeader (or both) is
+// required: the console never serves anonymous visitors.
+type Config struct {
+	// Runner holds the machines. Required.
+	Runner *durable.Runner
+	// Charter is the charter the Runner runs, for the graph. Required.
+	Charter *machine.Charter
+	// Secret, if set, lets a person sign in with it (and a name). It also
+	// keys the session cookies, so sessions survive a restart.
+	Secret []byte
+	// IdentityHeader, if set, is the request header a reverse proxy puts
+	// the signed-in person's identity in (for example X-Forwarded-User).
+	// The proxy must strip it from clients' requests.
+	IdentityHeader string
+	// Prefix is the path the console is mounted at (DefaultPrefix if
+	// empty); it must start and end with "/".
+	Prefix string
+	// Changes drives the live updates (a PollChanges on Runner if nil).
+	Changes Changes
+	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL if zero).
+	SessionTTL time.Duration
+	// RunTimeout bounds the run a decision starts (DefaultRunTimeout if
+	// zero). The run goes on when the person closes the page.
+	RunTimeout time.Duration
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+	// Logger receives failures (silent if nil).
+	Logger *slog.Logger
+}
+
+// Console is the web console, an http.Handler to mount at its prefix.
+type Console struct {
+	runner     *durable.Runner
+	charter    *machine.Charter
+	prefix     string
+	changes    Changes
+	runTimeout time.Duration
+	now        func() time.Time
+	log        *slog.Logger
+	auth       *auth
+	mux        *http.ServeMux
+}
+
+// New returns a Console. A config without a Runner, a Charter, or a way
+// to sign in fails with ErrInvalidConfig.
+func New(cfg Config) (*Console, error) {
+	switch {
+	case cfg.Runner == nil || cfg.Charter == nil:
+		return nil, fmt.Errorf("%w: a Runner and a Charter are required", ErrInvalidConfig)
+	case len(cfg.Secret) == 0 && cfg.IdentityHeader == "":
+		return nil, fmt.Errorf("%w: a Secret or an IdentityHeader is required", ErrInvalidConfig)
+	}
+	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, changes: cfg.Changes,
+		runTimeout: cfg.RunTimeout, now: cfg.Now, log: cfg.Logger}
+	if c.prefix == "" {
+		c.prefix = DefaultPrefix
+	}
+	if !strings.HasPrefix(c.prefix, "/") || !strings.HasSuffix(c.prefix, "/") {
+		return nil, fmt.Errorf("%w: prefix %q must start and end with /", ErrInvalidConfig, c.prefix)
+	}
+	if c.changes == nil {
+		c.changes = &PollChanges{Runner: cfg.Runner}
+	}
+	if c.runTimeout <= 0 {
+		c.runTimeout = DefaultRunTimeout
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.auth = &auth{secret: cfg.Secret, header: cfg.IdentityHeader, ttl: cfg.SessionTTL, path: c.prefix, now: c.now}
+	if c.auth.ttl <= 0 {
+		c.auth.ttl = DefaultSessionTTL
+	}
+	if len(cfg.Secret) > 0 {
+		k := sha256.Sum256(append([]byte("markov console session key\x00"), cfg.Secret...))
+		c.auth.key = k[:]
+	} else {
+		c.auth.key = make([]byte, 32)
+		_, _ = rand.Read(c.auth.key)
+	}
+	c.routes()
+	return c, nil
+}
+
+func (c *Console) routes() {
+	p := c.prefix
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET "+p+"static/", http.StripPrefix(p+"static/", cacheStatic(http.FileServerFS(static))))
+	mux.HandleFunc("GET "+p+"login", c.loginPage)
+	mux.HandleFunc("POST "+p+"login", c.login)
+	mux.HandleFunc("POST "+p+"logout", c.signedIn(c.logout))
+	mux.HandleFunc("GET "+p+"{$}", c.signedIn(c.inbox))
+	mux.HandleFunc("GET "+p+"events", c.signedIn(c.serveEvents))
+	mux.HandleFunc("GET "+p+"machines", c.signedIn(c.machines))
+	mux.HandleFunc("GET "+p+"machines/{id}", c.signedIn(c.machinePage))
+	mux.HandleFunc("GET "+p+"suspensions/{id}", c.signedIn(c.suspensionPage))
+	mux.HandleFunc("POST "+p+"suspensions/{id}/{action}", c.signedIn(c.decide))
+	c.mux = mux
+}
+
+func cacheStatic(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=3600")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ServeHTTP serves the console's pages under its prefix.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
+
+// whoKey is the request context key of the identity.
+type whoKey struct{}
+
+// signedIn runs h for a signed-in person, and for a POST only with a good
+// CSRF token; otherwise it sends them to sign in (or refuses).
+func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who := c.auth.identity(r)
+		if who == "" {
+			if len(c.auth.secret) == 0 {
+				http.Error(w, "console: sign in through the proxy", http.StatusUnauthorized)
+				return
+			}
+			if r.Method == http.MethodGet && r.URL.Path != c.prefix+"events" {
+				http.Redirect(w, r, c.prefix+"login", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "console: not signed in", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost && !c.auth.checkCSRF(r, who) {
+			http.Error(w, "console: the form's CSRF token is missing or wrong; reload the page", http.StatusForbidden)
+			return
+		}
+		h(w, r, who)
+	}
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in"}, "")
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	if !c.auth.checkCSRF(r, "") {
+		http.Error(w, "console: the form's CSRF token is missing or wrong; reload the page", http.StatusForbidden)
+		return
+	}
+	if name == "" || !c.auth.checkSecret(r.PostFormValue("secret")) {
+		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Wrong name or secret."}, "")
+		return
+	}
+	http.SetCookie(w, c.auth.cookie(r, sessionCookie, c.auth.session(name), int(c.auth.ttl/time.Second)))
+	http.Redirect(w, r, c.prefix, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ string) {
+	http.SetCookie(w, c.auth.cookie(r, sessionCookie, "", -1))
+	http.Redirect(w, r, c.prefix+"login", http.StatusSeeOther)
+}
+
+// page is what every template gets.
+type page struct {
+	Title  string
+	Prefix string
+	Who    string
+	CSRF   string
+	Error  string
+	Notice string
+	// Live is the machine ID the page follows ("inbox" for the inbox),
+	// or "" for a page that does not update itself.
+	Live string
+	Data any
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page, who string) {
+	p.Prefix, p.Who = c.prefix, who
+	p.CSRF = c.auth.csrfToken(w, r, who)
+	var b strings.Builder
+	if err := pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	c.log.ErrorContext(r.Context(), "console: page failed", "path", r.URL.Path, "error", err)
+	http.Error(w, "console: "+err.Error(), http.StatusInternalServerError)
+}
+
+// pages are the templates, each page with the layout.
+var pages = func() map[string]*template.Template {
+	out := map[string]*template.Template{}
+	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines"} {
+		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	}
+	return out
+}()

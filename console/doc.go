@@ -1,0 +1,36 @@
+// Package console is markov's web page for the people on the other side of
+// a suspension (approvers) and for the operators who watch the machines.
+// It is an http.Handler built on durable.Runner, with html/template pages
+// embedded in the binary, plain HTML forms that post and redirect (it works
+// with JavaScript disabled) and a little JavaScript for live updates and
+// the charter graph (a vendored Mermaid, rendered in the browser; nothing
+// is fetched from the network at view time).
+//
+// Pages, under Config.Prefix ("/ui/" by default):
+//
+//   - the inbox: suspensions across machines, newest first, filtered by
+//     status, node, tool and text, each with its reason, call input,
+//     metadata, time waiting and time left to its deadline;
+//   - a suspension: a form generated from the call's payload schema
+//     (approve / reject shortcuts for yes-no schemas), an error result,
+//     and cancel with a reason. A payload the schema rejects shows the
+//     violation and leaves the suspension pending; a decision someone
+//     else made first shows as a conflict (409);
+//   - a machine: its instance tree, its conversation with tool calls and
+//     results, and the charter's graph with the current nodes marked.
+//
+// Access: a person signs in with a shared secret (Config.Secret) and a
+// name, and gets an HMAC-signed session cookie; or a reverse proxy that
+// authenticates people passes their identity in a header
+// (Config.IdentityHeader). The proxy must remove that header from every
+// request a client sends: whoever can set it is whoever they claim. Every
+// form carries a CSRF token bound to the session (a double-submitted
+// cookie nonce, HMAC-signed with the identity). Every decision names who
+// made it (machine.ResumeInput.By), and the machine's history records it.
+//
+// Live updates come from a Changes source. PollChanges, the one this
+// package ships, polls the store's suspension index and the machine's
+// revision; it is temporary, until the durable event log's endpoints
+// (GET /suspensions/events, GET /machines/{id}/events) replace it behind
+// the same interface.
+package console

@@ -1,0 +1,91 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+)
+
+const verdictSchema = `{"type":"object","properties":{"approved":{"type":"boolean"},"note":{"type":"string","description":"why"},` +
+	`"amount":{"type":"integer"},"rate":{"type":["null","number"]},"level":{"enum":["low","high"]},"tags":{"type":"array","items":{"type":"string"}}},` +
+	`"required":["approved","amount"]}`
+
+func TestNewForm(t *testing.T) {
+	f := newForm(json.RawMessage(verdictSchema))
+	require.True(t, f.Object)
+	require.Equal(t, "approved", f.YesNo)
+	kinds := map[string]string{}
+	for _, fl := range f.Fields {
+		kinds[fl.Name] = fl.Kind
+	}
+	require.Empty(t, cmp.Diff(map[string]string{"amount": kindInteger, "approved": kindBoolean, "level": kindEnum,
+		"note": kindString, "rate": kindNumber, "tags": kindJSON}, kinds))
+	require.Equal(t, []string{`"low"`, `"high"`}, f.Fields[2].Options)
+
+	require.Equal(t, "value", newForm(json.RawMessage(`{"type":"boolean"}`)).YesNo)
+	require.Equal(t, kindText, newForm(nil).Fields[0].Kind)
+	require.Equal(t, kindText, newForm(json.RawMessage(`{nope`)).Fields[0].Kind)
+}
+
+func TestDecode(t *testing.T) {
+	f := newForm(json.RawMessage(verdictSchema))
+	tests := []struct {
+		name string
+		in   url.Values
+		want string
+		err  bool
+	}{
+		{"approve shortcut", url.Values{"_decision": {"true"}, "amount": {"5"}}, `{"amount":5,"approved":true}`, false},
+		{"reject shortcut overrides the box", url.Values{"_decision": {"false"}, "approved": {"on"}, "amount": {"5"}}, `{"amount":5,"approved":false}`, false},
+		{"every field", url.Values{"approved": {"on"}, "amount": {" 7 "}, "note": {"ok"}, "rate": {"0.5"}, "level": {`"high"`}, "tags": {`["a"]`}},
+			`{"amount":7,"approved":true,"level":"high","note":"ok","rate":0.5,"tags":["a"]}`, false},
+		{"missing required", url.Values{}, "", true},
+		{"not a number", url.Values{"amount": {"x"}}, "", true},
+		{"not an option", url.Values{"amount": {"1"}, "level": {`"mid"`}}, "", true},
+		{"bad JSON", url.Values{"amount": {"1"}, "tags": {"[a"}}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := f.decode(tt.in)
+			if tt.err {
+				require.ErrorIs(t, err, ErrFormValue)
+				return
+			}
+			require.NoError(t, err)
+			b, err := json.Marshal(got)
+			require.NoError(t, err)
+			require.JSONEq(t, tt.want, string(b))
+		})
+	}
+}
+
+// FuzzDecode feeds arbitrary schemas and form values to the form path:
+// never a panic, an error is ErrFormValue, and a payload encodes as JSON.
+func FuzzDecode(f *testing.F) {
+	f.Add(verdictSchema, "approved=on&amount=3&tags=%5B%5D")
+	f.Add(`{"type":"integer"}`, "value=12")
+	f.Add(``, "value=hello")
+	f.Add(`{"type":"object","properties":{"x":{"enum":[1,{"a":2}]}}}`, "x=1")
+	f.Fuzz(func(t *testing.T, schema, query string) {
+		form := newForm(json.RawMessage(schema))
+		values, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		payload, err := form.decode(values)
+		if err != nil {
+			if !errors.Is(err, ErrFormValue) {
+				t.Fatalf("error %v is not ErrFormValue", err)
+			}
+			return
+		}
+		if _, err := json.Marshal(payload); err != nil {
+			t.Fatalf("payload %#v does not encode: %v", payload, err)
+		}
+		_ = form.withValues(values)
+	})
+}

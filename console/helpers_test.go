@@ -1,0 +1,245 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+// secret is the console's sign-in secret in the tests.
+const secret = "console-test-secret-0123456789"
+
+type desk struct {
+	Refunds int `json:"refunds"`
+}
+
+type refundIn struct {
+	Order  int `json:"order"`
+	Amount int `json:"amount"`
+}
+
+// verdict is the approval payload: a yes-no schema with a note and tags.
+type verdict struct {
+	Approved bool     `json:"approved"`
+	Note     string   `json:"note,omitempty" jsonschema:"a word for the customer"`
+	Tags     []string `json:"tags,omitempty"`
+}
+
+// refundModel asks for approval of "refund order N" and, once the result
+// is in, answers with it.
+func refundModel() *scripted.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		last := req.Messages[len(req.Messages)-1]
+		for _, p := range last.Parts {
+			if p.Kind == message.KindToolResult {
+				switch {
+				case p.IsError:
+					return scripted.Text("Refund failed: " + p.Text), nil
+				case strings.Contains(p.Text, `"approved":true`):
+					return scripted.Text("Refund approved: " + p.Text), nil
+				}
+				return scripted.Text("Refund declined: " + p.Text), nil
+			}
+		}
+		var order int
+		_, _ = fmt.Sscanf(last.Text(), "refund order %d", &order)
+		return scripted.Tool("approve_refund", refundIn{Order: order, Amount: 100 * order}), nil
+	})
+}
+
+func newCharter(t testing.TB) *machine.Charter {
+	t.Helper()
+	c, err := buildCharter()
+	require.NoError(t, err)
+	return c
+}
+
+func buildCharter() (*machine.Charter, error) {
+	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
+		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
+			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
+				instance.WithMetadata(map[string]any{"customer": "ada@example.com"}), instance.WithTimeout(time.Hour))
+		}, node.ResumeWith[verdict]())
+	d, err := node.New("desk", node.Config[desk]{
+		Tools:       []node.Tool[desk]{approve},
+		Transitions: []node.Transition[desk]{node.To[desk]("archive", "archive the case")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	a, err := node.New("archive", node.Config[desk]{Transitions: []node.Transition[desk]{node.To[desk]("desk", "reopen")}})
+	if err != nil {
+		return nil, err
+	}
+	return machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d, a}})
+}
+
+// stack is a console over a runner on a SQLite file, served by httptest.
+type stack struct {
+	path   string
+	runner *durable.Runner
+	srv    *httptest.Server
+}
+
+func newStack(t testing.TB, cfg console.Config) *stack {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "console.db")
+	r := openRunner(t, path)
+	cfg.Runner, cfg.Charter = r, newCharter(t)
+	if cfg.Secret == nil && cfg.IdentityHeader == "" {
+		cfg.Secret = []byte(secret)
+	}
+	if cfg.Changes == nil {
+		cfg.Changes = &console.PollChanges{Runner: r, Interval: 50 * time.Millisecond}
+	}
+	c, err := console.New(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", c)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &stack{path: path, runner: r, srv: srv}
+}
+
+func openRunner(t testing.TB, path string) *durable.Runner {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	r, err := durable.New(durable.Config{Store: st, Charter: newCharter(t)})
+	require.NoError(t, err)
+	return r
+}
+
+// suspend creates machine id on r and runs it to its approval
+// suspension, returning the suspend ID.
+func suspend(ctx context.Context, r *durable.Runner, id string, order int) (string, error) {
+	if _, err := r.Create(ctx, id, "desk", nil); err != nil {
+		return "", err
+	}
+	for st, err := range r.Run(ctx, id, machine.UserText(fmt.Sprintf("refund order %d", order))) {
+		if err != nil {
+			return "", err
+		}
+		if len(st.Suspensions) > 0 && st.Done {
+			return st.Suspensions[0].SuspendID, nil
+		}
+	}
+	return "", fmt.Errorf("machine %s did not suspend", id)
+}
+
+// TestMain lets the test binary be the other process of the cross-process
+// test: with MARKOV_CONSOLE_CHILD set it suspends one machine in the
+// SQLite file MARKOV_DB and exits.
+func TestMain(m *testing.M) {
+	if id := os.Getenv("MARKOV_CONSOLE_CHILD"); id != "" {
+		os.Exit(child(id))
+	}
+	os.Exit(m.Run())
+}
+
+func child(id string) int {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: os.Getenv("MARKOV_DB")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 2
+	}
+	defer st.Close()
+	c, err := buildCharter()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "charter:", err)
+		return 2
+	}
+	r, err := durable.New(durable.Config{Store: st, Charter: c})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return 2
+	}
+	if _, err := suspend(ctx, r, id, 77); err != nil {
+		fmt.Fprintln(os.Stderr, "suspend:", err)
+		return 1
+	}
+	return 0
+}
+
+// client is a cookie-keeping HTTP client that does not follow redirects.
+type client struct {
+	t    testing.TB
+	base string
+	http *http.Client
+}
+
+func newClient(t testing.TB, s *stack) *client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &client{t: t, base: s.srv.URL, http: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// get returns the status and body of a page.
+func (c *client) get(path string) (int, string) {
+	c.t.Helper()
+	res, err := c.http.Get(c.base + path)
+	require.NoError(c.t, err)
+	defer res.Body.Close()
+	var b strings.Builder
+	_, err = fmt.Fprint(&b, readAll(c.t, res))
+	require.NoError(c.t, err)
+	return res.StatusCode, b.String()
+}
+
+func readAll(t testing.TB, res *http.Response) string {
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := res.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String()
+		}
+	}
+}
+
+// post submits a form with the CSRF token of the page at from; it returns
+// the status, the Location header and the body.
+func (c *client) post(from, path string, form url.Values) (int, string, string) {
+	c.t.Helper()
+	_, page := c.get(from)
+	m := csrfRe.FindStringSubmatch(page)
+	require.NotNil(c.t, m, "no CSRF token on %s", from)
+	form.Set("csrf", m[1])
+	res, err := c.http.PostForm(c.base+path, form)
+	require.NoError(c.t, err)
+	defer res.Body.Close()
+	return res.StatusCode, res.Header.Get("Location"), readAll(c.t, res)
+}
+
+func (c *client) signIn(name string) {
+	c.t.Helper()
+	status, loc, _ := c.post("/ui/login", "/ui/login", url.Values{"name": {name}, "secret": {secret}})
+	require.Equal(c.t, http.StatusSeeOther, status)
+	require.Equal(c.t, "/ui/", loc)
+}

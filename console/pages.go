@@ -1,0 +1,399 @@
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/steptext"
+	"github.com/markov-agents/markov/store"
+)
+
+// inboxLimit caps the suspensions one inbox page lists per status.
+const inboxLimit = 500
+
+// statuses are the inbox's status filter's choices.
+var statuses = []string{
+	string(instance.StatusPending), string(instance.StatusResolved),
+	string(instance.StatusExpired), string(instance.StatusCancelled),
+}
+
+// Row is one suspension of the inbox.
+type Row struct {
+	store.Suspension
+	Node, InstanceID string
+	Input, Metadata  string
+	Waiting, Left    string
+	Overdue          bool
+}
+
+// inboxData is the inbox page's data.
+type inboxData struct {
+	Status, Node, Tool, Text string
+	Statuses                 []string
+	Rows                     []Row
+}
+
+func (c *Console) inbox(w http.ResponseWriter, r *http.Request, who string) {
+	q := r.URL.Query()
+	d := inboxData{Status: cmp.Or(q.Get("status"), string(instance.StatusPending)), Node: q.Get("node"),
+		Tool: q.Get("tool"), Text: q.Get("q"), Statuses: statuses}
+	rows, err := c.rows(r.Context(), d)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Rows = rows
+	c.render(w, r, http.StatusOK, "inbox", page{Title: "Inbox", Live: "inbox", Data: d}, who)
+}
+
+// rows lists the suspensions the filter selects, newest first.
+func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
+	var entries []store.Suspension
+	for _, st := range statuses {
+		if d.Status != "all" && d.Status != st {
+			continue
+		}
+		got, err := c.runner.Pending(ctx, store.Filter{Status: st, Limit: inboxLimit})
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, got...)
+	}
+	slices.SortStableFunc(entries, func(a, b store.Suspension) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	now := c.now()
+	machines := map[string]*machine.Machine{}
+	var rows []Row
+	for _, e := range entries {
+		row := c.row(ctx, machines, e, now)
+		if d.matches(row) {
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// row fills in a suspension from its machine (loaded once per page).
+func (c *Console) row(ctx context.Context, machines map[string]*machine.Machine, e store.Suspension, now time.Time) Row {
+	row := Row{Suspension: e, Waiting: since(now, e.CreatedAt)}
+	if !e.Deadline.IsZero() {
+		row.Left, row.Overdue = until(now, e.Deadline), !now.Before(e.Deadline)
+	}
+	m, ok := machines[e.MachineID]
+	if !ok {
+		m, _, _ = c.runner.Load(ctx, e.MachineID) // a machine gone since: the index entry alone
+		machines[e.MachineID] = m
+	}
+	if m == nil {
+		return row
+	}
+	if in, call := m.Root().FindCall(e.ID); call != nil {
+		row.Node, row.InstanceID = in.Node, in.ID
+		row.Input, row.Metadata = pretty(call.Input), pretty(call.Metadata)
+	}
+	return row
+}
+
+func (d inboxData) matches(r Row) bool {
+	text := strings.ToLower(d.Text)
+	return (d.Node == "" || r.Node == d.Node) && (d.Tool == "" || r.Name == d.Tool) &&
+		(text == "" || strings.Contains(strings.ToLower(r.Reason+"\n"+r.Name+"\n"+r.Input+"\n"+r.Metadata+"\n"+r.MachineID), text))
+}
+
+func (c *Console) machines(w http.ResponseWriter, r *http.Request, who string) {
+	ids, err := c.runner.Machines(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	slices.Sort(ids)
+	c.render(w, r, http.StatusOK, "machines", page{Title: "Machines", Data: ids}, who)
+}
+
+// suspensionData is the suspension page's data.
+type suspensionData struct {
+	Entry     store.Suspension
+	Call      *instance.SuspendedCall
+	Node      string
+	Input     string
+	Metadata  string
+	Form      Form
+	Violation string
+	Conflict  string
+}
+
+// lookup finds a suspension's index entry and, while it is pending, its
+// call and instance.
+func (c *Console) lookup(ctx context.Context, id string) (suspensionData, error) {
+	e, err := c.runner.Suspension(ctx, id)
+	if err != nil {
+		return suspensionData{}, err
+	}
+	d := suspensionData{Entry: e}
+	m, _, err := c.runner.Load(ctx, e.MachineID)
+	if err != nil {
+		return d, err
+	}
+	if in, call := m.Root().FindCall(id); call != nil && call.Status == instance.StatusPending {
+		d.Call, d.Node = call, in.Node
+		d.Input, d.Metadata = pretty(call.Input), pretty(call.Metadata)
+		d.Form = newForm(call.PayloadSchema)
+	}
+	return d, nil
+}
+
+// found looks up the suspension of the request's path, answering 404 or
+// 500 itself when it cannot (ok false).
+func (c *Console) found(w http.ResponseWriter, r *http.Request) (d suspensionData, ok bool) {
+	d, err := c.lookup(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, instance.ErrUnknownSuspendID):
+		http.NotFound(w, r)
+	case err != nil:
+		c.fail(w, r, err)
+	default:
+		return d, true
+	}
+	return d, false
+}
+
+func (c *Console) suspensionPage(w http.ResponseWriter, r *http.Request, who string) {
+	if d, ok := c.found(w, r); ok {
+		c.render(w, r, http.StatusOK, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
+	}
+}
+
+// decision is the input a posted decision form asks for, or a form error.
+func decision(d suspensionData, r *http.Request, who string) (machine.Input, error) {
+	id := d.Entry.ID
+	switch r.PathValue("action") {
+	case "resume":
+		payload, err := d.Form.decode(r.PostForm)
+		if err != nil {
+			return nil, err
+		}
+		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who}, nil
+	case "error":
+		return machine.ResumeInput{SuspendID: id, Payload: cmp.Or(r.PostFormValue("message"), "rejected"), IsError: true, By: who}, nil
+	case "cancel":
+		return machine.CancelInput{SuspendID: id, Reason: r.PostFormValue("reason"), By: who}, nil
+	}
+	return nil, nil
+}
+
+// decide applies a decision (resume, error, cancel) as who, runs the
+// machine on, and sends the person to the machine's page.
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
+	d, ok := c.found(w, r)
+	if !ok {
+		return
+	}
+	in, err := decision(d, r, who)
+	if err != nil {
+		c.rejected(w, r, who, d, err.Error())
+		return
+	}
+	if in == nil {
+		http.NotFound(w, r)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.runTimeout)
+	defer cancel()
+	var runErr error
+	for _, err := range c.runner.Run(ctx, d.Entry.MachineID, in) {
+		runErr = err
+	}
+	var pe *instance.PayloadError
+	switch {
+	case errors.As(runErr, &pe):
+		c.rejected(w, r, who, d, pe.Violation)
+	case errors.Is(runErr, instance.ErrAlreadyResolved) || errors.Is(runErr, store.ErrConflict):
+		d, _ = c.lookup(r.Context(), d.Entry.ID)
+		d.Conflict = "Someone else decided this suspension first; your decision was not applied."
+		c.render(w, r, http.StatusConflict, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
+	case runErr != nil:
+		c.fail(w, r, runErr)
+	default:
+		u := c.prefix + "machines/" + url.PathEscape(d.Entry.MachineID) + "?decided=" + url.QueryEscape(d.Entry.ID)
+		http.Redirect(w, r, u, http.StatusSeeOther)
+	}
+}
+
+// rejected shows the form again with the posted values and the
+// violation; the suspension stays pending.
+func (c *Console) rejected(w http.ResponseWriter, r *http.Request, who string, d suspensionData, violation string) {
+	d.Form, d.Violation = d.Form.withValues(r.PostForm), violation
+	c.render(w, r, http.StatusUnprocessableEntity, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
+}
+
+// machineData is the machine page's data.
+type machineData struct {
+	ID       string
+	Revision int64
+	Tree     []TreeRow
+	Messages []Line
+	Pending  []instance.SuspendedCall
+	Answer   string
+	Graph    string
+	Decided  string
+}
+
+// TreeRow is one instance of the machine page's tree.
+type TreeRow struct {
+	Depth             int
+	Node, ID, Status  string
+	State             string
+	Leaf, IsSuspended bool
+}
+
+// Line is one message of the conversation, as steptext writes it.
+type Line struct {
+	Role, Text string
+}
+
+func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string) {
+	id := r.PathValue("id")
+	m, rev, err := c.runner.Load(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	root := m.Root()
+	d := machineData{ID: id, Revision: rev, Pending: m.Pending(), Decided: r.URL.Query().Get("decided")}
+	current := map[string]bool{}
+	d.Tree = treeRows(root, 0, nil, current)
+	history := m.History()
+	d.Answer = steptext.FinalAnswer(history)
+	for _, msg := range history {
+		var b bytes.Buffer
+		if err := steptext.WriteMessage(&b, msg); err == nil && b.Len() > 0 {
+			d.Messages = append(d.Messages, Line{Role: string(msg.Role), Text: strings.TrimRight(b.String(), "\n")})
+		}
+	}
+	if d.Graph, err = c.graph(current); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "machine", page{Title: "Machine " + id, Live: id, Data: d}, who)
+}
+
+// treeRows flattens the tree, depth first, noting the leaves' nodes in
+// current.
+func treeRows(in *instance.Instance, depth int, out []TreeRow, current map[string]bool) []TreeRow {
+	row := TreeRow{Depth: depth, Node: in.Node, ID: in.ID, State: pretty(mustJSON(in.State)), Leaf: in.IsLeaf(), IsSuspended: in.Suspended()}
+	switch {
+	case in.Suspended():
+		row.Status = fmt.Sprintf("suspended (%d pending)", in.Suspension.PendingCount())
+	case !in.IsLeaf():
+		row.Status = "waiting for children"
+	case in.Idle:
+		row.Status = "idle"
+	default:
+		row.Status = "active"
+	}
+	if in.IsLeaf() {
+		current[in.Node] = true
+	}
+	out = append(out, row)
+	for _, ch := range in.Children {
+		out = treeRows(ch, depth+1, out, current)
+	}
+	return out
+}
+
+// graph is the charter's Mermaid graph with the current nodes marked.
+func (c *Console) graph(current map[string]bool) (string, error) {
+	g, err := c.charter.Graph(machine.GraphMermaid)
+	if err != nil {
+		return "", err
+	}
+	ids := map[string]string{}
+	for line := range strings.Lines(g) {
+		var name, id string
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "state %q as %s", &name, &id); err == nil {
+			ids[name] = id
+		}
+	}
+	var b strings.Builder
+	b.WriteString(g)
+	b.WriteString("    classDef current fill:#ffd966,stroke:#7f6000,stroke-width:3px\n")
+	names := make([]string, 0, len(current))
+	for n := range current {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "    class %s current\n", cmp.Or(ids[n], n))
+	}
+	return b.String(), nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(fmt.Sprintf("%q", fmt.Sprint(v)))
+	}
+	return b
+}
+
+// pretty indents JSON, or returns "" for none.
+func pretty(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// since and until say a duration in words a person reads at a glance.
+func since(now, t time.Time) string { return short(now.Sub(t)) }
+
+func until(now, t time.Time) string {
+	if d := t.Sub(now); d > 0 {
+		return short(d)
+	}
+	return "overdue by " + short(now.Sub(t))
+}
+
+func short(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// funcs are the templates' helpers.
+var funcs = map[string]any{
+	"indent": func(n int) string { return strings.Repeat("\u00a0\u00a0\u00a0\u00a0", n) },
+	"optionLabel": func(raw string) string {
+		var s string
+		if json.Unmarshal([]byte(raw), &s) == nil {
+			return s
+		}
+		return raw
+	},
+	"ago":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"role": func(r string) string { return strings.ToLower(r) },
+}
