@@ -4,6 +4,11 @@
 // again by its suspend ID from any process and resumed exactly once, even
 // when several processes race; a sweeper resolves expired suspensions by
 // their on-timeout action, safely from several processes at once.
+//
+// Every run happens under the machine's [Hold], a per-machine lock —
+// fleet-wide when the store is a [Locker] — so handler code (resume
+// handlers, tools, commands) runs only in the process that holds the
+// machine, after it loaded the latest save.
 package durable
 
 import (
@@ -47,15 +52,24 @@ type Config struct {
 	Lease time.Duration
 	// Logger receives what the runner does (silent if nil).
 	Logger *slog.Logger
+	// BeforeSave, if set, is called before a save that adds suspensions
+	// to the index as pending, with those suspensions; an error aborts the
+	// save. A coordinator schedules their deadlines with it (package fleet
+	// inserts one River job per deadline): a save that fails afterwards
+	// leaves a job that finds nothing to do, and no deadline is ever
+	// missed.
+	BeforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
 }
 
 // Runner runs machines durably. It is safe for concurrent use; several
 // Runners in several processes may share one store.
 type Runner struct {
-	store   store.Store
-	charter *machine.Charter
-	lease   time.Duration
-	log     *slog.Logger
+	store      store.Store
+	charter    *machine.Charter
+	lease      time.Duration
+	log        *slog.Logger
+	beforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
+	local      *localLocks
 }
 
 // New returns a Runner.
@@ -63,7 +77,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Store == nil || cfg.Charter == nil {
 		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
-	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger}
+	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, local: localLocksOf(cfg.Store)}
 	if r.lease <= 0 {
 		r.lease = DefaultLease
 	}
@@ -100,23 +114,28 @@ func (r *Runner) Load(ctx context.Context, id string) (*machine.Machine, int64, 
 	return s.m, s.rev, nil
 }
 
-// Run loads machine id, applies inputs and runs it. Every step is saved
-// before it is yielded, with the revision it was loaded at: if another
-// process saved the machine in between, Run yields an error wrapping
-// store.ErrConflict and nothing of this run is kept. The inputs are saved
-// before any model call, so a losing racer conflicts before it calls the
-// model. Breaking out of the loop leaves the store at the last yielded
+// Run takes the machine's [Hold] (waiting for a run elsewhere to end),
+// loads machine id, applies inputs and runs it, and releases the hold
+// when the sequence ends. Inputs are applied — resume handlers and
+// commands run — only once the machine is held and loaded at its latest
+// save, so of racers resuming one suspension exactly one runs its
+// handler; the others fail with instance.ErrAlreadyResolved having run
+// nothing. Every step is saved before it is yielded, with the revision it
+// was loaded at: a save by a writer that does not hold the machine makes
+// Run yield an error wrapping store.ErrConflict, and nothing of this run
+// is kept. Breaking out of the loop leaves the store at the last yielded
 // step. Like machine.Run's, the sequence is single-use: ranging over it
 // again yields machine.ErrIterReused once and applies nothing twice (the
 // sequences of Resume, Cancel and Invoke too).
 func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
 	return singleUse(func(yield func(machine.Step, error) bool) {
-		s, err := r.load(ctx, id)
+		h, err := r.Hold(ctx, id)
 		if err != nil {
-			yield(machine.Step{}, err)
+			yield(machine.Step{}, fmt.Errorf("hold machine %s: %w", id, err))
 			return
 		}
-		s.run(ctx, inputs, yield)
+		defer h.Release()
+		h.Run(ctx, inputs...)(yield)
 	})
 }
 
@@ -463,6 +482,9 @@ func (s *session) save(ctx context.Context) error {
 		}
 	})
 	slices.SortStableFunc(done, func(a, b store.Suspension) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	if err := s.announce(ctx, index); err != nil {
+		return err
+	}
 	index = append(index, done[:min(len(done), ResolvedKept)]...)
 	rev, err := s.r.store.Save(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index})
 	if err != nil {
@@ -472,16 +494,39 @@ func (s *session) save(ctx context.Context) error {
 	return nil
 }
 
+// announce calls the BeforeSave hook with the pending entries of index
+// that the store does not have yet.
+func (s *session) announce(ctx context.Context, pending []store.Suspension) error {
+	if s.r.beforeSave == nil {
+		return nil
+	}
+	var added []store.Suspension
+	for _, e := range pending {
+		if !slices.ContainsFunc(s.indexed, func(o store.Suspension) bool { return o.ID == e.ID }) {
+			added = append(added, e)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	if err := s.r.beforeSave(ctx, s.id, added); err != nil {
+		return fmt.Errorf("save machine %s: before save: %w", s.id, err)
+	}
+	return nil
+}
+
 func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(machine.Step, error) bool) {
 	s.noteInputs(inputs)
 	steps, err := s.m.Apply(ctx, inputs...)
 	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", ErrRejected, err)
+		}
 		yield(machine.Step{}, err)
 		return
 	}
 	s.noteEvents(steps...)
-	// Persist the inputs before any model call: a racer that loaded the
-	// same revision conflicts here.
+	// Persist the inputs before any model call.
 	if len(inputs) > 0 {
 		if err := s.save(ctx); err != nil {
 			yield(machine.Step{}, err)

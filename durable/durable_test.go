@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,10 @@ func agentModel(latency time.Duration) llm.Model {
 	})
 }
 
+// resumeHandlerRuns counts the runs of the ask tool's resume handler in
+// this process.
+var resumeHandlerRuns atomic.Int64
+
 func newCharter(t testing.TB, model llm.Model) *machine.Charter {
 	t.Helper()
 	c, err := buildCharter(model)
@@ -76,7 +81,10 @@ func buildCharter(model llm.Model) (*machine.Charter, error) {
 	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
 		return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour))
-	})
+	}, node.OnResume(func(_ *node.ToolContext[desk], _ empty, r instance.Resolution) (string, error) {
+		resumeHandlerRuns.Add(1)
+		return instance.Decode[string](r.Payload)
+	}))
 	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
 	if err != nil {
 		return nil, err
@@ -225,6 +233,7 @@ func TestConcurrentResumeExactlyOnce(t *testing.T) {
 			s := open(t)
 			ctx := context.Background()
 			id := suspended(t, newRunner(t, s, agentModel(0)), "race")
+			resumeHandlerRuns.Store(0)
 			const racers = 50
 			var wg sync.WaitGroup
 			errs := make([]error, racers)
@@ -251,6 +260,7 @@ func TestConcurrentResumeExactlyOnce(t *testing.T) {
 				}
 			}
 			require.Equal(t, 1, wins)
+			require.Equal(t, int64(1), resumeHandlerRuns.Load(), "the resume handler runs in the winner only")
 			m, _, err := newRunner(t, s, agentModel(0)).Load(ctx, "race")
 			require.NoError(t, err)
 			checkHistory(t, m.History())

@@ -13,4 +13,9 @@ var (
 	// Runner's store lacks: Machines needs a store.MachineLister, Sweep and
 	// RunSweeper a store.ExpiryClaimer. It wraps errors.ErrUnsupported.
 	ErrUnsupported = fmt.Errorf("durable: not supported by the store: %w", errors.ErrUnsupported)
+	// ErrRejected wraps the error of inputs a run could not apply (an
+	// unknown or resolved suspension, a payload that fails its schema, a
+	// failing command): the machine is unchanged. A coordinator drops such
+	// an input rather than retrying it.
+	ErrRejected = errors.New("durable: input rejected")
 )

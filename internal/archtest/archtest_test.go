@@ -74,6 +74,9 @@ var layers = map[string]rule{
 	"store":     {layer: 6, restricted: true, stdlib: true},
 	"store/...": {layer: 6, restricted: true, only: []string{"store"}},
 	"durable":   {layer: 7},
+	// fleet runs durable machines on River across processes sharing one
+	// PostgreSQL: durable and store/postgres.
+	"durable/fleet": {layer: 8},
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp": {layer: 7, also: []string{"durable"}},
 	// console is the web page for approvers and operators (layer 8).

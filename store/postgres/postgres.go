@@ -47,6 +47,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,9 @@ type Config struct {
 	Schema string
 	// Now is the clock used for Snapshot.UpdatedAt; nil means time.Now.
 	Now func() time.Time
+	// LockConns caps the machines this store holds locked at once
+	// ([Store.LockMachine]); zero means DefaultLockConns.
+	LockConns int
 }
 
 // Store is a [store.Store] in PostgreSQL. Its methods are safe for
@@ -84,6 +88,10 @@ type Store struct {
 	ownsPool bool
 	now      func() time.Time
 	q        queries
+	schema   string
+	// lockConns and locks serve LockMachine (lock.go).
+	lockConns int
+	locks     lockPool
 }
 
 // Store implements the core interface and every optional capability.
@@ -100,7 +108,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if schema == "" {
 		schema = "markov"
 	}
-	s := &Store{pool: cfg.Pool, now: cfg.Now, q: newQueries(schema)}
+	s := &Store{pool: cfg.Pool, now: cfg.Now, q: newQueries(schema), schema: schema, lockConns: cmp.Or(cfg.LockConns, DefaultLockConns)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -114,7 +122,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		s.pool, s.ownsPool = pool, true
 	}
-	if err := s.migrate(ctx, schema); err != nil {
+	err := s.migrate(ctx, schema)
+	if err == nil {
+		err = s.migrateRiver(ctx, schema)
+	}
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("postgres: open schema %q: %w", schema, err)
 	}
@@ -158,6 +170,20 @@ var migrations = [...]string{
 		WHERE status NOT IN ('pending', 'resolved', 'expired', 'cancelled');
 	ALTER TABLE {s}.suspensions ADD CONSTRAINT suspensions_status_check
 		CHECK (status IN ('pending', 'resolved', 'expired', 'cancelled'));`,
+	// 3: the inbox of a fleet (package durable/fleet): inputs accepted for a
+	// machine, committed with the River job that applies them. At most one
+	// accepted result per suspension; consumed_rev is the revision whose
+	// save applies the input.
+	`CREATE TABLE {s}.inbox (
+		id           bigserial PRIMARY KEY,
+		machine_id   text NOT NULL,
+		suspend_id   text UNIQUE,
+		kind         text NOT NULL,
+		body         bytea NOT NULL,
+		consumed_rev bigint,
+		accepted_at  timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX inbox_machine_idx ON {s}.inbox (machine_id, id);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -495,6 +521,7 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 
 // Close closes the pool if [Open] opened it.
 func (s *Store) Close() error {
+	s.locks.close()
 	if s.ownsPool {
 		s.pool.Close()
 	}

@@ -163,6 +163,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	for _, sql := range []string{
 		// Back to version 1, as an older package left it.
 		`ALTER TABLE {s}.suspensions DROP CONSTRAINT suspensions_status_check`,
+		`DROP TABLE {s}.inbox`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 1`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
 		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES

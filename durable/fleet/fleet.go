@@ -1,0 +1,406 @@
+// Package fleet runs durable machines across many processes sharing one
+// PostgreSQL database, on River (github.com/riverqueue/river).
+//
+// An input for a machine — a resume, a cancel, a command, a user message
+// — is accepted by committing it to the machine's inbox together with the
+// River job that will apply it, in one transaction: once [Fleet.Resume]
+// (or Cancel, Invoke, Send) returns, the input is durable and will be
+// applied, whichever process dies. The job ("markov_run", unique per
+// machine among jobs not yet finished) is worked by any process that runs
+// [Fleet.Start]:
+//
+//   - it holds the machine (durable.Runner.TryHold: a PostgreSQL advisory
+//     lock, released if the process dies), so at most one process runs a
+//     machine at any moment; a job that finds the machine held elsewhere
+//     snoozes;
+//   - it applies the inbox in order, one input per run, marking each
+//     input with the revision whose save applies it before it runs, so an
+//     input is applied once even if the worker dies at any point;
+//   - it completes in a transaction that re-checks the inbox under the
+//     machine's inbox lock, the lock every acceptance takes: an input
+//     accepted while the job finishes is either seen (the job goes on) or
+//     gets a job of its own.
+//
+// A worker that dies mid-run leaves its job running until River's rescuer
+// (Config.RescueAfter) hands it to another process, which continues the
+// machine from its last save. Deadlines are River jobs ("markov_expire")
+// scheduled at the deadline when the save that creates the suspension is
+// made; they expire the suspension on the database's clock. A machine
+// that fails to load or run is retried with backoff and parked after
+// Config.MaxAttempts ([Fleet.Parked] lists them with their errors); other
+// machines are not held up. Finished machines are deleted after
+// Config.Retention by a periodic job that River's leader runs once,
+// fleet-wide.
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/serialize"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres"
+)
+
+// Defaults of Config.
+const (
+	DefaultWorkers     = 10
+	DefaultRescueAfter = time.Minute
+	DefaultMaxAttempts = 10
+	DefaultBusySnooze  = time.Second
+)
+
+// Config configures a Fleet.
+type Config struct {
+	// Store is the shared database. Required.
+	Store *postgres.Store
+	// Charter is what the machines run against. Required.
+	Charter *machine.Charter
+	// Workers is how many machines this process runs at once once
+	// started (DefaultWorkers if zero).
+	Workers int
+	// RescueAfter is how long a run may go without finishing before its
+	// job is handed to another process, which waits for the machine's
+	// lock: a live run keeps it, a dead process has lost it
+	// (DefaultRescueAfter if zero).
+	RescueAfter time.Duration
+	// MaxAttempts is how many times a failing machine is tried, with
+	// backoff, before it is parked (DefaultMaxAttempts if zero).
+	MaxAttempts int
+	// Retention, if positive, deletes machines with nothing pending whose
+	// last save is older than it, checked every RetentionEvery (an hour
+	// if zero).
+	Retention, RetentionEvery time.Duration
+	// BusySnooze is how long a job waits before trying again a machine
+	// another process is running (DefaultBusySnooze if zero).
+	BusySnooze time.Duration
+	// Logger receives what the fleet does (silent if nil).
+	Logger *slog.Logger
+}
+
+// Fleet accepts inputs for machines and, once started, works them.
+type Fleet struct {
+	cfg    Config
+	runner *durable.Runner
+	client *river.Client[pgx.Tx]
+	log    *slog.Logger
+	q      queries
+}
+
+// Job kinds.
+const (
+	kindRun       = "markov_run"
+	kindExpire    = "markov_expire"
+	kindRetention = "markov_retention"
+)
+
+type runArgs struct {
+	MachineID string `json:"machine_id"`
+}
+
+func (runArgs) Kind() string { return kindRun }
+
+type expireArgs struct {
+	MachineID string `json:"machine_id"`
+	SuspendID string `json:"suspend_id"`
+}
+
+func (expireArgs) Kind() string { return kindExpire }
+
+type retentionArgs struct{}
+
+func (retentionArgs) Kind() string { return kindRetention }
+
+// New returns a Fleet on cfg.Store. It works no job until Start.
+func New(cfg Config) (*Fleet, error) {
+	if cfg.Store == nil || cfg.Charter == nil {
+		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.RescueAfter <= 0 {
+		cfg.RescueAfter = DefaultRescueAfter
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.BusySnooze <= 0 {
+		cfg.BusySnooze = DefaultBusySnooze
+	}
+	if cfg.RetentionEvery <= 0 {
+		cfg.RetentionEvery = time.Hour
+	}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, q: newQueries(cfg.Store.Schema())}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	r, err := durable.New(durable.Config{Store: cfg.Store, Charter: cfg.Charter, Logger: cfg.Logger, BeforeSave: f.scheduleDeadlines})
+	if err != nil {
+		return nil, err
+	}
+	f.runner = r
+	workers := river.NewWorkers()
+	river.AddWorker(workers, river.WorkFunc(f.workRun))
+	river.AddWorker(workers, river.WorkFunc(f.workExpire))
+	river.AddWorker(workers, river.WorkFunc(f.workRetention))
+	rc := &river.Config{
+		Schema:               cfg.Store.Schema(),
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers:              workers,
+		JobTimeout:           -1,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		MaxAttempts:          cfg.MaxAttempts,
+		Logger:               slog.New(slog.DiscardHandler),
+	}
+	if cfg.Logger != nil {
+		rc.Logger = cfg.Logger
+	}
+	if cfg.Retention > 0 {
+		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.RetentionEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return retentionArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true})}
+	}
+	f.client, err = river.NewClient(riverpgxv5.New(cfg.Store.Pool()), rc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return f, nil
+}
+
+// Runner is the durable.Runner of the fleet: its runs hold the machine
+// fleet-wide and schedule the deadlines they create, so it may be used
+// directly (Create, Load, a synchronous Run) beside the fleet's jobs.
+func (f *Fleet) Runner() *durable.Runner { return f.runner }
+
+// Start begins working jobs in this process, and schedules the deadlines
+// of pending suspensions that have no job yet (suspensions made before
+// the fleet). Stop it with Stop.
+func (f *Fleet) Start(ctx context.Context) error {
+	if err := f.client.Start(ctx); err != nil {
+		return fmt.Errorf("fleet: start: %w", err)
+	}
+	pending, err := f.runner.Pending(ctx, store.Filter{})
+	if err != nil {
+		return fmt.Errorf("fleet: start: %w", err)
+	}
+	byMachine := map[string][]store.Suspension{}
+	for _, s := range pending {
+		byMachine[s.MachineID] = append(byMachine[s.MachineID], s)
+	}
+	for id, ss := range byMachine {
+		if err := f.scheduleDeadlines(ctx, id, ss); err != nil {
+			return fmt.Errorf("fleet: start: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stop stops taking jobs and waits for the running ones to finish; when
+// ctx ends first, it cancels them (their jobs are retried elsewhere, and
+// their machines continue from the last save) and returns ctx's error.
+func (f *Fleet) Stop(ctx context.Context) error {
+	err := f.client.Stop(ctx)
+	if err != nil && ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		f.client.StopAndCancel(cctx)
+	}
+	return err
+}
+
+// scheduleDeadlines inserts one expire job per suspension with a deadline,
+// scheduled at the deadline, unique per suspension: a job whose save then
+// fails finds nothing to expire.
+func (f *Fleet) scheduleDeadlines(ctx context.Context, machineID string, added []store.Suspension) error {
+	var params []river.InsertManyParams
+	for _, s := range added {
+		if s.Deadline.IsZero() {
+			continue
+		}
+		params = append(params, river.InsertManyParams{
+			Args:       expireArgs{MachineID: machineID, SuspendID: s.ID},
+			InsertOpts: &river.InsertOpts{ScheduledAt: s.Deadline, UniqueOpts: river.UniqueOpts{ByArgs: true}},
+		})
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	if _, err := f.client.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("schedule deadlines: %w", err)
+	}
+	return nil
+}
+
+// Accepted is an input durably accepted for a machine.
+type Accepted struct {
+	// MachineID is the machine the input is for.
+	MachineID string
+	// InboxID identifies the input in the machine's inbox.
+	InboxID int64
+}
+
+// Input kinds in the inbox.
+const (
+	inResume  = "resume"
+	inCancel  = "cancel"
+	inCommand = "command"
+	inMessage = "message"
+)
+
+// entry is an inbox row's body.
+type entry struct {
+	SuspendID  string          `json:"suspend_id,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	IsError    bool            `json:"is_error,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Command    string          `json:"command,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	InstanceID string          `json:"instance_id,omitempty"`
+	Message    []byte          `json:"message,omitempty"`
+}
+
+func (e entry) input(kind string) (machine.Input, error) {
+	switch kind {
+	case inResume:
+		return machine.ResumeInput{SuspendID: e.SuspendID, Payload: e.Payload, IsError: e.IsError}, nil
+	case inCancel:
+		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason}, nil
+	case inCommand:
+		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID}, nil
+	case inMessage:
+		return serialize.UnmarshalMessage(e.Message)
+	}
+	return nil, fmt.Errorf("%w: inbox entry of kind %q", ErrCorruptInbox, kind)
+}
+
+// Resume accepts the result of suspension suspendID. It returns once the
+// result is committed with the job that applies it. A suspension that is
+// not pending, or that already has an accepted result, fails with
+// instance.ErrAlreadyResolved; an unknown one with
+// instance.ErrUnknownSuspendID.
+func (f *Fleet) Resume(ctx context.Context, suspendID string, payload any, isError bool) (Accepted, error) {
+	raw, err := instance.EncodePayload(payload)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("fleet: resume %s: %w", suspendID, err)
+	}
+	return f.acceptResult(ctx, suspendID, inResume, entry{SuspendID: suspendID, Payload: raw, IsError: isError})
+}
+
+// Cancel accepts the cancellation of suspension suspendID, as Resume
+// accepts a result.
+func (f *Fleet) Cancel(ctx context.Context, suspendID, reason string) (Accepted, error) {
+	return f.acceptResult(ctx, suspendID, inCancel, entry{SuspendID: suspendID, Reason: reason})
+}
+
+func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entry) (Accepted, error) {
+	sus, err := f.runner.Suspension(ctx, suspendID)
+	if err == nil && sus.Status != store.StatusPending {
+		err = fmt.Errorf("suspension %s is %s: %w", suspendID, sus.Status, instance.ErrAlreadyResolved)
+	}
+	if err != nil {
+		return Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+	}
+	a, err := f.accept(ctx, sus.MachineID, kind, e)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		err = fmt.Errorf("a result was already accepted: %w", instance.ErrAlreadyResolved)
+	}
+	if err != nil {
+		return Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+	}
+	return a, nil
+}
+
+// Invoke accepts command inv for machine machineID.
+func (f *Fleet) Invoke(ctx context.Context, machineID string, inv command.Invocation) (Accepted, error) {
+	in, err := instance.EncodePayload(inv.Input)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("fleet: invoke %s on %s: %w", inv.Name, machineID, err)
+	}
+	return f.acceptFor(ctx, machineID, inCommand, entry{Command: inv.Name, Input: in, InstanceID: inv.InstanceID})
+}
+
+// Send accepts user message msg for machine machineID.
+func (f *Fleet) Send(ctx context.Context, machineID string, msg message.Message) (Accepted, error) {
+	b, err := serialize.MarshalMessage(msg)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("fleet: send to %s: %w", machineID, err)
+	}
+	return f.acceptFor(ctx, machineID, inMessage, entry{Message: b})
+}
+
+// acceptFor accepts an input for a machine that must exist.
+func (f *Fleet) acceptFor(ctx context.Context, machineID, kind string, e entry) (Accepted, error) {
+	var exists bool
+	if err := store.CheckID(machineID); err != nil {
+		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
+	}
+	if err := f.cfg.Store.Pool().QueryRow(ctx, f.q.exists, machineID).Scan(&exists); err != nil {
+		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
+	}
+	if !exists {
+		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, store.ErrNotFound)
+	}
+	a, err := f.accept(ctx, machineID, kind, e)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
+	}
+	return a, nil
+}
+
+// accept commits the inbox entry and the machine's run job in one
+// transaction, under the machine's inbox lock.
+func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (Accepted, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return Accepted{}, err
+	}
+	var suspendID *string
+	if e.SuspendID != "" {
+		suspendID = &e.SuspendID
+	}
+	a := Accepted{MachineID: machineID}
+	err = pgx.BeginFunc(ctx, f.cfg.Store.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, f.inboxKey(machineID)); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, f.q.insert, machineID, suspendID, kind, body).Scan(&a.InboxID); err != nil {
+			return err
+		}
+		_, err := f.client.InsertTx(ctx, tx, runArgs{MachineID: machineID}, runOpts())
+		return err
+	})
+	return a, err
+}
+
+// runOpts makes the run job unique per machine among unfinished jobs.
+func runOpts() *river.InsertOpts {
+	return &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+		rivertype.JobStateRunning, rivertype.JobStateScheduled,
+	}}}
+}
+
+// inboxKey is the transaction advisory lock key of a machine's inbox.
+func (f *Fleet) inboxKey(machineID string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("markov/inbox:" + f.cfg.Store.Schema() + ":" + machineID))
+	return int64(h.Sum64())
+}

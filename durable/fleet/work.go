@@ -1,0 +1,295 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
+)
+
+// queries holds the fleet's SQL with the store's schema filled in.
+type queries struct {
+	exists, insert, revision, inbox, consume, remove string
+	pending, clear, dbNow, pendingFor, retention     string
+}
+
+func newQueries(schema string) queries {
+	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())
+	return queries{
+		exists:     r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.machines WHERE id = $1)`),
+		insert:     r.Replace(`INSERT INTO {s}.inbox (machine_id, suspend_id, kind, body) VALUES ($1, $2, $3, $4) RETURNING id`),
+		revision:   r.Replace(`SELECT revision FROM {s}.machines WHERE id = $1`),
+		inbox:      r.Replace(`SELECT id, kind, body, consumed_rev FROM {s}.inbox WHERE machine_id = $1 ORDER BY id`),
+		consume:    r.Replace(`UPDATE {s}.inbox SET consumed_rev = $2 WHERE id = $1`),
+		remove:     r.Replace(`DELETE FROM {s}.inbox WHERE id = $1`),
+		pending:    r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE machine_id = $1)`),
+		clear:      r.Replace(`DELETE FROM {s}.inbox WHERE machine_id = $1`),
+		dbNow:      `SELECT now()`,
+		pendingFor: r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE suspend_id = $1)`),
+		retention: r.Replace(`DELETE FROM {s}.machines m
+			WHERE m.updated_at < now() - make_interval(secs => $1)
+			  AND NOT EXISTS (SELECT 1 FROM {s}.suspensions s WHERE s.machine_id = m.id AND s.status = 'pending')
+			  AND NOT EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.machine_id = m.id)`),
+	}
+}
+
+// workRun applies a machine's inbox under its hold, then completes the
+// job if the inbox is empty, or goes on.
+func (f *Fleet) workRun(ctx context.Context, job *river.Job[runArgs]) error {
+	id := job.Args.MachineID
+	h, ok, err := f.runner.TryHold(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return river.JobSnooze(f.cfg.BusySnooze)
+	}
+	defer h.Release()
+	ran := false
+	for {
+		applied, err := f.applyInbox(ctx, h)
+		if err == nil && applied == 0 && !ran {
+			// Nothing to apply: continue what a run that died left.
+			_, err = drain(h.Run(ctx))
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			f.log.LogAttrs(ctx, slog.LevelWarn, "inbox of a deleted machine dropped", slog.String("machine", id))
+			_, err = f.cfg.Store.Pool().Exec(ctx, f.q.clear, id)
+		}
+		if err != nil {
+			return err
+		}
+		ran = true
+		if done, err := f.complete(ctx, job); err != nil || done {
+			return err
+		}
+	}
+}
+
+// applyInbox applies the machine's inbox in order, one input per run, and
+// returns how many inputs were applied. Before an input runs, its row
+// records the revision whose save applies it: a row whose revision the
+// machine has reached was applied (by this or a dead process) and is
+// removed; one that the machine rejects is removed and logged.
+func (f *Fleet) applyInbox(ctx context.Context, h *durable.Hold) (int, error) {
+	id := h.MachineID()
+	pool := f.cfg.Store.Pool()
+	rev, err := f.revision(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	type row struct {
+		id       int64
+		kind     string
+		body     []byte
+		consumed *int64
+	}
+	rows, err := pool.Query(ctx, f.q.inbox, id)
+	if err != nil {
+		return 0, err
+	}
+	inbox, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.id, &x.kind, &x.body, &x.consumed)
+		return x, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	for _, r := range inbox {
+		if r.consumed != nil && *r.consumed <= rev {
+			if _, err := pool.Exec(ctx, f.q.remove, r.id); err != nil {
+				return applied, err
+			}
+			continue
+		}
+		var e entry
+		in, err := decodeEntry(r.kind, r.body, &e)
+		if err != nil {
+			f.log.LogAttrs(ctx, slog.LevelError, "inbox entry dropped", slog.String("machine", id), slog.String("error", err.Error()))
+			if _, err := pool.Exec(ctx, f.q.remove, r.id); err != nil {
+				return applied, err
+			}
+			continue
+		}
+		if _, err := pool.Exec(ctx, f.q.consume, r.id, rev+1); err != nil {
+			return applied, err
+		}
+		before := rev
+		_, runErr := drain(h.Run(ctx, in))
+		if rev, err = f.revision(ctx, id); err != nil {
+			return applied, err
+		}
+		switch {
+		case rev != before:
+			applied++
+		case runErr != nil && (ctx.Err() != nil || !errors.Is(runErr, durable.ErrRejected)):
+			return applied, runErr
+		case runErr != nil:
+			f.log.LogAttrs(ctx, slog.LevelWarn, "input rejected", slog.String("machine", id), slog.String("kind", r.kind), slog.String("error", runErr.Error()))
+		}
+		if _, err := pool.Exec(ctx, f.q.remove, r.id); err != nil {
+			return applied, err
+		}
+		if runErr != nil && rev != before {
+			// Applied, then the run failed: a retry continues it.
+			return applied, runErr
+		}
+	}
+	return applied, nil
+}
+
+func decodeEntry(kind string, body []byte, e *entry) (machine.Input, error) {
+	if err := json.Unmarshal(body, e); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptInbox, err)
+	}
+	return e.input(kind)
+}
+
+func (f *Fleet) revision(ctx context.Context, id string) (int64, error) {
+	var rev int64
+	err := f.cfg.Store.Pool().QueryRow(ctx, f.q.revision, id).Scan(&rev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("machine %s: %w", id, store.ErrNotFound)
+	}
+	return rev, err
+}
+
+// complete completes the job if the machine's inbox is empty, in a
+// transaction under the inbox lock that every acceptance takes: an input
+// accepted meanwhile is either seen here (done is false: go on) or
+// accepted after the job completed, with a job of its own.
+func (f *Fleet) complete(ctx context.Context, job *river.Job[runArgs]) (done bool, err error) {
+	err = pgx.BeginFunc(ctx, f.cfg.Store.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, f.inboxKey(job.Args.MachineID)); err != nil {
+			return err
+		}
+		var more bool
+		if err := tx.QueryRow(ctx, f.q.pending, job.Args.MachineID).Scan(&more); err != nil || more {
+			return err
+		}
+		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+			return err
+		}
+		done = true
+		return nil
+	})
+	return done, err
+}
+
+// workExpire expires a suspension whose deadline passed on the database's
+// clock. A result accepted for it and not yet applied goes first.
+func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) error {
+	sus, err := f.runner.Suspension(ctx, job.Args.SuspendID)
+	if errors.Is(err, store.ErrNotFound) || err == nil && sus.Status != store.StatusPending {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pool := f.cfg.Store.Pool()
+	var now time.Time
+	var accepted bool
+	if err := pool.QueryRow(ctx, f.q.dbNow).Scan(&now); err != nil {
+		return err
+	}
+	if err := pool.QueryRow(ctx, f.q.pendingFor, sus.ID).Scan(&accepted); err != nil {
+		return err
+	}
+	switch {
+	case accepted:
+		return river.JobSnooze(f.cfg.BusySnooze)
+	case sus.Deadline.After(now):
+		return river.JobSnooze(sus.Deadline.Sub(now))
+	}
+	h, ok, err := f.runner.TryHold(ctx, sus.MachineID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return river.JobSnooze(f.cfg.BusySnooze)
+	}
+	defer h.Release()
+	_, err = drain(h.Expire(ctx, now))
+	return err
+}
+
+// workRetention deletes the machines that have nothing pending and were
+// last saved more than Config.Retention ago.
+func (f *Fleet) workRetention(ctx context.Context, _ *river.Job[retentionArgs]) error {
+	tag, err := f.cfg.Store.Pool().Exec(ctx, f.q.retention, f.cfg.Retention.Seconds())
+	if err != nil {
+		return err
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		f.log.LogAttrs(ctx, slog.LevelInfo, "retention deleted finished machines", slog.Int64("count", n))
+	}
+	return nil
+}
+
+// Parked is a machine whose job failed Config.MaxAttempts times and was
+// given up: its inputs or deadline wait until the machine is fixed and
+// sent a new input.
+type Parked struct {
+	MachineID string
+	// Job is the River job ID; Kind its kind (markov_run, markov_expire).
+	Job  int64
+	Kind string
+	// Errors are the errors of the attempts, oldest first.
+	Errors []string
+	// At is when it was parked.
+	At time.Time
+}
+
+// Parked lists the parked machines, most recently parked first (at most
+// limit; limit ≤ 0: 100).
+func (f *Fleet) Parked(ctx context.Context, limit int) ([]Parked, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	res, err := f.client.JobList(ctx, river.NewJobListParams().Kinds(kindRun, kindExpire).
+		States(rivertype.JobStateDiscarded).OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderDesc).First(limit))
+	if err != nil {
+		return nil, fmt.Errorf("fleet: parked: %w", err)
+	}
+	out := make([]Parked, 0, len(res.Jobs))
+	for _, j := range res.Jobs {
+		var a runArgs
+		json.Unmarshal(j.EncodedArgs, &a)
+		p := Parked{MachineID: a.MachineID, Job: j.ID, Kind: j.Kind}
+		if j.FinalizedAt != nil {
+			p.At = *j.FinalizedAt
+		}
+		for _, e := range j.Errors {
+			p.Errors = append(p.Errors, e.Error)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// drain runs a sequence to its end and returns its last step.
+func drain(seq iter.Seq2[machine.Step, error]) (machine.Step, error) {
+	var last machine.Step
+	for s, err := range seq {
+		if err != nil {
+			return last, err
+		}
+		last = s
+	}
+	return last, nil
+}
