@@ -24,6 +24,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
@@ -442,7 +443,7 @@ func (s *session) save(ctx context.Context) error {
 	}
 	var appended [][]byte
 	var encErr error
-	s.m.View(func(_ *instance.Instance, history []message.Message) {
+	access.MachineView(s.m, func(_ *instance.Instance, history []message.Message) {
 		appended = make([][]byte, 0, len(history)-s.saved)
 		for _, msg := range history[s.saved:] {
 			b, err := serialize.MarshalMessage(msg)
@@ -470,7 +471,7 @@ func (s *session) save(ctx context.Context) error {
 	// status, so a late resume is told "already resolved".
 	var done []store.Suspension
 	now := s.r.charter.Now()
-	s.m.View(func(root *instance.Instance, _ []message.Message) {
+	access.MachineView(s.m, func(root *instance.Instance, _ []message.Message) {
 		for _, e := range s.indexed {
 			if current[e.ID] {
 				continue

@@ -101,7 +101,7 @@ func childCrash(ctx context.Context, r *durable.Runner) int {
 	}
 	var seq func(func(machine.Step, error) bool)
 	switch p := m.Pending(); {
-	case m.HistoryLen() == 0:
+	case len(m.History()) == 0:
 		seq = r.Run(ctx, "crash", machine.UserText("go"))
 	case len(p) > 0:
 		seq = r.Resume(ctx, p[0].SuspendID, "approved", false)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
@@ -116,6 +117,15 @@ func (s Step) NeedsResume() bool { return s.Done && len(s.Suspensions) > 0 }
 // Machine is a charter plus a root instance plus history: the unit of
 // persistence. A Machine is not safe for concurrent use: run it from one
 // goroutine at a time (Run refuses to start twice).
+//
+// Run, Root, History, Pending and Suspend are the contract
+// (docs/ARCHITECTURE.md §3). Three more methods serve persistence:
+// Charter names what the machine is encoded and decoded against; Apply
+// lets a durable runner apply inputs and save them before any model call,
+// so that two processes racing to resume one suspension conflict first;
+// Expire lets a sweeper resolve deadlines at the time its own clock
+// tells. Everything they and the contract's accessors return is a copy or
+// immutable.
 type Machine struct {
 	charter *Charter
 	root    *instance.Instance
@@ -129,11 +139,11 @@ type Machine struct {
 	unreported *report
 }
 
-// leafCache keeps what a leaf reuses round after round: its transcript,
-// extended incrementally.
-type leafCache struct {
-	transcript []message.Message
-	next       int // history index the transcript has seen up to
+func init() {
+	access.MachineView = func(v any, fn func(*instance.Instance, []message.Message)) {
+		m := v.(*Machine)
+		fn(m.root, m.history)
+	}
 }
 
 func newMachine(c *Charter, root *instance.Instance, history []message.Message) *Machine {
@@ -148,9 +158,6 @@ func (m *Machine) Root() *instance.Instance { return m.root.Clone(m.charter.clon
 
 // History returns a deep copy of the history.
 func (m *Machine) History() []message.Message { return message.CloneAll(m.history) }
-
-// HistoryLen returns the number of history messages.
-func (m *Machine) HistoryLen() int { return len(m.history) }
 
 // Pending returns a deep copy of every unresolved suspension in the tree.
 func (m *Machine) Pending() []instance.SuspendedCall {
@@ -172,7 +179,7 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 	} else if !m.atBoundary.Load() {
 		return "", ErrRunning
 	}
-	leaf := m.charter.primaryLeaf(m.root)
+	leaf := primaryLeaf(m.charter.nodes, m.root)
 	if leaf == nil {
 		return "", ErrNoPrimary
 	}
@@ -189,22 +196,4 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 	call := frame.NewCall(sr, m.charter.now(), m.charter.newID, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
 	addCalls(leaf, call)
 	return call.SuspendID, nil
-}
-
-// primaryLeaf returns the non-worker leaf of root, suspended or not, or
-// nil.
-func (c *Charter) primaryLeaf(root *instance.Instance) *instance.Instance {
-	for l := range root.Leaves() {
-		if n := c.Node(l.Node); n != nil && !n.Worker() {
-			return l
-		}
-	}
-	return nil
-}
-
-func addCalls(in *instance.Instance, calls ...instance.SuspendedCall) {
-	if in.Suspension == nil {
-		in.Suspension = &instance.SuspensionState{}
-	}
-	in.Suspension.Calls = append(in.Suspension.Calls, calls...)
 }

@@ -74,7 +74,7 @@ func TestBadToolUseIDsCannotWedge(t *testing.T) {
 
 			run(t, back, machine.UserText("once more"))
 			require.Equal(t, counter{Count: 3}, back.Root().State)
-			require.Equal(t, "and once more", back.History()[back.HistoryLen()-1].Text())
+			require.Equal(t, "and once more", back.History()[len(back.History())-1].Text())
 		})
 	}
 }

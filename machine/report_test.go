@@ -63,7 +63,7 @@ func TestResumeIsReportedAfterAFailedRound(t *testing.T) {
 				_, err = collect(m.Run(ctx, resume))
 			}
 			require.ErrorIs(t, err, tt.want)
-			require.Equal(t, 3, m.HistoryLen(), "the resume itself was applied")
+			require.Equal(t, 3, len(m.History()), "the resume itself was applied")
 
 			steps = run(t, m)
 			require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))

@@ -87,9 +87,3 @@ func (c *Charter) checkInstance(in *instance.Instance, ids, suspends map[string]
 	}
 	return nil
 }
-
-// View calls fn with the machine's live tree and history, without copying
-// them (for encoders). fn must not modify or retain them.
-func (m *Machine) View(fn func(root *instance.Instance, history []message.Message)) {
-	fn(m.root, m.history)
-}

@@ -68,5 +68,5 @@ func TestRestoreChecksTheTree(t *testing.T) {
 	m, err := machine.Restore(c, ok(), []message.Message{message.UserText("hi")})
 	require.NoError(t, err)
 	require.Equal(t, notes{}, m.Root().Packs["memory"], "missing pack states start at their initial value")
-	require.Equal(t, 1, m.HistoryLen())
+	require.Equal(t, 1, len(m.History()))
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/tracing"
-	"github.com/markov-agents/markov/llm"
-	"github.com/markov-agents/markov/message"
 )
 
 // Run applies inputs in order — user messages to history, commands
@@ -56,15 +54,9 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 		yield(Step{}, err)
 		return
 	}
-	ctx, span := m.charter.tracer.Start(ctx, "markov.run")
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("markov.root", m.root.ID), attribute.Int("markov.inputs", len(inputs)))
-	}
+	ctx, span := m.startRun(ctx, len(inputs))
 	defer span.End()
-	ctx = tracing.Run(ctx, span)
 	yield = traced(span, yield)
-	log := m.charter.logger
-	log.LogAttrs(ctx, slog.LevelDebug, "run", slog.String("root", m.root.ID), slog.Int("inputs", len(inputs)))
 	pre, carry, err := m.applyInputs(ctx, inputs)
 	if err != nil {
 		yield(Step{}, err)
@@ -85,28 +77,53 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 			return
 		}
 	}
+	if ended, err := m.rounds(ctx, emit); err != nil || ended {
+		if err != nil {
+			yield(Step{}, err)
+		}
+		return
+	}
+	m.lastStep(ctx, emit)
+}
+
+// startRun starts the span of a run with n inputs, and logs it.
+func (m *Machine) startRun(ctx context.Context, n int) (context.Context, trace.Span) {
+	ctx, span := m.charter.tracer.Start(ctx, "markov.run")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.root", m.root.ID), attribute.Int("markov.inputs", n))
+	}
+	m.charter.logger.LogAttrs(ctx, slog.LevelDebug, "run", slog.String("root", m.root.ID), slog.Int("inputs", n))
+	return tracing.Run(ctx, span), span
+}
+
+// rounds runs rounds while a leaf has work, handing each step to emit. It
+// reports whether the run ended: the caller stopped, or a step was the
+// last.
+func (m *Machine) rounds(ctx context.Context, emit func(Step) bool) (ended bool, err error) {
 	for round := 0; m.hasWork(); round++ {
 		if err := ctx.Err(); err != nil {
-			yield(Step{}, err)
-			return
+			return true, err
 		}
 		if round >= m.charter.maxSteps {
-			yield(Step{}, fmt.Errorf("%w: %d rounds", ErrMaxSteps, round))
-			return
+			return true, fmt.Errorf("%w: %d rounds", ErrMaxSteps, round)
 		}
 		step, err := m.round(ctx, m.unreported)
 		if err != nil {
-			yield(Step{}, err)
-			return
+			return true, err
 		}
 		m.unreported = nil
 		step.Done = !m.hasWork()
 		if !emit(step) || step.Done {
-			return
+			return true, nil
 		}
 	}
-	// No step said Done: either none ran, or the caller suspended the
-	// primary leaf at the last step boundary.
+	return false, nil
+}
+
+// lastStep ends a run no step ended: none ran, or the caller suspended the
+// primary leaf at the last step boundary. It reports what is unreported,
+// and the pending calls.
+func (m *Machine) lastStep(ctx context.Context, emit func(Step) bool) {
 	switch {
 	case !m.unreported.empty():
 		s := m.newTx(ctx, m.root, m.unreported).step(EndTurn)
@@ -183,18 +200,9 @@ func (m *Machine) finishStep(s *Step) {
 func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	ctx, span := tracing.Start(ctx, m.charter.tracer, "markov.step")
 	defer span.End()
-	var reqs []executor.StepRequest
-	primaries := 0
-	for l := range m.root.Leaves() {
-		if !m.charter.Node(l.Node).Worker() {
-			primaries++
-		}
-		if active(l) {
-			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID))})
-		}
-	}
-	if primaries > 1 {
-		return Step{}, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)
+	reqs, err := m.stepRequests()
+	if err != nil {
+		return Step{}, err
 	}
 	results, err := m.stepAll(ctx, reqs)
 	if cerr := ctx.Err(); cerr != nil {
@@ -240,36 +248,6 @@ func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*
 	return results, nil
 }
 
-// idTaken reports an instance or suspend ID in use in the tree of root.
-func idTaken(root *instance.Instance, id string) bool {
-	if root.Find(id) != nil {
-		return true
-	}
-	_, c := root.FindCall(id)
-	return c != nil
-}
-
-// cache returns the leaf cache of instance id.
-func (m *Machine) cache(id string) *leafCache {
-	c := m.leaves[id]
-	if c == nil {
-		c = &leafCache{}
-		m.leaves[id] = c
-	}
-	return c
-}
-
-// transcript brings the leaf's transcript up to date with history and
-// returns it, capped so no one can append into it.
-func (m *Machine) transcript(id string, c *leafCache) []message.Message {
-	for ; c.next < len(m.history); c.next++ {
-		if h := &m.history[c.next]; h.VisibleTo(id) {
-			c.transcript = append(c.transcript, *h)
-		}
-	}
-	return c.transcript[:len(c.transcript):len(c.transcript)]
-}
-
 // commit appends a transaction's messages to history and forgets the
 // caches of instances that left the tree.
 func (m *Machine) commit(t *tx) {
@@ -301,135 +279,4 @@ func (f reasonFlags) reason() YieldReason {
 		return MaxTokens
 	}
 	return EndTurn
-}
-
-// applyOutcome applies the step result o of leaf in to the tree.
-func (t *tx) applyOutcome(o *executor.StepResult, in *instance.Instance) reasonFlags {
-	t.usage = t.usage.Add(o.Reply.Usage)
-	if o.StateChanged {
-		in.State = o.State
-	}
-	for k, v := range o.Packs {
-		t.root.Packs[k] = v
-	}
-	reply := o.Reply.Message
-	if o.Reply.Stop == llm.MaxTokens {
-		in.MaxTokensStreak++
-		reply.Source.To = t.scope(in)
-		t.add(reply)
-		if in.MaxTokensStreak >= 2 {
-			in.Idle, in.MaxTokensStreak = true, 0
-		}
-		return reasonFlags{maxTokens: true}
-	}
-	in.MaxTokensStreak = 0
-	if len(o.Results) == 0 {
-		reply.Source.To = t.scope(in)
-		t.add(reply)
-		in.Idle = o.Reply.Stop != llm.PauseTurn
-		return reasonFlags{}
-	}
-	reply.Source.To = in.ID
-	flags := reasonFlags{toolUse: true}
-	if len(o.Suspended) > 0 {
-		flags.suspend = true
-		t.suspended(in, o.Suspended...)
-	}
-	if o.HoldsReply() {
-		t.held = append(t.held, reply)
-		in.Suspension.Reply = &instance.HeldReply{
-			Message:    reply,
-			Results:    o.Results,
-			Transition: o.Transition,
-			Terminal:   o.Terminal,
-		}
-		return flags
-	}
-	t.addExchange(in, reply, o.Results)
-	in.Idle = o.Terminal
-	if o.Transition != nil {
-		if t.applyEffect(in, *o.Transition, !o.Terminal) {
-			flags.cede = true
-		}
-	}
-	return flags
-}
-
-// scope returns the To of a leaf's text reply: the primary speaks to the
-// shared conversation, workers only to themselves.
-func (t *tx) scope(in *instance.Instance) string {
-	if t.m.charter.Node(in.Node).Worker() {
-		return in.ID
-	}
-	return ""
-}
-
-// addExchange appends an assistant message and its tool results.
-func (t *tx) addExchange(in *instance.Instance, reply message.Message, results []message.Part) {
-	t.added = append(t.added, reply, message.Message{
-		Role:   message.Tool,
-		Parts:  results,
-		Source: message.Source{InstanceID: in.ID, Node: in.Node, To: in.ID},
-	})
-}
-
-// applyEffect applies a validated transition to in. With wake (a model's
-// goto, without a terminal tool in the same reply) the turn goes on on the
-// new node; otherwise (a command's, or the turn ended) the instance stays
-// as idle as it was. It reports a cede.
-func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, wake bool) bool {
-	switch eff.Kind {
-	case instance.EffectGoto:
-		in.Node, in.State = eff.Target, eff.State
-		if wake {
-			in.Idle = false
-		}
-	case instance.EffectSpawn:
-		for _, c := range eff.Children {
-			in.Children = append(in.Children, &instance.Instance{ID: c.ID, Node: c.Node, State: c.State})
-		}
-	case instance.EffectCede:
-		path := t.root.Path(in.ID)
-		if len(path) < 2 {
-			return false
-		}
-		parent := path[len(path)-2]
-		for i, c := range parent.Children {
-			if c == in {
-				parent.Children = append(parent.Children[:i:i], parent.Children[i+1:]...)
-				break
-			}
-		}
-		for gone := range in.Walk() {
-			t.removed = append(t.removed, gone.ID)
-		}
-		text, _ := instance.ResultText(eff.Content)
-		t.add(message.Message{
-			Role:   message.User,
-			Parts:  []message.Part{message.Text(text)},
-			Source: message.Source{InstanceID: in.ID, Node: in.Node, To: parent.ID},
-		})
-		parent.Idle = false
-		t.cedes = append(t.cedes, Ceded{InstanceID: in.ID, Node: in.Node, To: parent.ID, Content: eff.Content})
-		return true
-	}
-	return false
-}
-
-// suspended records new suspended calls on in.
-func (t *tx) suspended(in *instance.Instance, calls ...instance.SuspendedCall) {
-	addCalls(in, calls...)
-	for _, c := range calls {
-		_, span := tracing.Start(t.ctx, t.m.charter.tracer, "markov.suspend")
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String("markov.suspend_id", c.SuspendID), attribute.String("markov.instance", c.InstanceID),
-				attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.name", c.Name),
-				attribute.String("markov.reason", c.Reason))
-		}
-		span.End()
-		t.events = append(t.events, instance.Event{
-			Type: instance.EventSuspended, SuspendID: c.SuspendID, InstanceID: c.InstanceID,
-			Kind: c.Kind, Name: c.Name, Initiator: c.Initiator, Reason: c.Reason, At: c.SuspendedAt,
-		})
-	}
 }

@@ -200,7 +200,7 @@ func TestSilentMessage(t *testing.T) {
 	steps := run(t, m, silent)
 	require.Empty(t, steps)
 	require.Equal(t, 0, model.Calls())
-	require.Equal(t, 1, m.HistoryLen())
+	require.Equal(t, 1, len(m.History()))
 	run(t, m, machine.UserText("hi"))
 	require.Equal(t, 1, model.Calls())
 	require.Len(t, model.Requests()[0].Messages, 2)
@@ -569,7 +569,7 @@ func TestBreakAndContinue(t *testing.T) {
 		break
 	}
 	require.Equal(t, 1, model.Calls())
-	require.Equal(t, 3, m.HistoryLen())
+	require.Equal(t, 3, len(m.History()))
 	steps := run(t, m)
 	require.Equal(t, []machine.YieldReason{machine.ToolUse, machine.EndTurn}, reasons(steps))
 	require.Equal(t, 3, model.Calls())
@@ -585,11 +585,11 @@ func TestContextCancellation(t *testing.T) {
 		return scripted.Reply{Text: "never seen", Latency: 1e9}, nil
 	})
 	m := newMachine(t, charter(t, model, n), "n")
-	before := m.HistoryLen()
+	before := len(m.History())
 	steps, err := collect(m.Run(ctx, machine.UserText("go")))
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, steps)
-	require.Equal(t, before+1, m.HistoryLen(), "the input is kept, the unfinished round is not")
+	require.Equal(t, before+1, len(m.History()), "the input is kept, the unfinished round is not")
 }
 
 func TestRunRejectsBadInputAndConcurrentRuns(t *testing.T) {

@@ -87,7 +87,7 @@ func TestSingleSuspendResume(t *testing.T) {
 	require.Len(t, s.Held, 1)
 	require.Equal(t, call.ToolUseID, s.Held[0].ToolUses()[0].ID)
 	// History holds no unanswered tool use while suspended.
-	require.Equal(t, 1, m.HistoryLen())
+	require.Equal(t, 1, len(m.History()))
 
 	steps = run(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: approval{OK: true, By: "ann"}})
 	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
@@ -688,7 +688,7 @@ func TestApplyThenRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, steps)
 	require.Equal(t, 1, model.Calls(), "Apply calls no model")
-	require.Equal(t, 3, m.HistoryLen())
+	require.Equal(t, 3, len(m.History()))
 	steps = run(t, m)
 	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
 	// The first step reports what the applied resume added.

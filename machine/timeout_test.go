@@ -73,7 +73,7 @@ func TestToolTimeout(t *testing.T) {
 		require.Equal(t, want, res[i].IsError, res[i].Text)
 	}
 	require.Equal(t, counter{Count: 1}, m.Root().State, "only the tool that returned in time wrote")
-	require.Equal(t, "done", m.History()[m.HistoryLen()-1].Text())
+	require.Equal(t, "done", m.History()[len(m.History())-1].Text())
 }
 
 func TestTimeoutMustBePositive(t *testing.T) {

@@ -246,7 +246,7 @@ func (e *env) fingerprint(t testing.TB, machineID string) fingerprint {
 	require.NoError(t, err)
 	p, err := e.runner.Pending(ctx, store.Filter{MachineID: machineID})
 	require.NoError(t, err)
-	return fingerprint{Revision: rev, History: m.HistoryLen(), Pending: p}
+	return fingerprint{Revision: rev, History: len(m.History()), Pending: p}
 }
 
 func (e *env) requireUnchanged(t testing.TB, before fingerprint, machineID string) {

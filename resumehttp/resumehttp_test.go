@@ -52,7 +52,7 @@ func TestResumeFlow(t *testing.T) {
 			m, _, err := e.runner.Load(context.Background(), mid)
 			require.NoError(t, err)
 			require.Empty(t, m.Pending())
-			require.Equal(t, "result: approved", m.History()[m.HistoryLen()-1].Text())
+			require.Equal(t, "result: approved", m.History()[len(m.History())-1].Text())
 		})
 	}
 }
@@ -360,7 +360,7 @@ func TestDoubleResume(t *testing.T) {
 	e.requireUnchanged(t, before, mid)
 	m, _, err := e.runner.Load(context.Background(), mid)
 	require.NoError(t, err)
-	require.Equal(t, "result: first", m.History()[m.HistoryLen()-1].Text())
+	require.Equal(t, "result: first", m.History()[len(m.History())-1].Text())
 }
 
 func TestDeadlinePassed(t *testing.T) {

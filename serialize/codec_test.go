@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 )
@@ -56,7 +57,7 @@ func checkCodec(t *testing.T, name string, m *machine.Machine) {
 		t.Fatal(err)
 	}
 	var w *wireMachine
-	m.View(func(root *instance.Instance, history []message.Message) {
+	access.MachineView(m, func(root *instance.Instance, history []message.Message) {
 		w, err = toWire(m.Charter(), root, history)
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 )
@@ -65,7 +66,7 @@ func encodeMachine(m *machine.Machine, f stateForm, k byte, write func(*encoder,
 	}
 	var err error
 	var b []byte
-	m.View(func(root *instance.Instance, history []message.Message) {
+	access.MachineView(m, func(root *instance.Instance, history []message.Message) {
 		if k != 0 {
 			b = header(make([]byte, 0, sizeHint(k, history)), k)
 		}

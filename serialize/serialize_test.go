@@ -13,6 +13,7 @@ import (
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 )
@@ -390,7 +391,7 @@ func TestTimesDecodeAsUTC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s supportState
-	got.View(func(root *instance.Instance, _ []message.Message) { s = root.State.(supportState) })
+	access.MachineView(got, func(root *instance.Instance, _ []message.Message) { s = root.State.(supportState) })
 	if s.Since.Location() != time.UTC {
 		t.Errorf("Since in %v", s.Since.Location())
 	}

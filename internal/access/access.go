@@ -1,11 +1,17 @@
 // Package access hands the executor and the machine the plumbing that node
-// and command keep unexported: the type-erased tools, commands and state
+// and command keep unexported — the type-erased tools, commands and state
 // operations of a node or pack, and the handler of a tool or command
-// value. node and command install the accessors in their init functions,
-// so that no exported identifier of theirs mentions an internal type.
+// value — and hands serialize and durable a machine's live tree. node,
+// command and machine install the accessors in their init functions, so
+// that no exported identifier of theirs mentions an internal type and no
+// exported method hands out live state.
 package access
 
-import "github.com/markov-agents/markov/internal/frame"
+import (
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/message"
+)
 
 // Node is the plumbing of a *node.Node.
 type Node struct {
@@ -40,4 +46,8 @@ var (
 	// CommandOf returns the type-erased form of a command.Command[S]; a
 	// zero Command gives nil.
 	CommandOf func(c any) *frame.Command
+	// MachineView calls fn with the live tree and history of a
+	// *machine.Machine, without copying them (for serialize's encoders and
+	// durable's saves). fn must not modify or retain them.
+	MachineView func(m any, fn func(root *instance.Instance, history []message.Message))
 )

@@ -61,7 +61,7 @@ var layers = map[string]rule{
 	"internal/tracing":    {layer: 0},
 	// access hands executor and machine the plumbing node and command keep
 	// unexported; node and command install it, so it sits below them.
-	"internal/access": {layer: 1, also: []string{"internal/frame"}},
+	"internal/access": {layer: 1, also: []string{"instance", "internal/frame"}},
 	"command":         {layer: 2},
 	"node":            {layer: 3},
 	"executor":        {layer: 4},

@@ -1,0 +1,463 @@
+package machine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/tracing"
+	"github.com/markov-agents/markov/message"
+)
+
+// applyInputs validates inputs, applies them to a copy of the tree, sweeps
+// expired suspensions and commits. It returns the command steps and the
+// transaction whose messages the first round step reports.
+func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *report, error) {
+	now := m.charter.now()
+	if len(inputs) == 0 && !m.anyExpired(now) {
+		return nil, nil, nil
+	}
+	if err := m.validateResumes(inputs, now); err != nil {
+		return nil, nil, err
+	}
+	t := m.newTx(ctx, m.root.Clone(nil), nil)
+	var steps []Step
+	for _, in := range inputs {
+		switch v := in.(type) {
+		case message.Message:
+			t.userMessage(v)
+		case *message.Message:
+			t.userMessage(*v)
+		case command.Invocation:
+			s, err := t.command(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, s...)
+		case ResumeInput:
+			s, err := t.resume(v, instance.CauseExplicit)
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, s...)
+		case CancelInput:
+			s, err := t.cancel(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, s...)
+		}
+	}
+	steps = append(steps, t.expire(now)...)
+	m.commit(t)
+	return steps, t.leftover(), nil
+}
+
+// validateResumes checks every ResumeInput before anything is applied: one
+// bad ID fails the whole call.
+func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
+	seen := map[string]bool{}
+	claim := func(id string) error {
+		if seen[id] {
+			return fmt.Errorf("suspension %s named twice in one run: %w", id, instance.ErrAlreadyResolved)
+		}
+		seen[id] = true
+		return nil
+	}
+	for _, in := range inputs {
+		switch v := in.(type) {
+		case message.Message, *message.Message, command.Invocation:
+		case ResumeInput:
+			if err := claim(v.SuspendID); err != nil {
+				return err
+			}
+			if err := m.checkResumable(m.root, v.SuspendID, now); err != nil {
+				return err
+			}
+			if err := checkPayload(m.root, v); err != nil {
+				return err
+			}
+		case CancelInput:
+			if err := claim(v.SuspendID); err != nil {
+				return err
+			}
+			// A cancel is accepted past the deadline.
+			if err := m.checkResumable(m.root, v.SuspendID, time.Time{}); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: %T", ErrBadInput, in)
+		}
+	}
+	return nil
+}
+
+// checkResumable reports why suspension id of root cannot be resumed at
+// now (the zero time: whatever its deadline), if it can't.
+func (m *Machine) checkResumable(root *instance.Instance, id string, now time.Time) error {
+	if id == "" {
+		return fmt.Errorf("empty suspend ID: %w", instance.ErrUnknownSuspendID)
+	}
+	_, c := root.FindCall(id)
+	if c == nil {
+		if m.resolvedBefore(id) {
+			return fmt.Errorf("suspension %s: %w", id, instance.ErrAlreadyResolved)
+		}
+		if _, pending := next(root.Pending()); !pending {
+			return fmt.Errorf("suspension %s: %w: %w", id, instance.ErrUnknownSuspendID, instance.ErrNotSuspended)
+		}
+		return fmt.Errorf("suspension %s: %w", id, instance.ErrUnknownSuspendID)
+	}
+	if err := c.CheckPending(); err != nil {
+		return err
+	}
+	if c.Expired(now) {
+		return fmt.Errorf("suspension %s (deadline %s): %w", id, c.Deadline.Format(time.RFC3339), ErrDeadlinePassed)
+	}
+	return nil
+}
+
+// checkPayload checks the payload of ri, a resume of a pending call of
+// root: it must encode, and satisfy the call's payload schema unless it is
+// an error payload. A rejection wraps instance.ErrPayloadDecode.
+func checkPayload(root *instance.Instance, ri ResumeInput) error {
+	payload, err := instance.EncodePayload(ri.Payload)
+	if err != nil {
+		return fmt.Errorf("resume %s: %w", ri.SuspendID, err)
+	}
+	if _, c := root.FindCall(ri.SuspendID); c != nil {
+		return frame.CheckPayload(c, payload, ri.IsError)
+	}
+	return nil
+}
+
+// resolvedBefore reports whether history records a resolution of id.
+func (m *Machine) resolvedBefore(id string) bool {
+	for i := len(m.history) - 1; i >= 0; i-- {
+		for _, p := range m.history[i].Parts {
+			if p.SuspendID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func errDuplicateID(id string) error {
+	return fmt.Errorf("%w: suspend ID %q", executor.ErrDuplicateID, id)
+}
+
+// userMessage adds user input to history and wakes the primary leaf. The
+// caller's own input is not reported back in steps. Input for a primary
+// leaf that holds a reply waits on it, to enter history after the reply
+// and its results.
+func (t *tx) userMessage(msg message.Message) {
+	msg.Role = message.User
+	msg.Source = message.Source{}
+	if l := t.primaryLeaf(); l != nil && l.Suspension != nil && l.Suspension.Reply != nil {
+		t.deferInput(l, msg)
+		return
+	}
+	caughtUp := t.reported == len(t.added)
+	t.add(msg.Clone())
+	if caughtUp {
+		t.reported++
+	}
+	t.wake(msg)
+}
+
+// command runs an invocation and applies its effects.
+func (t *tx) command(inv command.Invocation) ([]Step, error) {
+	target, err := t.target(inv.InstanceID)
+	if err != nil {
+		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+	}
+	input, err := commandInput(inv.Input)
+	if err != nil {
+		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+	}
+	co, err := t.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input})
+	if err != nil {
+		return nil, err
+	}
+	res := &command.Result{Name: inv.Name, InstanceID: target.ID, Value: co.Value}
+	t.applyCommand(target, co)
+	record := map[string]any{"command": inv.Name, "input": json.RawMessage(input)}
+	if co.Suspended != nil {
+		if _, c := t.root.FindCall(co.Suspended.SuspendID); c != nil {
+			return nil, errDuplicateID(co.Suspended.SuspendID)
+		}
+		t.suspended(target, *co.Suspended)
+		call := co.Suspended.Clone()
+		res.Suspension = &call
+		record["suspend_id"] = call.SuspendID
+	} else if v, err := instance.EncodePayload(co.Value); err == nil {
+		record["value"] = v
+	}
+	steps := []Step{}
+	for _, r := range co.Resumes {
+		ri := ResumeInput{SuspendID: r.SuspendID, Payload: r.Payload, IsError: r.IsError}
+		if err := t.m.checkResumable(t.root, r.SuspendID, t.now()); err != nil {
+			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+		}
+		if err := checkPayload(t.root, ri); err != nil {
+			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+		}
+		s, err := t.resume(ri, instance.CauseCommand)
+		if err != nil {
+			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
+		}
+		steps = append(steps, s...)
+	}
+	if co.Transition != nil {
+		record["effect"] = co.Transition.Kind.String()
+		t.applyEffect(target, *co.Transition, false)
+	}
+	t.record(target, "command", record, "")
+	s := t.step(Command)
+	s.Command = res
+	return append([]Step{s}, steps...), nil
+}
+
+// next returns the first value of seq, if any.
+func next[T any](seq iter.Seq[T]) (T, bool) {
+	for v := range seq {
+		return v, true
+	}
+	var zero T
+	return zero, false
+}
+
+// target resolves a command's target: the named instance, or the primary
+// leaf (suspended or not).
+func (t *tx) target(id string) (*instance.Instance, error) {
+	if id != "" {
+		if in := t.root.Find(id); in != nil {
+			return in, nil
+		}
+		return nil, fmt.Errorf("%w: instance %q", command.ErrNoTarget, id)
+	}
+	if l := t.primaryLeaf(); l != nil {
+		return l, nil
+	}
+	return nil, command.ErrNoTarget
+}
+
+func commandInput(v any) (json.RawMessage, error) {
+	switch in := v.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case []byte:
+		if !json.Valid(in) {
+			return nil, fmt.Errorf("%w: input is not JSON", instance.ErrInvalidInput)
+		}
+		return in, nil
+	}
+	raw, err := instance.EncodePayload(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", instance.ErrInvalidInput, err)
+	}
+	return raw, nil
+}
+
+// resume resolves one suspension with the caller's payload.
+func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
+	in, call := t.root.FindCall(ri.SuspendID)
+	if call == nil {
+		return nil, fmt.Errorf("suspension %s: %w", ri.SuspendID, instance.ErrUnknownSuspendID)
+	}
+	payload, err := instance.EncodePayload(ri.Payload)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := t.resolve(in, call, resolution{
+		payload: payload, value: ri.Payload, isError: ri.IsError, cause: cause,
+		event: instance.EventResumed, mark: (*instance.SuspendedCall).Resolve,
+	})
+	t.decided(in, err, ri.SuspendID, ri.By, instance.EventResumed)
+	return steps, err
+}
+
+// decided records who made a decision that resolved suspendID, when the
+// caller named someone and the resolution succeeded.
+func (t *tx) decided(in *instance.Instance, err error, suspendID, by string, event instance.EventType) {
+	if err == nil && by != "" {
+		t.record(in, "decided", map[string]any{"by": by, "decision": string(event)}, suspendID)
+	}
+}
+
+// cancel resolves one suspension as cancelled.
+func (t *tx) cancel(ci CancelInput) ([]Step, error) {
+	in, call := t.root.FindCall(ci.SuspendID)
+	if call == nil {
+		return nil, fmt.Errorf("suspension %s: %w", ci.SuspendID, instance.ErrUnknownSuspendID)
+	}
+	text := "cancelled"
+	if ci.Reason != "" {
+		text += ": " + ci.Reason
+	}
+	steps, err := t.resolve(in, call, resolution{
+		failure: text, cause: instance.CauseCancel,
+		event: instance.EventCancelled, mark: (*instance.SuspendedCall).Cancel,
+	})
+	t.decided(in, err, ci.SuspendID, ci.By, instance.EventCancelled)
+	return steps, err
+}
+
+// resolution is how a suspension leaves pending.
+type resolution struct {
+	payload json.RawMessage
+	value   any
+	isError bool
+	// failure, when set, resolves the call as this error, bypassing resume
+	// handlers (cancellation, a deadline without a resume action).
+	failure string
+	cause   instance.Cause
+	event   instance.EventType
+	mark    func(*instance.SuspendedCall) error
+}
+
+// resolve moves call out of pending and delivers its result.
+func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r resolution) ([]Step, error) {
+	if err := t.markCall(call, r.mark); err != nil {
+		return nil, err
+	}
+	c := *call // the slice may grow below
+	_, span := tracing.Start(t.ctx, t.tracer, "markov.resume")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.suspend_id", c.SuspendID), attribute.String("markov.instance", in.ID),
+			attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.cause", string(r.cause)))
+	}
+	defer span.End()
+	t.events = append(t.events, instance.Event{
+		Type: r.event, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
+		Name: c.Name, Cause: r.cause, HadPayload: r.payload != nil, At: t.now().UTC(),
+	})
+	var steps []Step
+	switch c.Kind {
+	case instance.KindTool:
+		if err := t.resolveTool(in, c, r); err != nil {
+			return nil, err
+		}
+	case instance.KindCommand:
+		value := r.value
+		if r.failure != "" {
+			value = r.failure
+		}
+		t.record(in, "command_resumed", map[string]any{"command": c.Name, "payload": r.payload, "is_error": r.isError || r.failure != ""}, c.SuspendID)
+		s := t.step(Command)
+		s.Command = &command.Result{Name: c.Name, InstanceID: in.ID, Value: value}
+		steps = append(steps, s)
+	case instance.KindInstance:
+		if r.payload != nil {
+			t.add(message.Message{
+				Role:   message.User,
+				Parts:  []message.Part{{Kind: message.KindText, Text: frame.PayloadText(r.payload), SuspendID: c.SuspendID}},
+				Source: message.Source{To: in.ID},
+			})
+			t.wakeInstance(in)
+		} else {
+			t.record(in, string(r.event), map[string]any{"reason": c.Reason, "failure": r.failure}, c.SuspendID)
+		}
+	}
+	t.finish(in)
+	return steps, nil
+}
+
+// resolveTool delivers the result of tool call c of in: the failure, or
+// what the tool's resume handler makes of the payload, into the held
+// reply's slot; or, when the handler suspends again, the new call.
+func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r resolution) error {
+	part := message.ToolResult(c.ToolUseID, r.failure, true)
+	if r.failure == "" {
+		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c,
+			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage}})
+		if err != nil {
+			return err
+		}
+		if res.StateChanged {
+			t.setState(in, res.State)
+		}
+		if res.Again != nil {
+			// The result will name the last stage only: history records
+			// this stage, so its ID stays known as resolved.
+			t.suspended(in, *res.Again)
+			t.record(in, string(r.event), map[string]any{"tool": c.Name, "stage": c.Stage, "suspended_again": res.Again.SuspendID}, c.SuspendID)
+			return nil
+		}
+		part = res.Result
+	}
+	part.SuspendID = c.SuspendID
+	t.fillSlot(in, part)
+	return nil
+}
+
+func expiredText(c *instance.SuspendedCall) string {
+	return fmt.Sprintf("suspension %s expired at %s without a result (%s)", c.SuspendID, c.Deadline.Format(time.RFC3339), c.Reason)
+}
+
+// anyExpired reports a pending suspension whose deadline has passed.
+func (m *Machine) anyExpired(now time.Time) bool {
+	for c := range m.root.Pending() {
+		if c.Expired(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// expire resolves every expired suspension by its on-timeout action.
+func (t *tx) expire(now time.Time) []Step {
+	var expired []string
+	for c := range t.root.Pending() {
+		if c.Expired(now) {
+			expired = append(expired, c.SuspendID)
+		}
+	}
+	var steps []Step
+	for _, id := range expired {
+		in, c := t.root.FindCall(id)
+		if c == nil || c.Status != instance.StatusPending {
+			continue
+		}
+		r := resolution{cause: instance.CauseTimeout, event: instance.EventExpired, mark: (*instance.SuspendedCall).Expire}
+		if c.OnTimeout.Resume {
+			r.payload, r.isError = c.OnTimeout.Payload, c.OnTimeout.IsError
+			r.value = json.RawMessage(r.payload)
+		} else {
+			r.failure = expiredText(c)
+		}
+		s, err := t.resolve(in, c, r)
+		if err != nil {
+			continue
+		}
+		steps = append(steps, s...)
+	}
+	return steps
+}
+
+// Expire resolves every suspension whose deadline is at or before now by
+// its on-timeout action, as the start of every Run does, and returns the
+// lifecycle events. The next Run continues the woken instances, and its
+// first step reports what the expiry released (the replies and results,
+// the events, cedes) as it does for resumes.
+func (m *Machine) Expire(now time.Time) ([]instance.Event, error) {
+	if !m.running.CompareAndSwap(false, true) {
+		return nil, ErrRunning
+	}
+	defer m.running.Store(false)
+	t := m.newTx(context.Background(), m.root.Clone(nil), nil)
+	t.expire(now)
+	m.commit(t)
+	m.unreported = m.unreported.merge(t.leftover())
+	return slices.Clone(t.events), nil
+}

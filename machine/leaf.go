@@ -1,0 +1,72 @@
+package machine
+
+// This file builds what a leaf's step needs: the step requests of a round
+// and the leaves' transcripts, kept incrementally.
+
+import (
+	"fmt"
+
+	"github.com/markov-agents/markov/executor"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// leafCache keeps what a leaf reuses round after round: its transcript,
+// extended incrementally.
+type leafCache struct {
+	transcript []message.Message
+	next       int // history index the transcript has seen up to
+}
+
+// cache returns the leaf cache of instance id.
+func (m *Machine) cache(id string) *leafCache {
+	c := m.leaves[id]
+	if c == nil {
+		c = &leafCache{}
+		m.leaves[id] = c
+	}
+	return c
+}
+
+// transcript brings the leaf's transcript up to date with history and
+// returns it, capped so no one can append into it.
+func (m *Machine) transcript(id string, c *leafCache) []message.Message {
+	for ; c.next < len(m.history); c.next++ {
+		if h := &m.history[c.next]; h.VisibleTo(id) {
+			c.transcript = append(c.transcript, *h)
+		}
+	}
+	return c.transcript[:len(c.transcript):len(c.transcript)]
+}
+
+// primaryLeaf returns the non-worker leaf of root, suspended or not, or
+// nil.
+func primaryLeaf(nodes map[string]*node.Node, root *instance.Instance) *instance.Instance {
+	for l := range root.Leaves() {
+		if n := nodes[l.Node]; n != nil && !n.Worker() {
+			return l
+		}
+	}
+	return nil
+}
+
+// stepRequests returns the step requests of a round: one per active leaf,
+// in leaf order, each with its transcript brought up to date. More than
+// one non-worker leaf, active or not, is ErrPrimaryConflict.
+func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
+	var reqs []executor.StepRequest
+	primaries := 0
+	for l := range m.root.Leaves() {
+		if !m.charter.Node(l.Node).Worker() {
+			primaries++
+		}
+		if active(l) {
+			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID))})
+		}
+	}
+	if primaries > 1 {
+		return nil, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)
+	}
+	return reqs, nil
+}
