@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/console"
-	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/store"
 )
 
 func TestSignInRequired(t *testing.T) {
@@ -40,7 +40,7 @@ func TestCSRFRequired(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
 	sus, err := s.runner.Suspension(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, string(instance.StatusPending), sus.Status)
+	require.Equal(t, store.StatusPending, sus.Status)
 }
 
 func TestIdentityHeader(t *testing.T) {
@@ -111,7 +111,7 @@ func TestSchemaViolationLeavesPending(t *testing.T) {
 	require.Contains(t, body, "[&#34;ok&#34;, 3]", "the posted value is shown again")
 	sus, err := s.runner.Suspension(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, string(instance.StatusPending), sus.Status)
+	require.Equal(t, store.StatusPending, sus.Status)
 }
 
 func TestInboxFilters(t *testing.T) {

@@ -22,11 +22,6 @@ import (
 // inboxLimit caps the suspensions one inbox page lists per status.
 const inboxLimit = 500
 
-// statuses are the inbox's status filter's choices.
-var statuses = []string{
-	string(instance.StatusPending), string(instance.StatusResolved),
-	string(instance.StatusExpired), string(instance.StatusCancelled),
-}
 
 // Row is one suspension of the inbox.
 type Row struct {
@@ -40,14 +35,14 @@ type Row struct {
 // inboxData is the inbox page's data.
 type inboxData struct {
 	Status, Node, Tool, Text string
-	Statuses                 []string
+	Statuses                 []store.Status
 	Rows                     []Row
 }
 
 func (c *Console) inbox(w http.ResponseWriter, r *http.Request, who string) {
 	q := r.URL.Query()
 	d := inboxData{Status: cmp.Or(q.Get("status"), string(instance.StatusPending)), Node: q.Get("node"),
-		Tool: q.Get("tool"), Text: q.Get("q"), Statuses: statuses}
+		Tool: q.Get("tool"), Text: q.Get("q"), Statuses: store.Statuses()}
 	rows, err := c.rows(r.Context(), d)
 	if err != nil {
 		c.fail(w, r, err)
@@ -60,8 +55,8 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request, who string) {
 // rows lists the suspensions the filter selects, newest first.
 func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 	var entries []store.Suspension
-	for _, st := range statuses {
-		if d.Status != "all" && d.Status != st {
+	for _, st := range store.Statuses() {
+		if d.Status != "all" && d.Status != string(st) {
 			continue
 		}
 		got, err := c.runner.Pending(ctx, store.Filter{Status: st, Limit: inboxLimit})
