@@ -22,7 +22,6 @@ import (
 // inboxLimit caps the suspensions one inbox page lists per status.
 const inboxLimit = 500
 
-
 // Row is one suspension of the inbox.
 type Row struct {
 	store.Suspension
