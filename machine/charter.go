@@ -102,6 +102,34 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 	if len(cfg.Nodes) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInvalidCharter)
 	}
+	c := newCharter(cfg)
+	for _, check := range []func(CharterConfig) error{c.addPacks, c.addNodes, c.addTools, c.checkNodes} {
+		if err := check(cfg); err != nil {
+			return nil, err
+		}
+	}
+	c.exec = cfg.Executor
+	if c.exec == nil {
+		c.exec = executor.New(executor.Config{
+			Model:        cfg.Model,
+			Nodes:        cfg.Nodes,
+			Tools:        cfg.Tools,
+			Instructions: cfg.Instructions,
+			Settings:     cfg.Settings,
+			Prompt:       cfg.SystemPrompt,
+			ToolTimeout:  cfg.ToolTimeout,
+			Clock:        c.now,
+			NewID:        c.newID,
+			Logger:       c.logger,
+			Tracer:       c.tracer,
+		})
+	}
+	return c, nil
+}
+
+// newCharter returns a charter with cfg's settings, defaults filled in,
+// and no nodes, packs or tools yet.
+func newCharter(cfg CharterConfig) *Charter {
 	c := &Charter{
 		name:     cfg.Name,
 		nodes:    make(map[string]*node.Node, len(cfg.Nodes)),
@@ -128,77 +156,86 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 		tp = otel.GetTracerProvider()
 	}
 	c.tracer = tp.Tracer(TracerName)
-	addPack := func(p *node.Pack) error {
-		if p == nil {
-			return fmt.Errorf("%w: nil pack", ErrInvalidCharter)
-		}
-		if err := p.Err(); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidCharter, err)
-		}
-		if q, ok := c.packs[p.Name()]; ok && q != p {
-			return fmt.Errorf("%w: two packs named %q", ErrInvalidCharter, p.Name())
-		}
-		c.packs[p.Name()] = p
-		return nil
+	return c
+}
+
+// addPack registers p, which may already be registered (nodes share
+// packs); another pack of the same name is an error.
+func (c *Charter) addPack(p *node.Pack) error {
+	if p == nil {
+		return fmt.Errorf("%w: nil pack", ErrInvalidCharter)
 	}
+	if err := p.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidCharter, err)
+	}
+	if q, ok := c.packs[p.Name()]; ok && q != p {
+		return fmt.Errorf("%w: two packs named %q", ErrInvalidCharter, p.Name())
+	}
+	c.packs[p.Name()] = p
+	return nil
+}
+
+// addPacks registers the charter's packs.
+func (c *Charter) addPacks(cfg CharterConfig) error {
 	for _, p := range cfg.Packs {
-		if err := addPack(p); err != nil {
-			return nil, err
+		if err := c.addPack(p); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// addNodes registers the nodes, in order, and the packs they name.
+func (c *Charter) addNodes(cfg CharterConfig) error {
 	for _, n := range cfg.Nodes {
 		if n == nil {
-			return nil, fmt.Errorf("%w: nil node", ErrInvalidCharter)
+			return fmt.Errorf("%w: nil node", ErrInvalidCharter)
 		}
 		if _, dup := c.nodes[n.Name()]; dup {
-			return nil, fmt.Errorf("%w: two nodes named %q", ErrInvalidCharter, n.Name())
+			return fmt.Errorf("%w: two nodes named %q", ErrInvalidCharter, n.Name())
 		}
 		c.nodes[n.Name()] = n
+		c.order = append(c.order, n.Name())
 		for _, p := range n.Packs() {
-			if err := addPack(p); err != nil {
-				return nil, err
+			if err := c.addPack(p); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// addTools registers the charter-wide tools: built, with valid and
+// distinct names.
+func (c *Charter) addTools(cfg CharterConfig) error {
 	seen := map[string]bool{}
 	for _, t := range cfg.Tools {
 		ft := access.ToolOf(t)
 		if ft.Err != nil || !node.ValidName(ft.Spec.Name) || seen[ft.Spec.Name] {
-			return nil, fmt.Errorf("%w: charter tool %q: bad or duplicate name, or %v", ErrInvalidCharter, ft.Spec.Name, ft.Err)
+			return fmt.Errorf("%w: charter tool %q: bad or duplicate name, or %v", ErrInvalidCharter, ft.Spec.Name, ft.Err)
 		}
 		seen[ft.Spec.Name] = true
 		c.tools = append(c.tools, ft)
 	}
+	return nil
+}
+
+// checkNodes checks every node against the whole charter: no clashing
+// names, no edge to an unknown node.
+func (c *Charter) checkNodes(cfg CharterConfig) error {
 	for _, n := range cfg.Nodes {
 		if err := c.checkNode(n); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, n := range cfg.Nodes {
 		for _, e := range n.Edges() {
 			if c.nodes[e.Target] == nil {
-				return nil, fmt.Errorf("%w: node %s: transition %s leads to unknown node %q", ErrInvalidCharter, n.Name(), e.Transition, e.Target)
+				return fmt.Errorf("%w: node %s: transition %s leads to unknown node %q", ErrInvalidCharter, n.Name(), e.Transition, e.Target)
 			}
 		}
-		c.order = append(c.order, n.Name())
 	}
-	c.exec = cfg.Executor
-	if c.exec == nil {
-		c.exec = executor.New(executor.Config{
-			Model:        cfg.Model,
-			Nodes:        cfg.Nodes,
-			Tools:        cfg.Tools,
-			Instructions: cfg.Instructions,
-			Settings:     cfg.Settings,
-			Prompt:       cfg.SystemPrompt,
-			ToolTimeout:  cfg.ToolTimeout,
-			Clock:        c.now,
-			NewID:        c.newID,
-			Logger:       c.logger,
-			Tracer:       c.tracer,
-		})
-	}
-	return c, nil
+	return nil
 }
 
 // checkNode reports tool and command names that clash on n.

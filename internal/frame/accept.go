@@ -88,30 +88,43 @@ func (a *acceptor) accepts(v any) bool {
 	case float64:
 		return (a.minimum == nil || v >= *a.minimum) && (a.maximum == nil || v <= *a.maximum)
 	case []any:
-		if (a.minItems != nil && len(v) < *a.minItems) || (a.maxItems != nil && len(v) > *a.maxItems) {
+		return a.acceptsArray(v)
+	case map[string]any:
+		return a.acceptsObject(v)
+	}
+	return true
+}
+
+// acceptsArray applies the item count bounds and the items schema.
+func (a *acceptor) acceptsArray(v []any) bool {
+	if (a.minItems != nil && len(v) < *a.minItems) || (a.maxItems != nil && len(v) > *a.maxItems) {
+		return false
+	}
+	if a.items == nil {
+		return true
+	}
+	for _, item := range v {
+		if !a.items.accepts(item) {
 			return false
 		}
-		if a.items != nil {
-			for _, item := range v {
-				if !a.items.accepts(item) {
-					return false
-				}
-			}
+	}
+	return true
+}
+
+// acceptsObject applies required, properties and additional properties.
+func (a *acceptor) acceptsObject(v map[string]any) bool {
+	for _, name := range a.required {
+		if _, ok := v[name]; !ok {
+			return false
 		}
-	case map[string]any:
-		for _, name := range a.required {
-			if _, ok := v[name]; !ok {
-				return false
-			}
-		}
-		for name, val := range v {
-			p, ok := a.properties[name]
-			switch {
-			case ok && !p.accepts(val):
-				return false
-			case !ok && a.additional != nil && !a.additional.accepts(val):
-				return false
-			}
+	}
+	for name, val := range v {
+		p, ok := a.properties[name]
+		switch {
+		case ok && !p.accepts(val):
+			return false
+		case !ok && a.additional != nil && !a.additional.accepts(val):
+			return false
 		}
 	}
 	return true

@@ -140,30 +140,10 @@ func deepCopy(v reflect.Value, depth int) reflect.Value {
 		out := reflect.New(v.Type()).Elem()
 		out.Set(deepCopy(v.Elem(), depth+1))
 		return out
-	case reflect.Slice:
-		if v.IsNil() {
-			return v
-		}
-		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-		for i := range v.Len() {
-			out.Index(i).Set(deepCopy(v.Index(i), depth+1))
-		}
-		return out
+	case reflect.Slice, reflect.Array:
+		return copyElems(v, depth)
 	case reflect.Map:
-		if v.IsNil() {
-			return v
-		}
-		out := reflect.MakeMapWithSize(v.Type(), v.Len())
-		for it := v.MapRange(); it.Next(); {
-			out.SetMapIndex(it.Key(), deepCopy(it.Value(), depth+1))
-		}
-		return out
-	case reflect.Array:
-		out := reflect.New(v.Type()).Elem()
-		for i := range v.Len() {
-			out.Index(i).Set(deepCopy(v.Index(i), depth+1))
-		}
-		return out
+		return copyMap(v, depth)
 	case reflect.Struct:
 		out := reflect.New(v.Type()).Elem()
 		out.Set(v)
@@ -175,6 +155,35 @@ func deepCopy(v reflect.Value, depth int) reflect.Value {
 		return out
 	}
 	return v
+}
+
+// copyElems deep-copies a slice or an array, element by element.
+func copyElems(v reflect.Value, depth int) reflect.Value {
+	var out reflect.Value
+	switch {
+	case v.Kind() == reflect.Array:
+		out = reflect.New(v.Type()).Elem()
+	case v.IsNil():
+		return v
+	default:
+		out = reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+	}
+	for i := range v.Len() {
+		out.Index(i).Set(deepCopy(v.Index(i), depth+1))
+	}
+	return out
+}
+
+// copyMap deep-copies a map's values (keys are copied as values).
+func copyMap(v reflect.Value, depth int) reflect.Value {
+	if v.IsNil() {
+		return v
+	}
+	out := reflect.MakeMapWithSize(v.Type(), v.Len())
+	for it := v.MapRange(); it.Next(); {
+		out.SetMapIndex(it.Key(), deepCopy(it.Value(), depth+1))
+	}
+	return out
 }
 
 // plain reports whether t holds no references.
