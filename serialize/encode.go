@@ -52,6 +52,12 @@ type encoder struct {
 
 var encoderPool = sync.Pool{New: func() any { return &encoder{} }}
 
+// The largest dictionary and state scratch a pooled encoder keeps.
+const (
+	maxPooledDict    = 4096
+	maxPooledScratch = 1 << 20
+)
+
 // newEncoder returns an encoder of states in form f, writing after b.
 func newWireEncoder(c *machine.Charter, f stateForm, b []byte) *encoder {
 	e := encoderPool.Get().(*encoder)
@@ -63,8 +69,12 @@ func newWireEncoder(c *machine.Charter, f stateForm, b []byte) *encoder {
 // pool.
 func (e *encoder) release() ([]byte, error) {
 	b, err := e.b, e.err
-	clear(e.dict)
-	*e = encoder{dict: e.dict, scratch: e.scratch[:0]}
+	dict, scratch := e.dict, e.scratch[:0]
+	if len(dict) > maxPooledDict || cap(scratch) > maxPooledScratch {
+		dict, scratch = nil, nil // a large machine's: let it go
+	}
+	clear(dict)
+	*e = encoder{dict: dict, scratch: scratch}
 	encoderPool.Put(e)
 	return b, err
 }

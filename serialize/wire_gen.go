@@ -12,10 +12,6 @@ import (
 // writeMachine writes v as a wireMachine.
 func (e *encoder) writeMachine(v *machineModel) {
 	e.b = appendMapLen(e.b, count(true, len(v.History) > 0))
-	e.writeMachineFields(v)
-}
-
-func (e *encoder) writeMachineFields(v *machineModel) {
 	e.b = appendKey(e.b, "r")
 	writePtr(e, v.Root, e.writeInstance)
 	if len(v.History) > 0 {
@@ -26,18 +22,15 @@ func (e *encoder) writeMachineFields(v *machineModel) {
 
 // readMachine reads a wireMachine into v.
 func (d *decoder) readMachine(v *machineModel) error {
-	err := d.fields("machine", func(k []byte) error { return d.readMachineField(k, v) })
-	return err
-}
-
-func (d *decoder) readMachineField(k []byte, v *machineModel) error {
-	switch string(k) {
-	case "r":
-		return readPtr(d, &v.Root, d.readInstance)
-	case "h":
-		return d.readMessageList(&v.History)
-	}
-	return d.r.skip()
+	return d.fields("machine", func(k []byte) error {
+		switch string(k) {
+		case "r":
+			return readPtr(d, &v.Root, d.readInstance)
+		case "h":
+			return d.readMessageList(&v.History)
+		}
+		return d.r.skip()
+	})
 }
 
 // toWireMachine converts v to the wireMachine w.
@@ -128,8 +121,7 @@ func (d *decoder) readInstance(v *instance.Instance) error {
 	}
 	defer d.leave()
 	var w wireInstance
-	err := d.fields("instance", func(k []byte) error { return d.readInstanceField(k, v, &w) })
-	if err != nil {
+	if err := d.fields("instance", func(k []byte) error { return d.readInstanceField(k, v, &w) }); err != nil {
 		return err
 	}
 	return d.useInstance(v, &w)
@@ -255,10 +247,6 @@ func (d *decoder) fromWireInstanceFields(w *wireInstance, v *instance.Instance) 
 // writeSuspension writes v as a wireSuspension.
 func (e *encoder) writeSuspension(v *instance.SuspensionState) {
 	e.b = appendMapLen(e.b, count(len(v.Calls) > 0, v.Reply != nil))
-	e.writeSuspensionFields(v)
-}
-
-func (e *encoder) writeSuspensionFields(v *instance.SuspensionState) {
 	if len(v.Calls) > 0 {
 		e.b = appendKey(e.b, "c")
 		e.writeCallList(v.Calls)
@@ -271,18 +259,15 @@ func (e *encoder) writeSuspensionFields(v *instance.SuspensionState) {
 
 // readSuspension reads a wireSuspension into v.
 func (d *decoder) readSuspension(v *instance.SuspensionState) error {
-	err := d.fields("suspension", func(k []byte) error { return d.readSuspensionField(k, v) })
-	return err
-}
-
-func (d *decoder) readSuspensionField(k []byte, v *instance.SuspensionState) error {
-	switch string(k) {
-	case "c":
-		return d.readCallList(&v.Calls)
-	case "r":
-		return readPtr(d, &v.Reply, d.readReply)
-	}
-	return d.r.skip()
+	return d.fields("suspension", func(k []byte) error {
+		switch string(k) {
+		case "c":
+			return d.readCallList(&v.Calls)
+		case "r":
+			return readPtr(d, &v.Reply, d.readReply)
+		}
+		return d.r.skip()
+	})
 }
 
 // toWireSuspension converts v to the wireSuspension w.
@@ -352,8 +337,7 @@ func (e *encoder) writeCallFields2(v *instance.SuspendedCall) {
 
 // readCall reads a wireCall into v.
 func (d *decoder) readCall(v *instance.SuspendedCall) error {
-	err := d.fields("call", func(k []byte) error { return d.readCallField(k, v) })
-	return err
+	return d.fields("call", func(k []byte) error { return d.readCallField(k, v) })
 }
 
 func (d *decoder) readCallField(k []byte, v *instance.SuspendedCall) error {
@@ -491,10 +475,6 @@ func (d *decoder) fromWireCallFields2(w *wireCall, v *instance.SuspendedCall) er
 // writeTimeout writes v as a wireTimeout.
 func (e *encoder) writeTimeout(v *instance.TimeoutAction) {
 	e.b = appendMapLen(e.b, count(v.Resume, len(v.Payload) > 0, v.IsError))
-	e.writeTimeoutFields(v)
-}
-
-func (e *encoder) writeTimeoutFields(v *instance.TimeoutAction) {
 	e.optBool("r", v.Resume)
 	e.optBin("p", v.Payload)
 	e.optBool("e", v.IsError)
@@ -502,20 +482,17 @@ func (e *encoder) writeTimeoutFields(v *instance.TimeoutAction) {
 
 // readTimeout reads a wireTimeout into v.
 func (d *decoder) readTimeout(v *instance.TimeoutAction) error {
-	err := d.fields("timeout", func(k []byte) error { return d.readTimeoutField(k, v) })
-	return err
-}
-
-func (d *decoder) readTimeoutField(k []byte, v *instance.TimeoutAction) error {
-	switch string(k) {
-	case "r":
-		return readBool(d, &v.Resume)
-	case "p":
-		return readBin(d, &v.Payload)
-	case "e":
-		return readBool(d, &v.IsError)
-	}
-	return d.r.skip()
+	return d.fields("timeout", func(k []byte) error {
+		switch string(k) {
+		case "r":
+			return readBool(d, &v.Resume)
+		case "p":
+			return readBin(d, &v.Payload)
+		case "e":
+			return readBool(d, &v.IsError)
+		}
+		return d.r.skip()
+	})
 }
 
 // zeroTimeout reports whether v is the zero timeout.
@@ -555,10 +532,6 @@ func (e *encoder) writeReply(v *instance.HeldReply) {
 	var w wireReply
 	e.fillReply(v, &w)
 	e.b = appendMapLen(e.b, count(true, len(v.Results) > 0, w.Transition != nil, v.Terminal, len(v.Deferred) > 0))
-	e.writeReplyFields(v, &w)
-}
-
-func (e *encoder) writeReplyFields(v *instance.HeldReply, w *wireReply) {
 	e.b = appendKey(e.b, "m")
 	e.writeMessage(&v.Message)
 	if len(v.Results) > 0 {
@@ -579,27 +552,24 @@ func (e *encoder) writeReplyFields(v *instance.HeldReply, w *wireReply) {
 // readReply reads a wireReply into v.
 func (d *decoder) readReply(v *instance.HeldReply) error {
 	var w wireReply
-	err := d.fields("reply", func(k []byte) error { return d.readReplyField(k, v, &w) })
-	if err != nil {
+	if err := d.fields("reply", func(k []byte) error {
+		switch string(k) {
+		case "m":
+			return d.readMessage(&v.Message)
+		case "r":
+			return d.readPartList(&v.Results)
+		case "t":
+			return readPtr(d, &w.Transition, d.readEffect)
+		case "x":
+			return readBool(d, &v.Terminal)
+		case "d":
+			return d.readMessageList(&v.Deferred)
+		}
+		return d.r.skip()
+	}); err != nil {
 		return err
 	}
 	return d.useReply(v, &w)
-}
-
-func (d *decoder) readReplyField(k []byte, v *instance.HeldReply, w *wireReply) error {
-	switch string(k) {
-	case "m":
-		return d.readMessage(&v.Message)
-	case "r":
-		return d.readPartList(&v.Results)
-	case "t":
-		return readPtr(d, &w.Transition, d.readEffect)
-	case "x":
-		return readBool(d, &v.Terminal)
-	case "d":
-		return d.readMessageList(&v.Deferred)
-	}
-	return d.r.skip()
 }
 
 // toWireReply converts v to the wireReply w.
@@ -641,10 +611,6 @@ func (d *decoder) fromWireReplyFields(w *wireReply, v *instance.HeldReply) error
 // writeEffect writes v as a wireEffect.
 func (e *encoder) writeEffect(v *wireEffect) {
 	e.b = appendMapLen(e.b, count(true, v.Target != "", len(v.State) > 0, v.StateVersion != 0, len(v.Children) > 0, len(v.Content) > 0))
-	e.writeEffectFields(v)
-}
-
-func (e *encoder) writeEffectFields(v *wireEffect) {
 	e.b = appendKey(e.b, "k")
 	e.uint8(uint8(v.Kind))
 	e.optIstr("t", string(v.Target))
@@ -659,35 +625,28 @@ func (e *encoder) writeEffectFields(v *wireEffect) {
 
 // readEffect reads a wireEffect into v.
 func (d *decoder) readEffect(v *wireEffect) error {
-	err := d.fields("effect", func(k []byte) error { return d.readEffectField(k, v) })
-	return err
-}
-
-func (d *decoder) readEffectField(k []byte, v *wireEffect) error {
-	switch string(k) {
-	case "k":
-		return readUint8(d, &v.Kind)
-	case "t":
-		return readIstr(d, &v.Target)
-	case "s":
-		return readBin(d, &v.State)
-	case "sv":
-		return readInt(d, &v.StateVersion)
-	case "c":
-		return d.readChildList(&v.Children)
-	case "x":
-		return readBin(d, &v.Content)
-	}
-	return d.r.skip()
+	return d.fields("effect", func(k []byte) error {
+		switch string(k) {
+		case "k":
+			return readUint8(d, &v.Kind)
+		case "t":
+			return readIstr(d, &v.Target)
+		case "s":
+			return readBin(d, &v.State)
+		case "sv":
+			return readInt(d, &v.StateVersion)
+		case "c":
+			return d.readChildList(&v.Children)
+		case "x":
+			return readBin(d, &v.Content)
+		}
+		return d.r.skip()
+	})
 }
 
 // writeChild writes v as a wireChild.
 func (e *encoder) writeChild(v *wireChild) {
 	e.b = appendMapLen(e.b, count(v.ID != "", true, len(v.State) > 0, v.StateVersion != 0))
-	e.writeChildFields(v)
-}
-
-func (e *encoder) writeChildFields(v *wireChild) {
 	e.optIstr("i", string(v.ID))
 	e.b = appendKey(e.b, "n")
 	e.istr(string(v.Node))
@@ -697,22 +656,19 @@ func (e *encoder) writeChildFields(v *wireChild) {
 
 // readChild reads a wireChild into v.
 func (d *decoder) readChild(v *wireChild) error {
-	err := d.fields("child", func(k []byte) error { return d.readChildField(k, v) })
-	return err
-}
-
-func (d *decoder) readChildField(k []byte, v *wireChild) error {
-	switch string(k) {
-	case "i":
-		return readIstr(d, &v.ID)
-	case "n":
-		return readIstr(d, &v.Node)
-	case "s":
-		return readBin(d, &v.State)
-	case "sv":
-		return readInt(d, &v.StateVersion)
-	}
-	return d.r.skip()
+	return d.fields("child", func(k []byte) error {
+		switch string(k) {
+		case "i":
+			return readIstr(d, &v.ID)
+		case "n":
+			return readIstr(d, &v.Node)
+		case "s":
+			return readBin(d, &v.State)
+		case "sv":
+			return readInt(d, &v.StateVersion)
+		}
+		return d.r.skip()
+	})
 }
 
 func (e *encoder) writeChildList(s []wireChild) {
@@ -740,10 +696,6 @@ func (d *decoder) readChildList(p *[]wireChild) error {
 // writeMessage writes v as a wireMessage.
 func (e *encoder) writeMessage(v *message.Message) {
 	e.b = appendMapLen(e.b, count(true, len(v.Parts) > 0, !zeroSource(&v.Source), v.Silent))
-	e.writeMessageFields(v)
-}
-
-func (e *encoder) writeMessageFields(v *message.Message) {
 	e.b = appendKey(e.b, "r")
 	e.istr(string(v.Role))
 	if len(v.Parts) > 0 {
@@ -759,22 +711,19 @@ func (e *encoder) writeMessageFields(v *message.Message) {
 
 // readMessage reads a wireMessage into v.
 func (d *decoder) readMessage(v *message.Message) error {
-	err := d.fields("message", func(k []byte) error { return d.readMessageField(k, v) })
-	return err
-}
-
-func (d *decoder) readMessageField(k []byte, v *message.Message) error {
-	switch string(k) {
-	case "r":
-		return readIstr(d, &v.Role)
-	case "p":
-		return d.readPartList(&v.Parts)
-	case "s":
-		return d.readSource(&v.Source)
-	case "q":
-		return readBool(d, &v.Silent)
-	}
-	return d.r.skip()
+	return d.fields("message", func(k []byte) error {
+		switch string(k) {
+		case "r":
+			return readIstr(d, &v.Role)
+		case "p":
+			return d.readPartList(&v.Parts)
+		case "s":
+			return d.readSource(&v.Source)
+		case "q":
+			return readBool(d, &v.Silent)
+		}
+		return d.r.skip()
+	})
 }
 
 func (e *encoder) writeMessageList(s []message.Message) {
@@ -835,10 +784,6 @@ func (d *decoder) fromWireMessageFields(w *wireMessage, v *message.Message) erro
 // writeSource writes v as a wireSource.
 func (e *encoder) writeSource(v *message.Source) {
 	e.b = appendMapLen(e.b, count(v.InstanceID != "", v.Node != "", v.To != ""))
-	e.writeSourceFields(v)
-}
-
-func (e *encoder) writeSourceFields(v *message.Source) {
 	e.optIstr("i", string(v.InstanceID))
 	e.optIstr("n", string(v.Node))
 	e.optIstr("t", string(v.To))
@@ -846,20 +791,17 @@ func (e *encoder) writeSourceFields(v *message.Source) {
 
 // readSource reads a wireSource into v.
 func (d *decoder) readSource(v *message.Source) error {
-	err := d.fields("source", func(k []byte) error { return d.readSourceField(k, v) })
-	return err
-}
-
-func (d *decoder) readSourceField(k []byte, v *message.Source) error {
-	switch string(k) {
-	case "i":
-		return readIstr(d, &v.InstanceID)
-	case "n":
-		return readIstr(d, &v.Node)
-	case "t":
-		return readIstr(d, &v.To)
-	}
-	return d.r.skip()
+	return d.fields("source", func(k []byte) error {
+		switch string(k) {
+		case "i":
+			return readIstr(d, &v.InstanceID)
+		case "n":
+			return readIstr(d, &v.Node)
+		case "t":
+			return readIstr(d, &v.To)
+		}
+		return d.r.skip()
+	})
 }
 
 // zeroSource reports whether v is the zero source.
@@ -897,10 +839,6 @@ func (d *decoder) fromWireSourceFields(w *wireSource, v *message.Source) error {
 // writePart writes v as a wirePart.
 func (e *encoder) writePart(v *message.Part) {
 	e.b = appendMapLen(e.b, count(v.Kind != 0, v.Text != "", v.ID != "", v.Name != "", len(v.Data) > 0, v.IsError, v.Signature != "", v.SuspendID != ""))
-	e.writePartFields(v)
-}
-
-func (e *encoder) writePartFields(v *message.Part) {
 	e.optUint8("k", uint8(v.Kind))
 	e.optStr("t", string(v.Text))
 	e.optIstr("i", string(v.ID))
@@ -913,30 +851,27 @@ func (e *encoder) writePartFields(v *message.Part) {
 
 // readPart reads a wirePart into v.
 func (d *decoder) readPart(v *message.Part) error {
-	err := d.fields("part", func(k []byte) error { return d.readPartField(k, v) })
-	return err
-}
-
-func (d *decoder) readPartField(k []byte, v *message.Part) error {
-	switch string(k) {
-	case "k":
-		return readUint8(d, &v.Kind)
-	case "t":
-		return readStr(d, &v.Text)
-	case "i":
-		return readIstr(d, &v.ID)
-	case "n":
-		return readIstr(d, &v.Name)
-	case "d":
-		return readBin(d, &v.Data)
-	case "e":
-		return readBool(d, &v.IsError)
-	case "g":
-		return readStr(d, &v.Signature)
-	case "u":
-		return readIstr(d, &v.SuspendID)
-	}
-	return d.r.skip()
+	return d.fields("part", func(k []byte) error {
+		switch string(k) {
+		case "k":
+			return readUint8(d, &v.Kind)
+		case "t":
+			return readStr(d, &v.Text)
+		case "i":
+			return readIstr(d, &v.ID)
+		case "n":
+			return readIstr(d, &v.Name)
+		case "d":
+			return readBin(d, &v.Data)
+		case "e":
+			return readBool(d, &v.IsError)
+		case "g":
+			return readStr(d, &v.Signature)
+		case "u":
+			return readIstr(d, &v.SuspendID)
+		}
+		return d.r.skip()
+	})
 }
 
 func (e *encoder) writePartList(s []message.Part) {

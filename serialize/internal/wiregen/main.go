@@ -225,6 +225,13 @@ func (g *gen) writer(s *wireStruct) {
 	}
 	g.p("e.b = appendMapLen(e.b, count(%s))", strings.Join(present, ", "))
 	cs := chunks(fields)
+	if len(cs) == 1 { // one function, as fast as hand-written code
+		for _, f := range fields {
+			g.writeField(f)
+		}
+		g.p("}\n")
+		return
+	}
 	for i := range cs {
 		g.p("e.%s(%s)", part("write"+s.Name+"Fields", i), args)
 	}
@@ -310,40 +317,46 @@ func (g *gen) reader(s *wireStruct) {
 		args = "v, &w"
 	}
 	cs := chunks(s.msgpackFields())
-	g.p("err := d.fields(%q, func(k []byte) error { return d.%s(k, %s) })", s.human, "read"+s.Name+"Field", args)
+	fields := fmt.Sprintf("d.fields(%q, func(k []byte) error { return d.%s(k, %s) })", s.human, "read"+s.Name+"Field", args)
+	if len(cs) == 1 { // one function, as fast as hand-written code
+		fields = fmt.Sprintf("d.fields(%q, func(k []byte) error {\n%s})", s.human, g.readSwitch(cs[0], "d.r.skip()"))
+	}
 	if s.hooked() {
-		g.p("if err != nil { return err }")
+		g.p("if err := %s; err != nil { return err }", fields)
 		g.p("return d.use%s(v, &w)", s.Name)
 	} else {
-		g.p("return err")
+		g.p("return %s", fields)
 	}
 	g.p("}\n")
+	if len(cs) == 1 {
+		return
+	}
 	for i, c := range cs {
 		g.p("func (d *decoder) %s(k []byte, %s) error {", part("read"+s.Name+"Field", i), params)
-		g.p("switch string(k) {")
-		for _, f := range c {
-			g.p("case %q:", f.key)
-			g.readField(f)
-		}
-		g.p("}")
+		next := "d.r.skip()"
 		if i+1 < len(cs) {
-			g.p("return d.%s(k, %s)", part("read"+s.Name+"Field", i+1), chained)
-		} else {
-			g.p("return d.r.skip()")
+			next = fmt.Sprintf("d.%s(k, %s)", part("read"+s.Name+"Field", i+1), chained)
 		}
-		g.p("}\n")
+		g.p("%s}\n", g.readSwitch(c, next))
 	}
 }
 
-// readField writes the statement that reads one field.
-func (g *gen) readField(f *field) {
-	x := f.expr()
-	if c, ok := scalars[f.kind]; ok {
-		g.p("return %s(d, &%s)", c.reader, x)
-		return
+// readSwitch returns the switch that reads the value of key k of one of
+// fields, and else returns next.
+func (g *gen) readSwitch(fields []*field, next string) string {
+	var b strings.Builder
+	b.WriteString("switch string(k) {\n")
+	for _, f := range fields {
+		var read string
+		if c, ok := scalars[f.kind]; ok {
+			read = fmt.Sprintf("return %s(d, &%s)", c.reader, f.expr())
+		} else {
+			_, read = g.compound(f)
+		}
+		fmt.Fprintf(&b, "case %q:\n%s\n", f.key, read)
 	}
-	_, read := g.compound(f)
-	g.p("%s", read)
+	fmt.Fprintf(&b, "}\nreturn %s\n", next)
+	return b.String()
 }
 
 // listCode writes the reader and writer of slices of a struct.
