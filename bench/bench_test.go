@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -54,18 +55,8 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// history returns n alternating user and assistant messages.
-func history(n int) []message.Message {
-	h := make([]message.Message, n)
-	for i := range h {
-		if i%2 == 0 {
-			h[i] = message.UserText("question " + strconv.Itoa(i))
-		} else {
-			h[i] = message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("answer " + strconv.Itoa(i))}}
-		}
-	}
-	return h
-}
+// history returns n messages of a finished conversation.
+var history = testkit.History
 
 // oneRound runs exactly one round: the leaf keeps calling tools, and the
 // loop breaks after the first step.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -93,17 +94,7 @@ func benchStores(b *testing.B) map[string]func() store.Store {
 }
 
 // history returns n messages of a finished conversation.
-func history(n int) []message.Message {
-	h := make([]message.Message, n)
-	for i := range h {
-		if i%2 == 0 {
-			h[i] = message.UserText("question " + strconv.Itoa(i))
-		} else {
-			h[i] = message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("answer " + strconv.Itoa(i))}}
-		}
-	}
-	return h
-}
+var history = testkit.History
 
 // BenchmarkSaveStep measures a step's save (tree snapshot plus the new
 // history messages) with a short and a long history: the cost must not

@@ -16,6 +16,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -130,16 +131,7 @@ func newRunner(t testing.TB, s store.Store, model llm.Model) *durable.Runner {
 }
 
 // drain runs a sequence to its end.
-func drain(seq func(func(machine.Step, error) bool)) ([]machine.Step, error) {
-	var steps []machine.Step
-	for s, err := range seq {
-		if err != nil {
-			return steps, err
-		}
-		steps = append(steps, s)
-	}
-	return steps, nil
-}
+var drain = testkit.Collect[machine.Step]
 
 // suspended creates a machine and runs it until it asks for approval.
 func suspended(t testing.TB, r *durable.Runner, id string) string {

@@ -3,7 +3,6 @@ package machine_test
 import (
 	"context"
 	"fmt"
-	"iter"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -20,16 +20,7 @@ import (
 )
 
 // collect drains a run, returning its steps and its error.
-func collect(seq iter.Seq2[machine.Step, error]) ([]machine.Step, error) {
-	var steps []machine.Step
-	for s, err := range seq {
-		if err != nil {
-			return steps, err
-		}
-		steps = append(steps, s)
-	}
-	return steps, nil
-}
+var collect = testkit.Collect[machine.Step]
 
 // run drains a run that must succeed.
 func run(t *testing.T, m *machine.Machine, inputs ...machine.Input) []machine.Step {

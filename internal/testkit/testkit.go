@@ -1,0 +1,61 @@
+// Package testkit holds the helpers the project's tests share: draining a
+// run, a buffer safe for concurrent writers, and a ready-made history. It is
+// imported only by _test.go files.
+package testkit
+
+import (
+	"bytes"
+	"iter"
+	"strconv"
+	"sync"
+
+	"github.com/markov-agents/markov/message"
+)
+
+// Collect drains seq, returning the values it yielded before its first
+// error, and that error.
+func Collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
+	var out []T
+	for v, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers,
+// for logs written from handler goroutines.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// History returns n messages of a finished conversation: user questions
+// and assistant answers, alternating, the user first.
+func History(n int) []message.Message {
+	h := make([]message.Message, n)
+	for i := range h {
+		if i%2 == 0 {
+			h[i] = message.UserText("question " + strconv.Itoa(i))
+		} else {
+			h[i] = message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("answer " + strconv.Itoa(i))}}
+		}
+	}
+	return h
+}
