@@ -316,7 +316,7 @@ func TestResumeRejectsBadPayload(t *testing.T) {
 	} {
 		res := run(t, charter, "resume", "--db", db, suspendID, payload)
 		require.Equal(t, ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "markov: instance: suspension "+suspendID+": payload does not decode: ")
+		require.Contains(t, res.stderr, "instance: suspension "+suspendID+": payload does not decode: ")
 		require.Contains(t, res.stderr, violation)
 		require.Contains(t, res.stderr, "nothing changed, the suspension is still pending")
 		require.Equal(t, before, stored(), "the stored machine is byte-identical")
