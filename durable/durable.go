@@ -278,6 +278,14 @@ func (r *Runner) Machines(ctx context.Context) ([]string, error) {
 	return l.ListMachines(ctx)
 }
 
+// ReplayGuard returns the store as a store.ReplayGuard, or nil if it is
+// not one. resumehttp finds it here, to refuse a replayed signed request
+// in every process that shares the store.
+func (r *Runner) ReplayGuard() store.ReplayGuard {
+	g, _ := r.store.(store.ReplayGuard)
+	return g
+}
+
 // Delete removes machine id.
 func (r *Runner) Delete(ctx context.Context, id string) error { return r.store.Delete(ctx, id) }
 

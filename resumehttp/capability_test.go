@@ -1,7 +1,10 @@
 package resumehttp_test
 
 import (
+	"context"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,8 +18,9 @@ import (
 type coreRunner struct{ resumehttp.Runner }
 
 // A runner without the optional capabilities still resumes, cancels and
-// shows suspensions (without a payload schema); listing and the command
-// endpoints answer 501 not_implemented and change nothing.
+// shows suspensions (without a payload schema), and refuses replays from
+// its own memory; listing and the command endpoints answer 501
+// not_implemented and change nothing.
 func TestCoreRunnerOnly(t *testing.T) {
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
@@ -34,6 +38,12 @@ func TestCoreRunnerOnly(t *testing.T) {
 	require.Equal(t, machineID, got.MachineID)
 	require.Empty(t, got.PayloadSchema)
 
-	sum := requireOK[resumehttp.Summary](t, e.call(t, http.MethodPost, resumePath(suspendID), `{"payload":"approved"}`))
+	resume := e.signed(t, http.MethodPost, resumePath(suspendID), `{"payload":"approved"}`)
+	replay := resume.Clone(context.Background())
+	replay.Body = io.NopCloser(strings.NewReader(`{"payload":"approved"}`))
+	sum := requireOK[resumehttp.Summary](t, do(t, resume))
 	require.True(t, sum.Done)
+	// Without the store's replay guard, the handler remembers signatures
+	// itself.
+	requireError(t, do(t, replay), http.StatusUnauthorized, "replayed_request")
 }

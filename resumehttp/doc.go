@@ -117,9 +117,14 @@
 // also remembers the signatures of the POST and DELETE requests it served
 // within the window and refuses a second delivery of the same one (401
 // replayed_request): two identical commands signed in the same second are
-// one request, so give them a distinguishing request_id. Several handlers
-// each keep their own memory; resumes and cancellations still resolve once,
-// through the store. Mount the handler at the root of the server (or sign
+// one request, so give them a distinguishing request_id. The memory is the
+// store's when it is a store.ReplayGuard (every store of this module is;
+// Config.Replays, or the runner's ReplayGuard method), so a signed request
+// is accepted once by all the handlers that share the database. Only for a
+// runner without one does each handler remember in its own memory: then a
+// request delivered to two handlers is accepted by both (resumes and
+// cancellations still resolve once, through the store; commands run
+// twice). Mount the handler at the root of the server (or sign
 // the path the handler sees), since the path is signed.
 //
 // The secret must be at least [MinSecretLen] (32) bytes and not one byte

@@ -163,6 +163,9 @@ func newEnv(t testing.TB, st store.Store) *env {
 func newEnvWith(t testing.TB, st store.Store, tune func(*resumehttp.Config), extra ...command.Command[counter]) *env {
 	t.Helper()
 	e := &env{model: deskModel(), clock: &clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}, logs: &syncBuffer{}}
+	if m, ok := st.(*memstore.Store); ok {
+		m.Now = e.clock.Now // the replay guard's clock is the store's
+	}
 	r, err := durable.New(durable.Config{Store: st, Charter: deskCharter(t, e.model, e.clock.Now, extra...)})
 	require.NoError(t, err)
 	e.runner = r

@@ -143,8 +143,16 @@ type Config struct {
 	// the proxy forwards, from a header only it can set.
 	ClientKey func(r *http.Request) string
 	// Clock tells the time for the replay window and the failure limit
-	// (time.Now if nil).
+	// (time.Now if nil). A shared replay guard (Replays) decides on its
+	// own clock when a remembered signature expires.
 	Clock func() time.Time
+	// Replays remembers the signatures of the state-changing requests
+	// served, to refuse a second delivery of one. If nil, the runner's
+	// store is used when the runner has a ReplayGuard() store.ReplayGuard
+	// method that returns one (*durable.Runner does, on every store of this
+	// module), so that every handler sharing the store refuses it;
+	// otherwise each handler remembers in its own memory.
+	Replays store.ReplayGuard
 	// Logger receives a record of every request handled: failures of
 	// authentication at Warn, internal errors (with their details) at Error,
 	// the rest at Info (silent if nil).
@@ -161,7 +169,7 @@ type Handler struct {
 	now     func() time.Time
 	log     *slog.Logger
 	mux     *http.ServeMux
-	replays replayCache
+	replays store.ReplayGuard
 	limit   failureLimit
 	client  func(*http.Request) string
 }
@@ -210,11 +218,27 @@ func New(cfg Config) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.replays = replayGuard(cfg)
+	if h.replays == nil {
+		h.replays = &replayCache{now: h.now}
+	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	h.mux = h.routes()
 	return h, nil
+}
+
+// replayGuard is the shared replay guard of cfg: Config.Replays, or the
+// one of the runner's store; nil if neither.
+func replayGuard(cfg Config) store.ReplayGuard {
+	if cfg.Replays != nil {
+		return cfg.Replays
+	}
+	if r, ok := cfg.Runner.(interface{ ReplayGuard() store.ReplayGuard }); ok {
+		return r.ReplayGuard()
+	}
+	return nil
 }
 
 // bodyKey carries the verified request body to the endpoint handlers.
@@ -289,8 +313,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(jw, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.replays.first(sig, h.now(), h.window) {
-		h.writeError(jw, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.firstDelivery(jw, r, sig) {
 		return
 	}
 	h.limit.forgive(client, h.now())
@@ -310,6 +333,22 @@ func needs[C any](h *Handler, serve func(http.ResponseWriter, *http.Request, C))
 		}
 	}
 	return func(w http.ResponseWriter, r *http.Request) { serve(w, r, c) }
+}
+
+// firstDelivery records the signature of a state-changing request with the
+// replay guard and reports whether this is its first delivery; otherwise
+// it has answered 401 replayed_request (or 500 if the guard failed). A
+// request's timestamp is at most window in the future, so it stays
+// acceptable for at most 2×window from now: that long is remembered.
+func (h *Handler) firstDelivery(w http.ResponseWriter, r *http.Request, sig []byte) bool {
+	fresh, err := h.replays.Remember(r.Context(), replayKey(sig), h.now().Add(2*h.window))
+	switch {
+	case err != nil:
+		h.fail(w, r, fmt.Errorf("replay guard: %w", err))
+	case !fresh:
+		h.writeError(w, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
+	}
+	return err == nil && fresh
 }
 
 func (h *Handler) tooLarge() string {

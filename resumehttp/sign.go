@@ -1,6 +1,7 @@
 package resumehttp
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -67,30 +68,29 @@ func signedPath(u *url.URL) string {
 	return p
 }
 
-// replayCache remembers the signatures of state-changing requests for the
-// replay window, so a captured request cannot be delivered twice to this
-// handler. (Several handlers behind a load balancer each keep their own:
-// resumes and cancellations are still resolved once, by the store.)
+// replayCache is the in-process replay guard, for a runner whose store
+// has none: it remembers keys in this process only, so a request sent to
+// two handlers is accepted by each. Resumes and cancellations are still
+// resolved once, by the store; commands are not.
 type replayCache struct {
+	now       func() time.Time
 	mu        sync.Mutex
-	seen      map[string]time.Time // signature → when it may be forgotten
+	seen      map[string]time.Time // key → when it may be forgotten
 	lastPrune int
 }
 
-// first records sig and reports whether it is new.
-func (c *replayCache) first(sig []byte, now time.Time, window time.Duration) bool {
+// Remember records key until expiresAt and reports whether it is new.
+func (c *replayCache) Remember(_ context.Context, key string, expiresAt time.Time) (bool, error) {
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seen == nil {
 		c.seen = map[string]time.Time{}
 	}
-	key := string(sig)
 	if until, ok := c.seen[key]; ok && now.Before(until) {
-		return false
+		return false, nil
 	}
-	// A request's timestamp is at most window in the future, so it stays
-	// acceptable for at most 2×window from now.
-	c.seen[key] = now.Add(2 * window)
+	c.seen[key] = expiresAt
 	if len(c.seen) > 2*c.lastPrune+64 {
 		for k, until := range c.seen {
 			if !now.Before(until) {
@@ -99,8 +99,11 @@ func (c *replayCache) first(sig []byte, now time.Time, window time.Duration) boo
 		}
 		c.lastPrune = len(c.seen)
 	}
-	return true
+	return true, nil
 }
+
+// replayKey is the replay guard's key for a request signature.
+func replayKey(sig []byte) string { return "resumehttp:" + hex.EncodeToString(sig) }
 
 // checkHeaders validates the headers of r against now and window: both
 // present and well formed, the timestamp within ±window. It returns the

@@ -5,7 +5,7 @@
 // [Store] is the core a back end implements: [Snapshots] (Load, Save,
 // Delete) and [Index] (FindSuspension, ListSuspensions). Anything more is
 // an optional capability, discovered by type assertion the way
-// http.Flusher is: [MachineLister], [ExpiryClaimer].
+// http.Flusher is: [MachineLister], [ExpiryClaimer], [ReplayGuard].
 //
 // A store keeps opaque bytes. The layer above (package durable) serializes a
 // machine into two parts and this package never looks inside either:
@@ -354,6 +354,21 @@ type MachineLister interface {
 	// ListMachines returns the IDs of every stored machine in ascending
 	// (bytewise) order.
 	ListMachines(ctx context.Context) ([]string, error)
+}
+
+// ReplayGuard is the optional capability of a [Store] that remembers keys
+// for a while, for every process that shares the store: resumehttp keeps
+// the signatures of the requests it served in it, so that a signed
+// request is accepted once fleet-wide within its window.
+type ReplayGuard interface {
+	// Remember records key until expiresAt and reports whether it is
+	// fresh: false when a record of key that has not expired exists (then
+	// it is left as it is). Of concurrent calls with one key, in any
+	// process, at most one is fresh. A record has expired once the store's
+	// clock reaches its expiresAt (PostgreSQL's now(), the process clock in
+	// the others); expired records count for nothing and are deleted by
+	// later calls. A key that is not a [ValidID] is ErrInvalid.
+	Remember(ctx context.Context, key string, expiresAt time.Time) (fresh bool, err error)
 }
 
 // ExpiryClaimer is the optional capability of a [Store] that hands expired

@@ -30,6 +30,8 @@ type Store struct {
 	machines map[string]*machine
 	// suspensions indexes every machine's suspensions by suspend ID.
 	suspensions map[string]*store.Suspension
+	// replays maps each remembered key to when it expires.
+	replays map[string]time.Time
 }
 
 type machine struct {
@@ -46,6 +48,7 @@ var (
 	_ store.Store         = (*Store)(nil)
 	_ store.MachineLister = (*Store)(nil)
 	_ store.ExpiryClaimer = (*Store)(nil)
+	_ store.ReplayGuard   = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -53,6 +56,7 @@ func New() *Store {
 	return &Store{
 		machines:    make(map[string]*machine),
 		suspensions: make(map[string]*store.Suspension),
+		replays:     make(map[string]time.Time),
 	}
 }
 
@@ -254,6 +258,29 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 		out[i].ClaimedUntil = until
 	}
 	return out, nil
+}
+
+// Remember implements [store.ReplayGuard], on the store's clock (Now). It
+// deletes every expired record.
+func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (bool, error) {
+	if !store.ValidID(key) {
+		return false, fmt.Errorf("memstore: remember: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	if err := s.lock(ctx); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	now := s.now()
+	for k, until := range s.replays {
+		if !until.After(now) {
+			delete(s.replays, k)
+		}
+	}
+	if _, live := s.replays[key]; live {
+		return false, nil
+	}
+	s.replays[key] = norm(expiresAt)
+	return true, nil
 }
 
 // Close makes every later call fail with an error.

@@ -40,6 +40,11 @@
 //	);
 //	CREATE INDEX suspensions_machine_idx ON suspensions (machine_id);
 //	CREATE INDEX suspensions_status_deadline_idx ON suspensions (status, deadline);
+//	CREATE TABLE replays (                          -- store.ReplayGuard
+//	    key        text PRIMARY KEY,
+//	    expires_at timestamptz NOT NULL
+//	);
+//	CREATE INDEX replays_expires_at_idx ON replays (expires_at);
 //
 // A save costs a constant number of round trips (the history append is one
 // INSERT over unnest) and does not grow with the history. IDs are ordered
@@ -99,6 +104,7 @@ var (
 	_ store.Store         = (*Store)(nil)
 	_ store.MachineLister = (*Store)(nil)
 	_ store.ExpiryClaimer = (*Store)(nil)
+	_ store.ReplayGuard   = (*Store)(nil)
 )
 
 // Open connects (unless cfg.Pool is set) and brings the schema up to date.
@@ -184,6 +190,12 @@ var migrations = [...]string{
 		accepted_at  timestamptz NOT NULL DEFAULT now()
 	);
 	CREATE INDEX inbox_machine_idx ON {s}.inbox (machine_id, id);`,
+	// 4: the replay guard's records.
+	`CREATE TABLE {s}.replays (
+		key        text PRIMARY KEY,
+		expires_at timestamptz NOT NULL
+	);
+	CREATE INDEX replays_expires_at_idx ON {s}.replays (expires_at);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -230,7 +242,7 @@ type queries struct {
 	load, create, update, appendHistory         string
 	deleteSuspensions, insertSuspensions        string
 	deleteMachine, listMachines, findSuspension string
-	listSuspensions, claimExpired               string
+	listSuspensions, claimExpired, remember     string
 }
 
 const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until`
@@ -276,6 +288,17 @@ func newQueries(schema string) queries {
 		)
 		UPDATE {s}.suspensions AS s SET claimed_until = $3 FROM c WHERE s.id = c.id
 		RETURNING s.id, s.machine_id, s.status, s.kind, s.name, s.reason, s.deadline, s.created_at, s.claimed_until`)
+	// The expired records are deleted a batch at a time, skipping rows
+	// another call is deleting. The insert does not see this statement's
+	// deletes, so a conflicting record that has expired is taken over.
+	q.remember = q.expand(`WITH gone AS (
+			DELETE FROM {s}.replays WHERE key IN (
+				SELECT key FROM {s}.replays WHERE expires_at <= now()
+				LIMIT 100 FOR UPDATE SKIP LOCKED)
+		)
+		INSERT INTO {s}.replays AS r (key, expires_at) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE r.expires_at <= now()
+		RETURNING true`)
 	return q
 }
 
@@ -517,6 +540,24 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 	}
 	slices.SortFunc(got, store.CompareSuspensions)
 	return got, nil
+}
+
+// Remember implements [store.ReplayGuard], on the database's clock: one
+// statement deletes expired records (up to 100 per call) and inserts key,
+// or takes over its record if that has expired.
+func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (bool, error) {
+	if !store.ValidID(key) {
+		return false, fmt.Errorf("postgres: remember: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	var fresh bool
+	err := s.pool.QueryRow(ctx, s.q.remember, key, expiresAt).Scan(&fresh)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: remember: %w", err)
+	}
+	return fresh, nil
 }
 
 // Close closes the pool if [Open] opened it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -165,6 +166,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`ALTER TABLE {s}.suspensions DROP CONSTRAINT suspensions_status_check`,
 		`DROP TABLE {s}.inbox`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 1`,
+		`DROP TABLE {s}.replays`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
 		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', '2000-01-01Z'),
@@ -207,5 +209,33 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	if _, err := conn.Exec(ctx, q(`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason)
 		VALUES ('new-custom', 'm', 'timed_out', 'tool', 'ask', 'r')`)); err == nil {
 		t.Fatal("the schema accepts a status outside store.Statuses")
+	}
+}
+
+// The replay guard deletes expired records as it goes, on the database's
+// clock.
+func TestReplayRecordsCleaned(t *testing.T) {
+	ctx := context.Background()
+	url := connString(t)
+	schema := tempSchema(t, url)
+	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, at := range []time.Time{time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(time.Hour)} {
+		if fresh, err := s.Remember(ctx, fmt.Sprintf("k%d", i), at); err != nil || !fresh {
+			t.Fatalf("Remember(k%d) = %v, %v", i, fresh, err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, "SELECT key FROM "+pgx.Identifier{schema, "replays"}.Sanitize())
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(keys) != 1 || keys[0] != "k2" {
+		t.Fatalf("replays left = %v, %v; want only the live k2", keys, err)
 	}
 }

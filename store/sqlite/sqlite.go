@@ -45,6 +45,11 @@
 //	);
 //	CREATE INDEX suspensions_machine ON suspensions (machine_id);
 //	CREATE INDEX suspensions_status_deadline ON suspensions (status, deadline);
+//	CREATE TABLE replays (                        -- store.ReplayGuard
+//	    key        TEXT PRIMARY KEY,
+//	    expires_at INTEGER NOT NULL               -- unix microseconds
+//	) WITHOUT ROWID;
+//	CREATE INDEX replays_expires_at ON replays (expires_at);
 //
 // A save costs one machine row update, one insert per appended history
 // entry and a rewrite of the machine's few suspension rows: it does not grow
@@ -84,7 +89,7 @@ type Config struct {
 	Now func() time.Time
 	// ReadOnly opens the database read-only (SQLite's mode=ro): the file
 	// must exist with the current schema, the process needs no write
-	// access to it, and Save, Delete and ClaimExpired fail with
+	// access to it, and Save, Delete, ClaimExpired and Remember fail with
 	// [ErrReadOnly]. Listing and inspecting tools use it. (Without it, a
 	// database already at [SchemaVersion] is opened without a write too;
 	// only an upgrade writes.)
@@ -109,6 +114,7 @@ var (
 	_ store.Store         = (*Store)(nil)
 	_ store.MachineLister = (*Store)(nil)
 	_ store.ExpiryClaimer = (*Store)(nil)
+	_ store.ReplayGuard   = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
@@ -212,6 +218,12 @@ var migrations = [...]string{
 	// the index said "resolved" for every way out of pending.
 	`UPDATE suspensions SET status = 'resolved'
 		WHERE status NOT IN ('pending', 'resolved', 'expired', 'cancelled');`,
+	// 3: the replay guard's records.
+	`CREATE TABLE replays (
+		key        TEXT PRIMARY KEY,
+		expires_at INTEGER NOT NULL
+	) WITHOUT ROWID;
+	CREATE INDEX replays_expires_at ON replays (expires_at);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -639,6 +651,33 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 		return nil, fmt.Errorf("sqlite: claim expired: %w", err)
 	}
 	return out, nil
+}
+
+// Remember implements [store.ReplayGuard], on the store's clock
+// (Config.Now): one write transaction deletes the expired records and
+// inserts key unless a live record of it is left.
+func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (bool, error) {
+	if !store.ValidID(key) {
+		return false, fmt.Errorf("sqlite: remember: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	fresh := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM replays WHERE expires_at <= ?`, s.now().UnixMicro()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO replays (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
+			key, expiresAt.UnixMicro())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		fresh = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: remember: %w", err)
+	}
+	return fresh, nil
 }
 
 // Close closes the database.

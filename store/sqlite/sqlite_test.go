@@ -287,7 +287,8 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
-		`PRAGMA user_version = 1`,
+		`PRAGMA user_version = 1`, // as version 1 left it
+		`DROP TABLE replays`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, x'74', 0, 0)`,
 		`INSERT INTO suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', 1),
@@ -323,5 +324,27 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	}
 	if _, err := s.Save(ctx, store.Save{MachineID: "m", Revision: 3}); err != nil {
 		t.Fatalf("Save after the upgrade: %v", err)
+	}
+}
+
+// The replay guard deletes expired records as it goes.
+func TestReplayRecordsCleaned(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "replays.db")
+	s := open(t, path)
+	defer s.Close()
+	for i, at := range []time.Time{time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(time.Hour)} {
+		if fresh, err := s.Remember(ctx, fmt.Sprintf("k%d", i), at); err != nil || !fresh {
+			t.Fatalf("Remember(k%d) = %v, %v", i, fresh, err)
+		}
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var keys string
+	if err := db.QueryRow(`SELECT group_concat(key) FROM replays`).Scan(&keys); err != nil || keys != "k2" {
+		t.Fatalf("replays left = %q, %v; want only the live k2", keys, err)
 	}
 }

@@ -1,0 +1,89 @@
+package resumehttp_test
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+// twoStores opens two stores, as two processes would, on one database.
+type twoStores func(t *testing.T) (store.Store, store.Store)
+
+func twoSQLite(t *testing.T) (store.Store, store.Store) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	open := func() store.Store {
+		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	return open(), open()
+}
+
+func twoPostgres(t *testing.T) (store.Store, store.Store) {
+	url := os.Getenv("MARKOV_TEST_POSTGRES")
+	if url == "" {
+		t.Skip("MARKOV_TEST_POSTGRES is not set: skipping PostgreSQL tests")
+	}
+	schema := "resumehttp_fleet_" + rand.Text()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		require.NoError(t, err)
+	})
+	open := func() store.Store {
+		s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	return open(), open()
+}
+
+// Two servers (two handlers, two runners, two store handles) on one
+// database: a signed command delivered to both runs once. The replay
+// guard is the database's, so the second delivery is refused by either
+// server within the request's window.
+func TestReplayRefusedFleetWide(t *testing.T) {
+	for name, open := range map[string]twoStores{"sqlite": twoSQLite, "postgres": twoPostgres} {
+		t.Run(name, func(t *testing.T) {
+			a, b := open(t)
+			// The guards judge expiry on the database's clock: sign and
+			// check on the real one.
+			realTime := func(c *resumehttp.Config) { c.Clock = time.Now }
+			ea, eb := newEnvWith(t, a, realTime), newEnvWith(t, b, realTime)
+			mid := ea.create(t)
+			path := "/machines/" + mid + "/commands/bump"
+			at := time.Now()
+			deliver := func(e *env, body string) response {
+				req := e.request(t, "POST", path, body)
+				resumehttp.SignRequest(secret, req, []byte(body), at)
+				return do(t, req)
+			}
+			body := `{"input": {"by": 1}}`
+			sum := requireOK[resumehttp.Summary](t, deliver(ea, body))
+			require.JSONEq(t, "1", string(sum.Command.Value))
+			requireError(t, deliver(eb, body), http.StatusUnauthorized, "replayed_request")
+			requireError(t, deliver(ea, body), http.StatusUnauthorized, "replayed_request")
+
+			// Another request, through the other server, sees one bump.
+			sum = requireOK[resumehttp.Summary](t, deliver(eb, `{"input": {"by": 1}, "request_id": "2"}`))
+			require.JSONEq(t, "2", string(sum.Command.Value))
+		})
+	}
+}

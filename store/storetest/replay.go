@@ -1,0 +1,111 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/markov-agents/markov/store"
+)
+
+// The replay guard's checks run on the store's own clock, which for some
+// stores is the database's: their times are relative to time.Now, an hour
+// away from it either way.
+var replayChecks = []check[store.ReplayGuard]{
+	{"Remember", testRemember},
+	{"Expired", testRememberExpired},
+	{"Invalid", testRememberInvalid},
+	{"Concurrent", testRememberConcurrent},
+}
+
+func remember(t testing.TB, g store.ReplayGuard, key string, expiresAt time.Time) bool {
+	t.Helper()
+	fresh, err := g.Remember(context.Background(), key, expiresAt)
+	if err != nil {
+		t.Fatalf("Remember(%q, %v): %v", key, expiresAt, err)
+	}
+	return fresh
+}
+
+func testRemember(t *testing.T, g store.ReplayGuard) {
+	later := time.Now().Add(time.Hour)
+	if !remember(t, g, "sig-1", later) {
+		t.Fatal("the first Remember of a key is not fresh")
+	}
+	if remember(t, g, "sig-1", later) || remember(t, g, "sig-1", later.Add(time.Hour)) {
+		t.Fatal("a second Remember of a live key is fresh")
+	}
+	if !remember(t, g, "sig-2", later) {
+		t.Fatal("another key is not fresh")
+	}
+}
+
+func testRememberExpired(t *testing.T, g store.ReplayGuard) {
+	past, later := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	// A record that has expired counts for nothing: the key is fresh
+	// again, and then live until its new expiry.
+	if !remember(t, g, "old", past) || !remember(t, g, "old", past) {
+		t.Fatal("a key whose record has expired is not fresh")
+	}
+	if !remember(t, g, "old", later) {
+		t.Fatal("a key whose record has expired is not fresh")
+	}
+	if remember(t, g, "old", later) {
+		t.Fatal("a key remembered again until later is fresh")
+	}
+}
+
+func testRememberInvalid(t *testing.T, g store.ReplayGuard) {
+	later := time.Now().Add(time.Hour)
+	for _, key := range append([]string{""}, maps(malformedIDs)...) {
+		_, err := g.Remember(context.Background(), key, later)
+		wantErr(t, fmt.Sprintf("Remember(%q)", key), err, store.ErrInvalid)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.Remember(ctx, "k", later); err == nil {
+		t.Fatal("Remember with a canceled context succeeded")
+	}
+	if !remember(t, g, "k", later) {
+		t.Fatal("a key refused before is not fresh")
+	}
+}
+
+// maps returns the values of m.
+func maps(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+func testRememberConcurrent(t *testing.T, g store.ReplayGuard) {
+	const workers, keys = 8, 10
+	later := time.Now().Add(time.Hour)
+	var fresh [keys]atomic.Int32
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k := range keys {
+				ok, err := g.Remember(context.Background(), fmt.Sprintf("key-%d", k), later)
+				if err != nil {
+					t.Errorf("Remember: %v", err)
+					return
+				}
+				if ok {
+					fresh[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range fresh {
+		if n := fresh[k].Load(); n != 1 {
+			t.Fatalf("key-%d was fresh for %d of %d concurrent callers, want 1", k, n, workers)
+		}
+	}
+}
