@@ -58,7 +58,7 @@ func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 		if d.Status != "all" && d.Status != string(st) {
 			continue
 		}
-		got, err := c.runner.Pending(ctx, store.Filter{Status: st, Limit: inboxLimit})
+		got, err := c.runner.Pending(ctx, store.Filter{Status: store.Status(st), Limit: inboxLimit})
 		if err != nil {
 			return nil, err
 		}
