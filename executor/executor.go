@@ -78,6 +78,12 @@ type StepRequest struct {
 	// model is not called again, and the reply's tools run as if it had
 	// just arrived.
 	Reply *Reply
+	// Events, when set, hears the step as it happens: the reply's text and
+	// thinking as it streams (llm.Stream: as the model streams it, or one
+	// delta per block from a model that does not stream) and each tool
+	// call as it starts and finishes. Nil (nobody listens) calls the
+	// model's Generate and reports nothing.
+	Events Sink
 }
 
 // Reply is the model's reply to one step as the executor prepared it: an

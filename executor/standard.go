@@ -107,7 +107,7 @@ func (e *standard) Step(ctx context.Context, req *StepRequest) (*StepResult, err
 	if err != nil {
 		return nil, err
 	}
-	lf.transcript = req.Transcript
+	lf.transcript, lf.events = req.Transcript, req.Events
 	r := &StepResult{State: lf.in.State}
 	if req.Reply != nil {
 		r.Reply = *req.Reply // prepare replaces what it changes
@@ -150,7 +150,7 @@ func (e *standard) reply(ctx context.Context, lf *leaf) (Reply, error) {
 	if out := lf.node.Output(); out != nil {
 		req.Output = &llm.OutputSpec{Name: out.Name, Schema: out.Schema()}
 	}
-	resp, err := e.generate(ctx, req)
+	resp, err := e.generate(ctx, req, lf)
 	if err != nil {
 		return Reply{}, fmt.Errorf("model call for %s: %w", in.ID, err)
 	}
@@ -180,15 +180,22 @@ func (e *standard) prepare(ctx context.Context, lf *leaf, r *Reply) {
 	}
 }
 
-// generate calls the model inside a span.
-func (e *standard) generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+// generate calls the model inside a span: Generate, or while someone
+// listens to the leaf, a stream.
+func (e *standard) generate(ctx context.Context, req *llm.Request, lf *leaf) (*llm.Response, error) {
 	ctx, span := tracing.Start(ctx, e.tracer, "markov.model")
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("markov.instance", req.InstanceID), attribute.String("markov.node", req.Node),
 			attribute.Int("markov.messages", len(req.Messages)))
 	}
 	defer span.End()
-	resp, err := e.cfg.Model.Generate(ctx, req)
+	var resp *llm.Response
+	var err error
+	if lf.events == nil {
+		resp, err = e.cfg.Model.Generate(ctx, req)
+	} else {
+		resp, err = lf.stream(ctx, e.cfg.Model, req)
+	}
 	if err == nil && resp == nil {
 		err = ErrNoResponse
 	}

@@ -28,6 +28,8 @@ type leaf struct {
 	ancestors  []*instance.Instance
 	transcript []message.Message
 	tools      *toolset
+	// events hears the step's events (nil: nobody listens).
+	events Sink
 }
 
 // leaf resolves instance in of root.
@@ -175,10 +177,10 @@ func (e *standard) runTools(ctx context.Context, lf *leaf, r *StepResult, uses [
 		ent, ok := lf.tools.lookup(u.Name)
 		switch {
 		case !ok:
-			r.Results[i] = message.ToolResult(u.ID, fmt.Sprintf("unknown tool %q", u.Name), true)
+			r.Results[i] = lf.refuse(u, fmt.Sprintf("unknown tool %q", u.Name))
 		case ent.tool.Concurrent: // started above
 		case ent.tool.Transition && transitions > 0:
-			r.Results[i] = message.ToolResult(u.ID, ErrTransitionLimit.Error(), true)
+			r.Results[i] = lf.refuse(u, ErrTransitionLimit.Error())
 		default:
 			if ent.tool.Transition {
 				transitions++
@@ -205,8 +207,7 @@ func (e *standard) startConcurrent(ctx context.Context, lf *leaf, r *StepResult,
 			wg = new(sync.WaitGroup)
 		}
 		wg.Go(func() {
-			_, out, err := e.call(ctx, lf, ent, u, lf.in.State, nil)
-			r.Results[i], calls[i], _ = e.settle(lf, ent, u, out, err)
+			_, r.Results[i], calls[i], _ = e.invoke(ctx, lf, ent, u, lf.in.State, nil)
 		})
 	}
 	return wg
@@ -216,8 +217,7 @@ func (e *standard) startConcurrent(ctx context.Context, lf *leaf, r *StepResult,
 // the previous calls left, and records its result and writes in r. It
 // returns the call when the tool suspended.
 func (e *standard) runSequential(ctx context.Context, lf *leaf, r *StepResult, ent entry, u message.Part, i int) *instance.SuspendedCall {
-	f, out, err := e.call(ctx, lf, ent, u, r.State, r.Packs)
-	res, call, eff := e.settle(lf, ent, u, out, err)
+	f, res, call, eff := e.invoke(ctx, lf, ent, u, r.State, r.Packs)
 	r.Results[i] = res
 	if res.IsError {
 		return call
@@ -255,6 +255,24 @@ func (e *standard) collectSuspended(lf *leaf, r *StepResult, uses []message.Part
 		seen[c.SuspendID] = true
 		r.Suspended = append(r.Suspended, *c)
 	}
+}
+
+// refuse is the error result of tool use u that no tool runs.
+func (lf *leaf) refuse(u message.Part, text string) message.Part {
+	res := message.ToolResult(u.ID, text, true)
+	lf.toolFinished(u, lf.toolStarted(u), res, nil)
+	return res
+}
+
+// invoke runs tool call u on state (and packs) and settles it: its result,
+// its suspended call, or a transition's effect; the frame is nil when the
+// call timed out. Listeners hear it start and finish.
+func (e *standard) invoke(ctx context.Context, lf *leaf, ent entry, u message.Part, state any, packs map[string]any) (*frame.Frame, message.Part, *instance.SuspendedCall, *instance.Effect) {
+	start := lf.toolStarted(u)
+	f, out, err := e.call(ctx, lf, ent, u, state, packs)
+	res, c, eff := e.settle(lf, ent, u, out, err)
+	lf.toolFinished(u, start, res, c)
+	return f, res, c, eff
 }
 
 // call runs one tool call inside a span, within the tool's timeout. The

@@ -188,16 +188,17 @@ const (
 
 // Event is a suspension lifecycle event.
 type Event struct {
-	Type       EventType
-	SuspendID  string
-	InstanceID string
-	Kind       CallKind
-	Name       string
-	// Initiator and Reason are set for EventSuspended.
-	Initiator Initiator
-	Reason    string
+	Type       EventType `json:"type"`
+	SuspendID  string    `json:"suspend_id"`
+	InstanceID string    `json:"instance_id"`
+	Kind       CallKind  `json:"kind"`
+	Name       string    `json:"name,omitempty"`
+	// Initiator is who suspended the call (for a resolution too).
+	Initiator Initiator `json:"initiator,omitempty"`
+	// Reason is set for EventSuspended.
+	Reason string `json:"reason,omitempty"`
 	// Cause and HadPayload are set for resolutions.
-	Cause      Cause
-	HadPayload bool
-	At         time.Time
+	Cause      Cause     `json:"cause,omitempty"`
+	HadPayload bool      `json:"had_payload,omitempty"`
+	At         time.Time `json:"at"`
 }

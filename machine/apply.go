@@ -19,10 +19,10 @@ import (
 func (t *tx) applyOutcome(o *executor.StepResult, in *instance.Instance) reasonFlags {
 	t.usage = t.usage.Add(o.Reply.Usage)
 	if o.StateChanged {
-		in.State = o.State
+		t.setState(in, o.State)
 	}
 	for k, v := range o.Packs {
-		t.root.Packs[k] = v
+		t.setPack(k, v)
 	}
 	reply := o.Reply.Message
 	if o.Reply.Stop == llm.MaxTokens {
@@ -92,11 +92,13 @@ func (t *tx) addExchange(in *instance.Instance, reply message.Message, results [
 func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, wake bool) bool {
 	switch eff.Kind {
 	case instance.EffectGoto:
+		t.noteEffect(in, eff)
 		in.Node, in.State = eff.Target, eff.State
 		if wake {
 			in.Idle = false
 		}
 	case instance.EffectSpawn:
+		t.noteEffect(in, eff)
 		for _, c := range eff.Children {
 			in.Children = append(in.Children, &instance.Instance{ID: c.ID, Node: c.Node, State: c.State})
 		}
@@ -202,10 +204,16 @@ func (t *tx) wake(msg message.Message) {
 }
 
 // setState replaces the state of in.
-func (t *tx) setState(in *instance.Instance, s any) { in.State = s }
+func (t *tx) setState(in *instance.Instance, s any) {
+	in.State = s
+	t.noteState(in, s)
+}
 
 // setPack replaces the state of pack name on the root.
-func (t *tx) setPack(name string, s any) { t.root.Packs[name] = s }
+func (t *tx) setPack(name string, s any) {
+	t.root.Packs[name] = s
+	t.notePack(name, s)
+}
 
 // applyCommand applies what command result co wrote: its instance's
 // state, or a pack's.

@@ -5,6 +5,9 @@ import "errors"
 // Errors of running a machine. Every error a Run yields for misuse or
 // bad input wraps one of these (or a lower package's sentinel).
 var (
+	// errStopped ends a round whose Events caller broke out of the loop;
+	// nobody sees it.
+	errStopped = errors.New("machine: the caller stopped listening")
 	// ErrDeadlinePassed: the suspension's deadline passed before the resume;
 	// its on-timeout action applies instead.
 	ErrDeadlinePassed = errors.New("machine: suspension deadline passed")

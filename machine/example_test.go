@@ -191,3 +191,55 @@ func ExampleCharter_Graph() {
 	//     triage --> billing: transition_to_billing
 	//     billing --> triage: transition_to_triage
 }
+
+func ExampleMachine_Events() {
+	type weatherIn struct {
+		City string `json:"city" jsonschema:"the city to look up"`
+	}
+	weather := node.NewTool("weather", "Current weather in a city.",
+		func(ctx *node.ToolContext[struct{}], in weatherIn) (string, error) {
+			return "sunny, 21°C in " + in.City, nil
+		})
+	assistant, err := node.New("assistant", node.Config[struct{}]{
+		Instructions: "Answer questions about the weather.",
+		Tools:        []node.Tool[struct{}]{weather},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// The scripted model streams its replies in chunks of 8 runes.
+	model := scripted.New(
+		scripted.Tool("weather", weatherIn{City: "Paris"}),
+		scripted.Text("It is sunny in Paris, 21°C."),
+	)
+	charter, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{assistant}, NewID: exampleIDs()})
+	if err != nil {
+		panic(err)
+	}
+	m, err := charter.NewMachine("assistant", nil)
+	if err != nil {
+		panic(err)
+	}
+	for e, err := range m.Events(context.Background(), machine.UserText("Weather in Paris?")) {
+		if err != nil {
+			panic(err)
+		}
+		switch e.Kind {
+		case machine.EventTextDelta:
+			fmt.Printf("%s|", e.Text) // as it arrives
+		case machine.EventToolStarted:
+			fmt.Printf("[%s %s]\n", e.Tool.Name, e.Tool.Input)
+		case machine.EventToolFinished:
+			fmt.Printf("[%s: %s]\n", e.Tool.Name, e.Tool.Result)
+		case machine.EventStep:
+			fmt.Printf("\nstep %s (done: %v)\n", e.Step.Reason, e.Step.Done)
+		}
+	}
+	// Output:
+	// [weather {"city":"Paris"}]
+	// [weather: sunny, 21°C in Paris]
+	//
+	// step tool_use (done: false)
+	// It is su|nny in P|aris, 21|°C.|
+	// step end_turn (done: true)
+}

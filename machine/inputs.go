@@ -340,7 +340,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 	defer span.End()
 	t.events = append(t.events, instance.Event{
 		Type: r.event, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
-		Name: c.Name, Cause: r.cause, HadPayload: r.payload != nil, At: t.now().UTC(),
+		Name: c.Name, Initiator: c.Initiator, Cause: r.cause, HadPayload: r.payload != nil, At: t.now().UTC(),
 	})
 	var steps []Step
 	switch c.Kind {

@@ -137,6 +137,8 @@ type Machine struct {
 	leaves     map[string]*leafCache
 	// unreported is what Apply added that the next Run reports.
 	unreported *report
+	// listener hears the run while Events runs it (nil otherwise).
+	listener *listener
 }
 
 func init() {

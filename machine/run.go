@@ -36,17 +36,26 @@ import (
 func (m *Machine) Run(ctx context.Context, inputs ...Input) iter.Seq2[Step, error] {
 	var used atomic.Bool
 	return func(yield func(Step, error) bool) {
-		if !m.running.CompareAndSwap(false, true) {
-			yield(Step{}, ErrRunning)
+		if err := m.begin(&used); err != nil {
+			yield(Step{}, err)
 			return
 		}
 		defer m.running.Store(false)
-		if used.Swap(true) {
-			yield(Step{}, ErrIterReused)
-			return
-		}
 		m.run(ctx, inputs, yield)
 	}
+}
+
+// begin starts ranging over a run's sequence, used tracking its use: the
+// caller must clear m.running when the run ends.
+func (m *Machine) begin(used *atomic.Bool) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	if used.Swap(true) {
+		m.running.Store(false)
+		return ErrIterReused
+	}
+	return nil
 }
 
 func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, error) bool) {
@@ -76,6 +85,9 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 		if !emit(s) || s.Done {
 			return
 		}
+	}
+	if !m.announceInputs() {
+		return
 	}
 	if ended, err := m.rounds(ctx, emit); err != nil || ended {
 		if err != nil {
@@ -204,7 +216,7 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
-	results, err := m.stepAll(ctx, reqs)
+	results, err := m.stepLeaves(ctx, reqs)
 	if cerr := ctx.Err(); cerr != nil {
 		return Step{}, cerr
 	}

@@ -1,0 +1,324 @@
+package machine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/node"
+)
+
+// render is one event on a line, without the durations of tool calls.
+func render(e machine.Event) string {
+	switch e.Kind {
+	case machine.EventTextDelta, machine.EventThinkingDelta:
+		return fmt.Sprintf("%s %s/%s [%d] %q", e.Kind, e.InstanceID, e.Node, e.Block, e.Text)
+	case machine.EventToolStarted:
+		return fmt.Sprintf("%s %s %s %s %s", e.Kind, e.InstanceID, e.Tool.ToolUseID, e.Tool.Name, e.Tool.Input)
+	case machine.EventToolFinished:
+		return fmt.Sprintf("%s %s %s %s %q error=%v suspend=%q", e.Kind, e.InstanceID, e.Tool.ToolUseID, e.Tool.Name,
+			e.Tool.Result, e.Tool.IsError, e.Tool.SuspendID)
+	case machine.EventSuspended:
+		return fmt.Sprintf("%s %s %s by=%s call=%s/%s %q", e.Kind, e.InstanceID, e.Lifecycle.SuspendID, e.Lifecycle.Initiator,
+			e.Call.Name, e.Call.ToolUseID, e.Call.Reason)
+	case machine.EventResumed, machine.EventExpired, machine.EventCancelled:
+		return fmt.Sprintf("%s %s %s cause=%s by=%s", e.Kind, e.InstanceID, e.Lifecycle.SuspendID, e.Lifecycle.Cause, e.Lifecycle.Initiator)
+	case machine.EventStateChanged:
+		state, _ := json.Marshal(e.State)
+		return fmt.Sprintf("%s %s%s %s", e.Kind, e.InstanceID, e.Pack, state)
+	case machine.EventTransition, machine.EventSpawn:
+		return fmt.Sprintf("%s %s -> %s %d", e.Kind, e.InstanceID, e.Effect.Target, len(e.Effect.Children))
+	case machine.EventCede:
+		return fmt.Sprintf("%s %s -> %s %v", e.Kind, e.InstanceID, e.Cede.To, e.Cede.Content)
+	case machine.EventStep:
+		return fmt.Sprintf("%s %s done=%v", e.Kind, e.Step.Reason, e.Step.Done)
+	}
+	return string(e.Kind)
+}
+
+// events drains an event sequence, rendering each event.
+func events(seq iter.Seq2[machine.Event, error]) ([]string, []machine.Event, error) {
+	var lines []string
+	var all []machine.Event
+	for e, err := range seq {
+		if err != nil {
+			return lines, all, err
+		}
+		lines = append(lines, render(e))
+		all = append(all, e)
+	}
+	return lines, all, nil
+}
+
+type weatherIn struct {
+	City string `json:"city"`
+}
+
+type lookups struct {
+	Lookups int `json:"lookups"`
+}
+
+// lookInParis is a reply that says it looks and calls the weather tool.
+var lookInParis = scripted.Reply{Text: "Let me look.", Calls: []scripted.Call{{Name: "weather", Input: weatherIn{City: "Paris"}}}}
+
+// weatherCharter is one assistant with a weather tool that counts its
+// lookups, answered by model.
+func weatherCharter(t *testing.T, model llm.Model, opts ...node.ToolOption) *machine.Charter {
+	weather := node.NewTool("weather", "Current weather.", func(ctx *node.ToolContext[lookups], in weatherIn) (string, error) {
+		return "sunny in " + in.City, ctx.Update(func(s *lookups) { s.Lookups++ })
+	}, opts...)
+	assistant := mustNode(t, "assistant", node.Config[lookups]{Tools: []node.Tool[lookups]{weather}})
+	return charter(t, model, assistant)
+}
+
+func TestEventsToolRound(t *testing.T) {
+	model := scripted.New(
+		lookInParis,
+		scripted.Text("Sunny, 21°C."),
+	).Configure(scripted.Config{ChunkSize: 5})
+	m := newMachine(t, weatherCharter(t, model), "assistant")
+	lines, all, err := events(m.Events(context.Background(), machine.UserText("Weather in Paris?")))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`text_delta id1/assistant [0] "Let m"`,
+		`text_delta id1/assistant [0] "e loo"`,
+		`text_delta id1/assistant [0] "k."`,
+		`tool_started id1 toolu_1 weather {"city":"Paris"}`,
+		`tool_finished id1 toolu_1 weather "sunny in Paris" error=false suspend=""`,
+		`state_changed id1 {"lookups":1}`,
+		`step tool_use done=false`,
+		`text_delta id1/assistant [0] "Sunny"`,
+		`text_delta id1/assistant [0] ", 21°"`,
+		`text_delta id1/assistant [0] "C."`,
+		`step end_turn done=true`,
+	}, lines)
+	// The steps are Run's steps.
+	replay := newMachine(t, weatherCharter(t, scripted.New(
+		lookInParis,
+		scripted.Text("Sunny, 21°C."),
+	)), "assistant")
+	steps := run(t, replay, machine.UserText("Weather in Paris?"))
+	require.Equal(t, steps[0], *all[6].Step)
+	require.Equal(t, steps[1], *all[10].Step)
+	// Every event is plain data with a stable kind.
+	for _, e := range all {
+		data, err := json.Marshal(e)
+		require.NoError(t, err)
+		require.Contains(t, string(data), `"kind":"`+string(e.Kind)+`"`)
+	}
+}
+
+func TestEventsParallelTools(t *testing.T) {
+	var both sync.WaitGroup
+	both.Add(2)
+	lookup := node.NewTool("lookup", "Look up.", func(ctx *node.ToolContext[struct{}], in weatherIn) (string, error) {
+		both.Done()
+		both.Wait() // both calls run at once
+		return "found " + in.City, nil
+	}, node.Concurrent())
+	n := mustNode(t, "assistant", node.Config[struct{}]{Tools: []node.Tool[struct{}]{lookup}})
+	model := scripted.New(
+		scripted.Tools(scripted.Call{Name: "lookup", Input: weatherIn{City: "Oslo"}}, scripted.Call{Name: "lookup", Input: weatherIn{City: "Rome"}}),
+		scripted.Text("Done."),
+	)
+	m := newMachine(t, charter(t, model, n), "assistant")
+	lines, _, err := events(m.Events(context.Background(), machine.UserText("Look up both.")))
+	require.NoError(t, err)
+	// Both start before either finishes; the order within each pair is
+	// the scheduler's.
+	require.ElementsMatch(t, []string{
+		`tool_started id1 toolu_1 lookup {"city":"Oslo"}`,
+		`tool_started id1 toolu_2 lookup {"city":"Rome"}`,
+	}, lines[:2])
+	require.ElementsMatch(t, []string{
+		`tool_finished id1 toolu_1 lookup "found Oslo" error=false suspend=""`,
+		`tool_finished id1 toolu_2 lookup "found Rome" error=false suspend=""`,
+	}, lines[2:4])
+	require.Equal(t, []string{
+		`step tool_use done=false`,
+		`text_delta id1/assistant [0] "Done."`,
+		`step end_turn done=true`,
+	}, lines[4:])
+}
+
+// approvalCharter is an assistant whose refund tool waits for approval.
+func approvalCharter(t *testing.T, model llm.Model, clk *clock, opts ...instance.SuspendOption) *machine.Charter {
+	refund := node.NewTool("refund", "Refund an order.", func(ctx *node.ToolContext[struct{}], in struct {
+		Order int `json:"order"`
+	}) (string, error) {
+		return "", ctx.Suspend("needs approval", opts...)
+	}, node.OnResume(func(ctx *node.ToolContext[struct{}], in struct {
+		Order int `json:"order"`
+	}, r instance.Resolution) (string, error) {
+		return "refunded: " + string(r.Payload), nil
+	}))
+	n := mustNode(t, "assistant", node.Config[struct{}]{Tools: []node.Tool[struct{}]{refund}})
+	return charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: clk.Now})
+}
+
+func TestEventsSuspendAndResume(t *testing.T) {
+	model := scripted.New(
+		scripted.Tool("refund", map[string]int{"order": 42}),
+		scripted.Text("Refunded."),
+	)
+	m := newMachine(t, approvalCharter(t, model, newClock()), "assistant")
+	lines, all, err := events(m.Events(context.Background(), machine.UserText("Refund order 42.")))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`tool_started id1 toolu_1 refund {"order":42}`,
+		`tool_finished id1 toolu_1 refund "" error=false suspend="id2"`,
+		`suspended id1 id2 by=tool call=refund/toolu_1 "needs approval"`,
+		`step suspend done=true`,
+	}, lines)
+	require.Equal(t, m.Pending()[0], *all[2].Call)
+
+	lines, _, err = events(m.Events(context.Background(), machine.ResumeInput{SuspendID: "id2", Payload: "ok"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`resumed id1 id2 cause=explicit by=tool`,
+		`text_delta id1/assistant [0] "Refunded"`,
+		`text_delta id1/assistant [0] "."`,
+		`step end_turn done=true`,
+	}, lines)
+}
+
+func TestEventsCancelAndExpire(t *testing.T) {
+	clk := newClock()
+	model := scripted.New(
+		scripted.Tool("refund", map[string]int{"order": 1}),
+		scripted.Text("Cancelled."),
+		scripted.Tool("refund", map[string]int{"order": 2}),
+		scripted.Text("Expired."),
+	).Configure(scripted.Config{ChunkSize: 100})
+	m := newMachine(t, approvalCharter(t, model, clk, instance.WithTimeout(time.Hour)), "assistant")
+	_, _, err := events(m.Events(context.Background(), machine.UserText("Refund order 1.")))
+	require.NoError(t, err)
+	lines, _, err := events(m.Events(context.Background(), machine.CancelInput{SuspendID: "id2", Reason: "changed my mind"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`cancelled id1 id2 cause=cancel by=tool`,
+		`text_delta id1/assistant [0] "Cancelled."`,
+		`step end_turn done=true`,
+	}, lines)
+
+	_, _, err = events(m.Events(context.Background(), machine.UserText("Refund order 2.")))
+	require.NoError(t, err)
+	clk.Advance(2 * time.Hour)
+	lines, _, err = events(m.Events(context.Background()))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`expired id1 id3 cause=timeout by=tool`,
+		`text_delta id1/assistant [0] "Expired."`,
+		`step end_turn done=true`,
+	}, lines)
+}
+
+// generateOnly hides the scripted model's Stream.
+type generateOnly struct{ llm.Model }
+
+func TestEventsFallbackOneDeltaPerBlock(t *testing.T) {
+	model := generateOnly{scripted.New(
+		lookInParis,
+		scripted.Text("Sunny, 21°C."),
+	)}
+	m := newMachine(t, weatherCharter(t, model), "assistant")
+	lines, _, err := events(m.Events(context.Background(), machine.UserText("Weather in Paris?")))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`text_delta id1/assistant [0] "Let me look."`,
+		`tool_started id1 toolu_1 weather {"city":"Paris"}`,
+		`tool_finished id1 toolu_1 weather "sunny in Paris" error=false suspend=""`,
+		`state_changed id1 {"lookups":1}`,
+		`step tool_use done=false`,
+		`text_delta id1/assistant [0] "Sunny, 21°C."`,
+		`step end_turn done=true`,
+	}, lines)
+}
+
+func TestEventsModelErrorMidStream(t *testing.T) {
+	boom := errors.New("provider overloaded")
+	model := scripted.New(scripted.Reply{Text: "A partial answer", Err: boom}).Configure(scripted.Config{ChunkSize: 10})
+	m := newMachine(t, weatherCharter(t, model), "assistant")
+	_, err := m.Apply(context.Background(), machine.UserText("Hello?"))
+	require.NoError(t, err)
+	before := marshal(t, m)
+	lines, _, err := events(m.Events(context.Background()))
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, []string{
+		`text_delta id1/assistant [0] "A partial "`,
+		`text_delta id1/assistant [0] "answer"`,
+	}, lines)
+	require.Equal(t, before, marshal(t, m))
+}
+
+func TestEventsCancelMidStream(t *testing.T) {
+	model := scripted.New(scripted.Text("A long answer that streams.")).Configure(scripted.Config{ChunkSize: 3})
+	m := newMachine(t, weatherCharter(t, model), "assistant")
+	_, err := m.Apply(context.Background(), machine.UserText("Tell me."))
+	require.NoError(t, err)
+	before := marshal(t, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var deltas int
+	var got error
+	for e, err := range m.Events(ctx) {
+		if err != nil {
+			got = err
+			break
+		}
+		require.Equal(t, machine.EventTextDelta, e.Kind)
+		deltas++
+		cancel()
+	}
+	require.ErrorIs(t, got, context.Canceled)
+	require.Positive(t, deltas)
+	require.Equal(t, before, marshal(t, m))
+}
+
+func TestEventsBreakEarly(t *testing.T) {
+	model := scripted.New(
+		lookInParis, // the abandoned round's
+		lookInParis,
+		scripted.Text("Sunny."),
+	).Configure(scripted.Config{ChunkSize: 2})
+	m := newMachine(t, weatherCharter(t, model), "assistant")
+	_, err := m.Apply(context.Background(), machine.UserText("Weather in Paris?"))
+	require.NoError(t, err)
+	before := marshal(t, m)
+	for range m.Events(context.Background()) {
+		break // within the round: the round is abandoned
+	}
+	require.Equal(t, before, marshal(t, m))
+
+	// At a step boundary: the machine is at that step; Run continues.
+	for e, err := range m.Events(context.Background()) {
+		require.NoError(t, err)
+		if e.Kind == machine.EventStep {
+			require.Equal(t, machine.ToolUse, e.Step.Reason)
+			break
+		}
+	}
+	steps := run(t, m)
+	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
+	require.Equal(t, "Sunny.", steps[0].Messages[0].Text())
+}
+
+func TestEventsSingleUse(t *testing.T) {
+	m := newMachine(t, weatherCharter(t, scripted.New(scripted.Text("Hi."))), "assistant")
+	seq := m.Events(context.Background(), machine.UserText("Hello"))
+	_, _, err := events(seq)
+	require.NoError(t, err)
+	_, _, err = events(seq)
+	require.ErrorIs(t, err, machine.ErrIterReused)
+}
