@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
@@ -59,7 +60,7 @@ func TestTwoProcesses(t *testing.T) {
 	require.NoError(t, err)
 	sp, err := s.FindSuspension(context.Background(), id[1])
 	require.NoError(t, err)
-	require.Equal(t, string(instance.StatusResolved), sp.Status)
+	require.Equal(t, store.StatusResolved, sp.Status)
 	require.NoError(t, s.Close())
 	err = run(context.Background(), []string{resumeArg, path, id[1]}, &bytes.Buffer{})
 	require.ErrorIs(t, err, instance.ErrAlreadyResolved)

@@ -59,6 +59,8 @@ var layers = map[string]rule{
 	"instance":            {layer: 1},
 	"internal/frame":      {layer: 1, also: []string{"instance"}},
 	"internal/tracing":    {layer: 0},
+	// testkit is the helpers tests share; only _test.go files import it.
+	"internal/testkit": {layer: 1, stdlib: true},
 	// access hands executor and machine the plumbing node and command keep
 	// unexported; node and command install it, so it sits below them.
 	"internal/access": {layer: 1, also: []string{"instance", "internal/frame"}},
