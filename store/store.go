@@ -163,6 +163,22 @@ func (s *Save) Validate() error {
 	return nil
 }
 
+// CheckRevision is the compare-and-swap of a save based on revision, for
+// stores that read the stored revision first: stored is the machine's
+// revision if exists. It returns nil when the save may proceed, and
+// otherwise an error wrapping [ErrConflict] that says why.
+func CheckRevision(revision, stored int64, exists bool) error {
+	switch {
+	case revision == 0 && exists:
+		return fmt.Errorf("machine exists at revision %d: %w", stored, ErrConflict)
+	case revision != 0 && !exists:
+		return fmt.Errorf("based on revision %d, but the machine does not exist: %w", revision, ErrConflict)
+	case exists && stored != revision:
+		return fmt.Errorf("based on revision %d, stored revision is %d: %w", revision, stored, ErrConflict)
+	}
+	return nil
+}
+
 // MaxIDLen is the length, in bytes, of the longest machine or suspend ID
 // a store keeps.
 const MaxIDLen = 256

@@ -126,13 +126,12 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 	defer s.mu.Unlock()
 
 	m, exists := s.machines[sv.MachineID]
-	switch {
-	case sv.Revision == 0 && exists:
-		return 0, fmt.Errorf("memstore: create machine %q: already exists at revision %d: %w", sv.MachineID, m.revision, store.ErrConflict)
-	case sv.Revision != 0 && !exists:
-		return 0, fmt.Errorf("memstore: save machine %q at revision %d: machine does not exist: %w", sv.MachineID, sv.Revision, store.ErrConflict)
-	case exists && m.revision != sv.Revision:
-		return 0, fmt.Errorf("memstore: save machine %q at revision %d: stored revision is %d: %w", sv.MachineID, sv.Revision, m.revision, store.ErrConflict)
+	var stored int64
+	if exists {
+		stored = m.revision
+	}
+	if err := store.CheckRevision(sv.Revision, stored, exists); err != nil {
+		return 0, fmt.Errorf("memstore: save machine %q: %w", sv.MachineID, err)
 	}
 	for _, sp := range sv.Suspensions {
 		if cur, ok := s.suspensions[sp.ID]; ok && cur.MachineID != sv.MachineID {
@@ -151,7 +150,13 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		m.history = append(m.history, clone(e))
 	}
 	m.updatedAt = s.now()
+	s.replaceSuspensionsLocked(m, sv)
+	return m.revision, nil
+}
 
+// replaceSuspensionsLocked replaces the index entries of m with those of
+// sv, keeping the claim lease of suspend IDs that stay.
+func (s *Store) replaceSuspensionsLocked(m *machine, sv store.Save) {
 	claims := make(map[string]time.Time, len(m.suspensions))
 	for _, id := range m.suspensions {
 		claims[id] = s.suspensions[id].ClaimedUntil
@@ -166,7 +171,6 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		s.suspensions[sp.ID] = &sp
 		m.suspensions = append(m.suspensions, sp.ID)
 	}
-	return m.revision, nil
 }
 
 // Delete implements [store.Store].

@@ -390,13 +390,8 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		switch {
-		case sv.Revision == 0 && exists:
-			return fmt.Errorf("machine exists at revision %d: %w", stored, store.ErrConflict)
-		case sv.Revision != 0 && !exists:
-			return fmt.Errorf("based on revision %d, but the machine does not exist: %w", sv.Revision, store.ErrConflict)
-		case exists && stored != sv.Revision:
-			return fmt.Errorf("based on revision %d, stored revision is %d: %w", sv.Revision, stored, store.ErrConflict)
+		if err := store.CheckRevision(sv.Revision, stored, exists); err != nil {
+			return err
 		}
 
 		rev = sv.Revision + 1
@@ -413,21 +408,8 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 			return err
 		}
 
-		for start := 0; start < len(sv.Append); start += maxHistoryRows {
-			chunk := sv.Append[start:min(start+maxHistoryRows, len(sv.Append))]
-			var q strings.Builder
-			q.WriteString(`INSERT INTO history (machine_id, seq, data) VALUES `)
-			args := make([]any, 0, 3*len(chunk))
-			for i, e := range chunk {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString("(?, ?, ?)")
-				args = append(args, sv.MachineID, histLen+int64(start+i), nonNil(e))
-			}
-			if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-				return err
-			}
+		if err := appendHistory(ctx, tx, sv.MachineID, histLen, sv.Append); err != nil {
+			return err
 		}
 		return replaceSuspensions(ctx, tx, sv)
 	})
@@ -435,6 +417,28 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		return 0, fmt.Errorf("sqlite: save machine %q: %w", sv.MachineID, err)
 	}
 	return rev, nil
+}
+
+// appendHistory inserts entries as the machine's history from sequence
+// number base on, maxHistoryRows per statement.
+func appendHistory(ctx context.Context, tx *sql.Tx, machineID string, base int64, entries [][]byte) error {
+	for start := 0; start < len(entries); start += maxHistoryRows {
+		chunk := entries[start:min(start+maxHistoryRows, len(entries))]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO history (machine_id, seq, data) VALUES `)
+		args := make([]any, 0, 3*len(chunk))
+		for i, e := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?)")
+			args = append(args, machineID, base+int64(start+i), nonNil(e))
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replaceSuspensions replaces the machine's index entries, keeping the claim

@@ -2,15 +2,14 @@ package sqlite_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,18 +139,22 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	name := os.Getenv("MARKOV_SQLITE_HELPER_NAME")
-	// Start together: wait for the parent's go file.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(path + ".go"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no go signal")
-		}
+	// Start together: say ready, then wait for the parent's go.
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		t.Fatalf("no go signal: %v", err)
 	}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
+	saveCounter(t, s, os.Getenv("MARKOV_SQLITE_HELPER_NAME"), out)
+	for claimAndPrint(t, s, 2, out) > 0 {
+	}
+}
+
+// saveCounter saves the counter machine helperSaves times, retrying on
+// conflicts, with a claim after every save.
+func saveCounter(t *testing.T, s *sqlite.Store, name string, out io.Writer) {
+	ctx := context.Background()
 	for i := 0; i < helperSaves; {
 		snap, err := s.Load(ctx, "counter")
 		if err != nil {
@@ -166,27 +169,21 @@ func TestHelperProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		i++
-		// Interleave claims with saves.
-		got, err := s.ClaimExpired(ctx, claimNow, 1, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, sp := range got {
-			fmt.Fprintf(out, "claimed %s\n", sp.ID)
-		}
+		claimAndPrint(t, s, 1, out) // interleave claims with saves
 	}
-	for {
-		got, err := s.ClaimExpired(ctx, claimNow, 2, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			return
-		}
-		for _, sp := range got {
-			fmt.Fprintf(out, "claimed %s\n", sp.ID)
-		}
+}
+
+// claimAndPrint claims up to limit expired suspensions, prints their IDs
+// and returns how many it claimed.
+func claimAndPrint(t *testing.T, s *sqlite.Store, limit int, out io.Writer) int {
+	got, err := s.ClaimExpired(context.Background(), claimNow, limit, time.Hour)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, sp := range got {
+		fmt.Fprintf(out, "claimed %s\n", sp.ID)
+	}
+	return len(got)
 }
 
 func TestTwoProcesses(t *testing.T) {
@@ -208,37 +205,69 @@ func TestTwoProcesses(t *testing.T) {
 	if _, err := s.Save(ctx, store.Save{MachineID: "waiting", Suspensions: sus}); err != nil {
 		t.Fatal(err)
 	}
+	outs := runHelpers(t, path)
+	checkCounter(t, s)
+	checkClaims(t, outs)
+}
 
+// runHelpers starts helperProcs helpers on the database at path, lets
+// them go together once each has opened it, and returns their outputs.
+func runHelpers(t *testing.T, path string) []string {
 	cmds := make([]*exec.Cmd, helperProcs)
-	outs := make([]*bytes.Buffer, helperProcs)
+	stdouts := make([]*bufio.Reader, helperProcs)
+	stdins := make([]io.WriteCloser, helperProcs)
 	for p := range helperProcs {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v")
 		cmd.Env = append(os.Environ(), helperEnv+"="+path, "MARKOV_SQLITE_HELPER_NAME=p"+strconv.Itoa(p))
-		outs[p] = new(bytes.Buffer)
-		cmd.Stdout, cmd.Stderr = outs[p], outs[p]
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stdins[p], err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		cmds[p] = cmd
+		cmds[p], stdouts[p] = cmd, bufio.NewReader(stdout)
 	}
-	time.Sleep(200 * time.Millisecond) // let the helpers open the store
-	if err := os.WriteFile(path+".go", nil, 0o644); err != nil {
-		t.Fatal(err)
+	heads := make([]string, helperProcs)
+	for p, r := range stdouts { // each says ready once its store is open
+		for !strings.HasSuffix(heads[p], "ready\n") {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("helper %d before ready: %v\n%s", p, err, heads[p]+line)
+			}
+			heads[p] += line
+		}
 	}
+	for _, w := range stdins {
+		io.WriteString(w, "go\n")
+		w.Close()
+	}
+	outs := make([]string, helperProcs)
 	for p, cmd := range cmds {
+		rest, _ := io.ReadAll(stdouts[p])
+		outs[p] = heads[p] + string(rest)
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("helper %d: %v\n%s", p, err, outs[p])
 		}
 	}
+	return outs
+}
 
-	snap, err := s.Load(ctx, "counter")
+// checkCounter checks that every helper's saves landed once, each
+// helper's in its own order.
+func checkCounter(t *testing.T, s *sqlite.Store) {
+	snap, err := s.Load(context.Background(), "counter")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := int64(1 + helperProcs*helperSaves); snap.Revision != want || len(snap.History) != helperProcs*helperSaves {
 		t.Fatalf("counter at revision %d with %d entries, want %d and %d", snap.Revision, len(snap.History), want, helperProcs*helperSaves)
 	}
-	next := make([]int, helperProcs) // each process's entries appear in its own order
+	next := make([]int, helperProcs)
 	for _, e := range snap.History {
 		var p, i int
 		if _, err := fmt.Sscanf(string(e), "p%d-%d", &p, &i); err != nil || i != next[p] {
@@ -246,32 +275,29 @@ func TestTwoProcesses(t *testing.T) {
 		}
 		next[p]++
 	}
+}
 
-	claimed := map[string]string{}
+// checkClaims checks that every suspension was claimed by exactly one
+// helper.
+func checkClaims(t *testing.T, outs []string) {
+	claimed := map[string]int{}
+	perProc := map[string]int{}
 	for p, out := range outs {
-		for line := range strings.Lines(out.String()) {
+		for line := range strings.Lines(out) {
 			id, ok := strings.CutPrefix(strings.TrimSpace(line), "claimed ")
 			if !ok {
 				continue
 			}
 			if prev, dup := claimed[id]; dup {
-				t.Fatalf("%s claimed by p%s and p%d", id, prev, p)
+				t.Fatalf("%s claimed by p%d and p%d", id, prev, p)
 			}
-			claimed[id] = strconv.Itoa(p)
+			claimed[id] = p
+			perProc["p"+strconv.Itoa(p)]++
 		}
-	}
-	perProc := map[string]int{}
-	for _, p := range claimed {
-		perProc["p"+p]++
 	}
 	t.Logf("claims per process: %v", perProc)
 	if len(claimed) != helperSuspends {
-		ids := make([]string, 0, len(claimed))
-		for id := range claimed {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		t.Fatalf("claimed %d suspensions, want %d: %v", len(claimed), helperSuspends, ids)
+		t.Fatalf("claimed %d suspensions, want %d", len(claimed), helperSuspends)
 	}
 }
 
