@@ -91,7 +91,11 @@ type Event struct {
 // the order applied, the suspension lifecycle events (Step.Events), the
 // cedes; last, an EventStep carrying the Step that Run would yield. Events
 // of leaves that step in parallel, and of tools that run in parallel,
-// interleave; each names its leaf and tool-use ID.
+// interleave; each names its leaf and tool-use ID. The inputs are applied
+// together before any step, so the state changes, transitions and spawns
+// of all of them come before the first step (a command's), and the
+// lifecycle events of resumes, cancels and expiries before the first
+// round.
 //
 // An error is yielded once as (Event{}, err) and the sequence ends; a
 // model error mid-stream fails the round and changes nothing, as in Run.

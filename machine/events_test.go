@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
@@ -321,4 +323,59 @@ func TestEventsSingleUse(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = events(seq)
 	require.ErrorIs(t, err, machine.ErrIterReused)
+}
+
+func TestEventsSpawnCedeTransition(t *testing.T) {
+	parent := mustNode(t, "parent", node.Config[empty]{Transitions: []node.Transition[empty]{spawner[empty](), node.To[empty]("done", "finish")}})
+	child := mustNode(t, "child", node.Config[empty]{Transitions: []node.Transition[empty]{node.Ceder[empty]("hand back")}})
+	done := mustNode(t, "done", node.Config[empty]{})
+	model := scripted.ByNode(map[string][]scripted.Reply{
+		"parent": {scripted.Tool("spawn", spawnArgs{Nodes: []string{"child"}}), scripted.Tool(node.TransitionPrefix+"done", struct{}{})},
+		"child":  {scripted.Tool("cede", map[string]string{"content": "42"})},
+		"done":   {scripted.Text("42.")},
+	})
+	m := newMachine(t, charter(t, model, parent, child, done), "parent")
+	lines, _, err := events(m.Events(context.Background(), machine.UserText("compute")))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`tool_started id1 toolu_1 spawn {"nodes":["child"]}`,
+		`tool_finished id1 toolu_1 spawn "spawned child id2" error=false suspend=""`,
+		`spawn id1 ->  1`,
+		`step tool_use done=false`,
+		`tool_started id2 toolu_2 cede {"content":"42"}`,
+		`tool_finished id2 toolu_2 cede "ceded to id1" error=false suspend=""`,
+		`cede id2 -> id1 42`,
+		`step cede done=false`,
+		`tool_started id1 toolu_3 transition_to_done {}`,
+		`tool_finished id1 toolu_3 transition_to_done "transitioned to done" error=false suspend=""`,
+		`transition id1 -> done 0`,
+		`step tool_use done=false`,
+		`text_delta id1/done [0] "42."`,
+		`step end_turn done=true`,
+	}, lines)
+}
+
+func TestEventsCommands(t *testing.T) {
+	desk, helper := commandNodes(t)
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) { return scripted.Text("ready"), nil })
+	m := newMachine(t, charter(t, model, desk, helper), "desk")
+	lines, _, err := events(m.Events(context.Background(), command.Invoke("set", setIn{5}), command.Invoke("fork", nil)))
+	require.NoError(t, err)
+	// What every input applied comes before the first step.
+	require.Equal(t, []string{
+		`state_changed id1 {"count":5}`,
+		`spawn id1 ->  2`,
+		`step command done=false`,
+		`step command done=false`,
+		`text_delta id2/helper [0] "ready"`,
+		`text_delta id3/helper [0] "ready"`,
+		`step end_turn done=true`,
+	}, slices.Concat(lines[:4], sortedDeltas(lines[4:6]), lines[6:]))
+}
+
+// sortedDeltas sorts the deltas of leaves that streamed in parallel.
+func sortedDeltas(lines []string) []string {
+	out := slices.Clone(lines)
+	slices.Sort(out)
+	return out
 }
