@@ -94,56 +94,14 @@ func TestThinkingReplayedUnchanged(t *testing.T) {
 }
 
 func TestSettingsMergedOverDefaults(t *testing.T) {
-	tests := []struct {
-		name     string
-		defaults llm.Settings
-		request  llm.Settings
-		want     map[string]any // expected model, max_tokens, temperature (nil = absent)
-	}{
-		{
-			name:     "defaults only",
-			defaults: llm.Settings{Model: "claude-sonnet-4-5", MaxTokens: 1000, Temperature: llm.Temperature(0.2)},
-			want:     map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1000.0, "temperature": 0.2},
+	messagesAPI.CheckSettings(t, fakeapi.Settings{
+		Reply:            "text.json",
+		MaxTokens:        "max_tokens",
+		DefaultMaxTokens: float64(anthropic.DefaultMaxTokens),
+		Model: func(t *testing.T, srv *fakeapi.Server, defaults llm.Settings) llm.Model {
+			return newModel(t, srv, func(c *anthropic.Config) { c.DefaultSettings = defaults })
 		},
-		{
-			name:     "node overrides max tokens",
-			defaults: llm.Settings{Model: "claude-sonnet-4-5", MaxTokens: 1000, Temperature: llm.Temperature(0.2)},
-			request:  llm.Settings{MaxTokens: 2000},
-			want:     map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 2000.0, "temperature": 0.2},
-		},
-		{
-			name:     "node overrides model and temperature",
-			defaults: llm.Settings{Model: "claude-sonnet-4-5", MaxTokens: 1000},
-			request:  llm.Settings{Model: "claude-haiku-4-5", Temperature: llm.Temperature(0)},
-			want:     map[string]any{"model": "claude-haiku-4-5", "max_tokens": 1000.0, "temperature": 0.0},
-		},
-		{
-			name:     "provider default max tokens",
-			defaults: llm.Settings{Model: "claude-sonnet-4-5"},
-			want:     map[string]any{"model": "claude-sonnet-4-5", "max_tokens": float64(anthropic.DefaultMaxTokens), "temperature": nil},
-		},
-		{
-			name:    "model only from the request",
-			request: llm.Settings{Model: "claude-opus-4-5", MaxTokens: 300},
-			want:    map[string]any{"model": "claude-opus-4-5", "max_tokens": 300.0, "temperature": nil},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
-			m := newModel(t, srv, func(c *anthropic.Config) { c.DefaultSettings = tt.defaults })
-			_, err := m.Generate(context.Background(), &llm.Request{
-				Messages: []message.Message{message.UserText("Hi")},
-				Settings: tt.request,
-			})
-			require.NoError(t, err)
-			body := srv.LastBody(t)
-			got := map[string]any{"model": body["model"], "max_tokens": body["max_tokens"], "temperature": body["temperature"]}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Fatalf("settings (-want +got):\n%s", d)
-			}
-		})
-	}
+	})
 }
 
 func TestStopReasons(t *testing.T) {

@@ -2,8 +2,8 @@ package anthropic_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,36 +86,33 @@ func approvalBlocks(raw json.RawMessage) ([]approvalBlock, error) {
 // newApprovalServer starts a fake Messages API for the approval flow. It
 // checks every request; the second must carry the tool result wantResult.
 func newApprovalServer(t *testing.T, wantResult string) *fakeapi.Server {
-	return messagesAPI.NewResponder(t, func(n int, r fakeapi.Request) fakeapi.Reply {
-		fail := func(format string, args ...any) fakeapi.Reply {
-			t.Errorf("request %d: "+format, append([]any{n}, args...)...)
-			return fakeapi.Reply{Status: http.StatusBadRequest, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`}
-		}
-		if r.Method != http.MethodPost || r.Path != "/v1/messages" {
-			return fail("unexpected %s %s", r.Method, r.Path)
-		}
+	return messagesAPI.NewConversation(t, "/v1/messages",
+		`{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`,
+		fakeapi.Turn{Reply: approvalToolUseReply, Check: approvalCheck(func(req approvalRequest) error {
+			if len(req.Messages) != 1 || req.Messages[0].Role != "user" {
+				return errors.New("want the customer's message alone")
+			}
+			return nil
+		})},
+		fakeapi.Turn{Reply: approvalFinalReply, Check: approvalCheck(func(req approvalRequest) error {
+			return checkApprovalPairing(req, wantResult)
+		})},
+	)
+}
+
+// approvalCheck decodes a request body, which must offer request_refund
+// alone, for check.
+func approvalCheck(check func(approvalRequest) error) func([]byte) error {
+	return func(body []byte) error {
 		var req approvalRequest
-		if err := json.Unmarshal(r.Body, &req); err != nil {
-			return fail("body is not JSON: %v", err)
+		if err := json.Unmarshal(body, &req); err != nil {
+			return fmt.Errorf("body is not JSON: %w", err)
 		}
 		if len(req.Tools) != 1 || req.Tools[0].Name != "request_refund" {
-			return fail("want the one tool request_refund, got %+v", req.Tools)
+			return fmt.Errorf("want the one tool request_refund, got %+v", req.Tools)
 		}
-		switch n {
-		case 1:
-			if len(req.Messages) != 1 || req.Messages[0].Role != "user" {
-				return fail("want the customer's message alone, got %s", r.Body)
-			}
-			return fakeapi.Reply{Body: approvalToolUseReply}
-		case 2:
-			if err := checkApprovalPairing(req, wantResult); err != nil {
-				return fail("%v: %s", err, r.Body)
-			}
-			return fakeapi.Reply{Body: approvalFinalReply}
-		default:
-			return fail("unexpected request")
-		}
-	})
+		return check(req)
+	}
 }
 
 // checkApprovalPairing checks the request after the resume: the customer's

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -77,12 +78,22 @@ type streamState struct {
 	parts []int
 	// n counts the parts so far.
 	n int
-	// stopped: message_stop has come.
-	stopped bool
+	// started: message_start has come; stopped: message_stop has.
+	started, stopped bool
 }
 
 // add accumulates event and returns the chunk it carries, if any.
 func (s *streamState) add(event anthropic.MessageStreamEventUnion) (llm.Chunk, bool, error) {
+	// Accumulate takes any order; a reply is numbered from its start.
+	switch {
+	case s.stopped:
+		return llm.Chunk{}, false, fmt.Errorf("%s event after message_stop", event.Type)
+	case event.Type == "message_start" && (s.started || len(event.Message.Content) > 0):
+		return llm.Chunk{}, false, errors.New("message_start after the start, or with content")
+	case event.Type != "message_start" && !s.started:
+		return llm.Chunk{}, false, fmt.Errorf("%s event before message_start", event.Type)
+	}
+	s.started = true
 	if err := s.reply.Accumulate(event); err != nil {
 		return llm.Chunk{}, false, err
 	}

@@ -53,3 +53,9 @@ func TestStreamFailures(t *testing.T) {
 		}},
 	})
 }
+
+// FuzzStream: no event stream makes streaming panic, or end both as a
+// reply and an error.
+func FuzzStream(f *testing.F) {
+	messagesAPI.FuzzStream(f, streamingModel, "text.sse", "thinking_tool_use.sse", "parallel_tools.sse", "error_mid_stream.sse", "truncated.sse", "stream.sse")
+}

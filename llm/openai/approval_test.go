@@ -2,8 +2,8 @@ package openai_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -146,36 +146,33 @@ func checkApprovalPairing(req approvalRequest, want string) error {
 // flow. It checks every request; the second must carry the tool result
 // wantResult.
 func newApprovalServer(t *testing.T, wantResult string) *fakeapi.Server {
-	return chatAPI.NewResponder(t, func(n int, r fakeapi.Request) fakeapi.Reply {
-		fail := func(format string, args ...any) fakeapi.Reply {
-			t.Errorf("request %d: "+format, append([]any{n}, args...)...)
-			return fakeapi.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`}
-		}
-		if r.Method != http.MethodPost || r.Path != "/chat/completions" {
-			return fail("unexpected %s %s", r.Method, r.Path)
-		}
+	return chatAPI.NewConversation(t, "/chat/completions",
+		`{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`,
+		fakeapi.Turn{Reply: approvalToolCallsReply, Check: approvalCheck(func(req approvalRequest) error {
+			if msgs := approvalConversation(req); len(msgs) != 1 || msgs[0].Role != "user" {
+				return errors.New("want the customer's message alone")
+			}
+			return nil
+		})},
+		fakeapi.Turn{Reply: approvalFinalReply, Check: approvalCheck(func(req approvalRequest) error {
+			return checkApprovalPairing(req, wantResult)
+		})},
+	)
+}
+
+// approvalCheck decodes a request body, which must offer request_refund
+// alone, for check.
+func approvalCheck(check func(approvalRequest) error) func([]byte) error {
+	return func(body []byte) error {
 		var req approvalRequest
-		if err := json.Unmarshal(r.Body, &req); err != nil {
-			return fail("body is not JSON: %v", err)
+		if err := json.Unmarshal(body, &req); err != nil {
+			return fmt.Errorf("body is not JSON: %w", err)
 		}
 		if len(req.Tools) != 1 || req.Tools[0].Function.Name != "request_refund" {
-			return fail("want the one tool request_refund, got %+v", req.Tools)
+			return fmt.Errorf("want the one tool request_refund, got %+v", req.Tools)
 		}
-		switch n {
-		case 1:
-			if msgs := approvalConversation(req); len(msgs) != 1 || msgs[0].Role != "user" {
-				return fail("want the customer's message alone, got %s", r.Body)
-			}
-			return fakeapi.Reply{Body: approvalToolCallsReply}
-		case 2:
-			if err := checkApprovalPairing(req, wantResult); err != nil {
-				return fail("%v: %s", err, r.Body)
-			}
-			return fakeapi.Reply{Body: approvalFinalReply}
-		default:
-			return fail("unexpected request")
-		}
-	})
+		return check(req)
+	}
 }
 
 // approvalModel is the adapter pointed at srv, hermetic.

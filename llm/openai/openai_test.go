@@ -137,51 +137,13 @@ func TestRefusal(t *testing.T) {
 }
 
 func TestSettingsMergedOverDefaults(t *testing.T) {
-	tests := []struct {
-		name     string
-		defaults llm.Settings
-		request  llm.Settings
-		want     map[string]any // expected model, max_completion_tokens, temperature (nil = absent)
-	}{
-		{
-			name:     "defaults only",
-			defaults: llm.Settings{Model: "gpt-4.1", MaxTokens: 1000, Temperature: llm.Temperature(0.2)},
-			want:     map[string]any{"model": "gpt-4.1", "max_completion_tokens": 1000.0, "temperature": 0.2},
+	chatAPI.CheckSettings(t, fakeapi.Settings{
+		Reply:     "text.json",
+		MaxTokens: "max_completion_tokens",
+		Model: func(t *testing.T, srv *fakeapi.Server, defaults llm.Settings) llm.Model {
+			return newModel(t, srv, func(c *openai.Config) { c.DefaultSettings = defaults })
 		},
-		{
-			name:     "node overrides max tokens",
-			defaults: llm.Settings{Model: "gpt-4.1", MaxTokens: 1000, Temperature: llm.Temperature(0.2)},
-			request:  llm.Settings{MaxTokens: 2000},
-			want:     map[string]any{"model": "gpt-4.1", "max_completion_tokens": 2000.0, "temperature": 0.2},
-		},
-		{
-			name:     "node overrides model and temperature",
-			defaults: llm.Settings{Model: "gpt-4.1", MaxTokens: 1000},
-			request:  llm.Settings{Model: "gpt-4.1-mini", Temperature: llm.Temperature(0)},
-			want:     map[string]any{"model": "gpt-4.1-mini", "max_completion_tokens": 1000.0, "temperature": 0.0},
-		},
-		{
-			name:     "no max tokens anywhere",
-			defaults: llm.Settings{Model: "gpt-4.1"},
-			want:     map[string]any{"model": "gpt-4.1", "max_completion_tokens": nil, "temperature": nil},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := chatAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
-			m := newModel(t, srv, func(c *openai.Config) { c.DefaultSettings = tt.defaults })
-			_, err := m.Generate(context.Background(), &llm.Request{
-				Messages: []message.Message{message.UserText("Hi")},
-				Settings: tt.request,
-			})
-			require.NoError(t, err)
-			body := srv.LastBody(t)
-			got := map[string]any{"model": body["model"], "max_completion_tokens": body["max_completion_tokens"], "temperature": body["temperature"]}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Fatalf("settings (-want +got):\n%s", d)
-			}
-		})
-	}
+	})
 }
 
 func TestFinishReasons(t *testing.T) {

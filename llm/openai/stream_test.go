@@ -59,3 +59,9 @@ func TestStreamFailures(t *testing.T) {
 		}},
 	})
 }
+
+// FuzzStream: no event stream makes streaming panic, or end both as a
+// reply and an error.
+func FuzzStream(f *testing.F) {
+	chatAPI.FuzzStream(f, streamingModel, "text.sse", "refusal.sse", "parallel_tools.sse", "error_mid_stream.sse", "truncated.sse")
+}

@@ -9,7 +9,9 @@ package fakeapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -191,7 +193,7 @@ func (a API) dir() string {
 
 // ReadFile returns the fixture name, failing the test if it cannot be
 // read.
-func (a API) ReadFile(t *testing.T, name string) []byte {
+func (a API) ReadFile(t testing.TB, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(a.dir(), name))
 	if err != nil {
@@ -217,4 +219,33 @@ func (a API) Golden(t *testing.T, file string, got []byte) {
 	if d := cmp.Diff(want, have); d != "" {
 		t.Fatalf("request body differs from %s (-want +got):\n%s\ngot: %s", file, d, got)
 	}
+}
+
+// Turn is one call of a conversation: the check its request body must
+// pass, and the body of the reply.
+type Turn struct {
+	Check func(body []byte) error
+	Reply string
+}
+
+// NewConversation starts a server answering POSTs to path with the turns'
+// replies in order, each once its request passed the turn's check. A
+// request that fails its check, goes elsewhere or comes after the last
+// turn fails the test and is answered 400 with the body rejection.
+func (a API) NewConversation(t *testing.T, path, rejection string, turns ...Turn) *Server {
+	t.Helper()
+	return a.NewResponder(t, func(n int, r Request) Reply {
+		err := fmt.Errorf("unexpected %s %s", r.Method, r.Path)
+		switch {
+		case r.Method != http.MethodPost || r.Path != path:
+		case n > len(turns):
+			err = errors.New("unexpected request")
+		default:
+			if err = turns[n-1].Check(r.Body); err == nil {
+				return Reply{Body: turns[n-1].Reply}
+			}
+		}
+		t.Errorf("request %d: %v: %s", n, err, r.Body)
+		return Reply{Status: http.StatusBadRequest, Body: rejection}
+	})
 }

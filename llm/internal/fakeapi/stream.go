@@ -2,7 +2,11 @@ package fakeapi
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -82,4 +86,45 @@ func request(req *llm.Request) *llm.Request {
 		return &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
 	}
 	return req
+}
+
+// FuzzStream fuzzes the adapter's streaming with arbitrary bodies served
+// as an event stream, seeded with the fixtures named: whatever the body, a
+// stream never panics, its chunks come in an order an llm.Accumulator
+// takes, and it ends either with one end chunk or with one error, never
+// both and never neither.
+func (a API) FuzzStream(f *testing.F, model func(t *testing.T, srv *Server) llm.Model, seeds ...string) {
+	for _, name := range seeds {
+		f.Add(a.ReadFile(f, name))
+	}
+	var body atomic.Pointer[[]byte]
+	srv := &Server{Server: httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(*body.Load())
+	}))}
+	f.Cleanup(srv.Close)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		body.Store(&data)
+		s, ok := model(t, srv).(llm.Streamer)
+		require.True(t, ok, "the model does not stream")
+		var acc llm.Accumulator
+		var ended, failed bool
+		for c, err := range s.Stream(context.Background(), request(nil)) {
+			if ended || failed {
+				t.Fatalf("chunk %+v, error %v after the end or an error", c, err)
+			}
+			if err != nil {
+				failed = true
+				continue
+			}
+			if err := acc.Add(c); err != nil {
+				t.Fatalf("chunk %+v: %v", c, err)
+			}
+			ended = c.Kind == llm.ChunkEnd
+		}
+		if !ended && !failed {
+			t.Fatal("the stream stopped without an end or an error")
+		}
+	})
 }
