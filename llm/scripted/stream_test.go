@@ -82,3 +82,30 @@ func TestStreamError(t *testing.T) {
 	err := llmtest.StreamError(t, context.Background(), m, hi)
 	require.Same(t, boom, err)
 }
+
+// BenchmarkReply compares a reply generated with the same reply streamed
+// (in chunks of the default size) and collected.
+func BenchmarkReply(b *testing.B) {
+	reply := scripted.Reply{
+		Text:  "Order A-42 shipped on Monday and should arrive by Thursday.",
+		Calls: []scripted.Call{{ID: "toolu_1", Name: "track", Input: `{"order_id":"A-42"}`}},
+	}
+	model := scripted.Func(func(*llm.Request) (scripted.Reply, error) { return reply, nil })
+	ctx := context.Background()
+	b.Run("Generate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := model.Generate(ctx, hi); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Stream", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := llm.Collect(model.Stream(ctx, hi)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
