@@ -161,10 +161,13 @@ func New(cfg Config) (*Fleet, error) {
 	river.AddWorker(workers, river.WorkFunc(f.workExpire))
 	river.AddWorker(workers, river.WorkFunc(f.workRetention))
 	rc := &river.Config{
-		Schema:               cfg.Store.Schema(),
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
-		Workers:              workers,
-		JobTimeout:           -1,
+		Schema:  cfg.Store.Schema(),
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers: workers,
+		// River rescues no job whose timeout is infinite; the workers
+		// ignore this one (runRunning), so only a job that ran longer than
+		// RescueAfter is handed over, and then finds its machine held.
+		JobTimeout:           cfg.RescueAfter,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts:          cfg.MaxAttempts,
 		Logger:               slog.New(slog.DiscardHandler),

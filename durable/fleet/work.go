@@ -49,6 +49,8 @@ func newQueries(schema string) queries {
 // workRun applies a machine's inbox under its hold, then completes the
 // job if the inbox is empty, or goes on.
 func (f *Fleet) workRun(ctx context.Context, job *river.Job[runArgs]) error {
+	ctx, cancel := undeadlined(ctx)
+	defer cancel()
 	id := job.Args.MachineID
 	h, ok, err := f.runner.TryHold(ctx, id)
 	if err != nil {
@@ -79,6 +81,14 @@ func (f *Fleet) workRun(ctx context.Context, job *river.Job[runArgs]) error {
 	}
 }
 
+// inboxRow is an entry of a machine's inbox.
+type inboxRow struct {
+	id       int64
+	kind     string
+	body     []byte
+	consumed *int64
+}
+
 // applyInbox applies the machine's inbox in order, one input per run, and
 // returns how many inputs were applied. Before an input runs, its row
 // records the revision whose save applies it: a row whose revision the
@@ -86,23 +96,16 @@ func (f *Fleet) workRun(ctx context.Context, job *river.Job[runArgs]) error {
 // removed; one that the machine rejects is removed and logged.
 func (f *Fleet) applyInbox(ctx context.Context, h *durable.Hold) (int, error) {
 	id := h.MachineID()
-	pool := f.cfg.Store.Pool()
 	rev, err := f.revision(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	type row struct {
-		id       int64
-		kind     string
-		body     []byte
-		consumed *int64
-	}
-	rows, err := pool.Query(ctx, f.q.inbox, id)
+	rows, err := f.cfg.Store.Pool().Query(ctx, f.q.inbox, id)
 	if err != nil {
 		return 0, err
 	}
-	inbox, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
+	inbox, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inboxRow, error) {
+		var x inboxRow
 		err := r.Scan(&x.id, &x.kind, &x.body, &x.consumed)
 		return x, err
 	})
@@ -111,46 +114,57 @@ func (f *Fleet) applyInbox(ctx context.Context, h *durable.Hold) (int, error) {
 	}
 	applied := 0
 	for _, r := range inbox {
-		if r.consumed != nil && *r.consumed <= rev {
-			if _, err := pool.Exec(ctx, f.q.remove, r.id); err != nil {
-				return applied, err
-			}
-			continue
-		}
-		var e entry
-		in, err := decodeEntry(r.kind, r.body, &e)
-		if err != nil {
-			f.log.LogAttrs(ctx, slog.LevelError, "inbox entry dropped", slog.String("machine", id), slog.String("error", err.Error()))
-			if _, err := pool.Exec(ctx, f.q.remove, r.id); err != nil {
-				return applied, err
-			}
-			continue
-		}
-		if _, err := pool.Exec(ctx, f.q.consume, r.id, rev+1); err != nil {
-			return applied, err
-		}
-		before := rev
-		_, runErr := drain(h.Run(ctx, in))
-		if rev, err = f.revision(ctx, id); err != nil {
-			return applied, err
-		}
-		switch {
-		case rev != before:
+		next, err := f.applyRow(ctx, h, r, rev)
+		if next != rev {
 			applied++
-		case runErr != nil && (ctx.Err() != nil || !errors.Is(runErr, durable.ErrRejected)):
-			return applied, runErr
-		case runErr != nil:
-			f.log.LogAttrs(ctx, slog.LevelWarn, "input rejected", slog.String("machine", id), slog.String("kind", r.kind), slog.String("error", runErr.Error()))
+			rev = next
 		}
-		if _, err := pool.Exec(ctx, f.q.remove, r.id); err != nil {
+		if err != nil {
 			return applied, err
-		}
-		if runErr != nil && rev != before {
-			// Applied, then the run failed: a retry continues it.
-			return applied, runErr
 		}
 	}
 	return applied, nil
+}
+
+// applyRow applies one inbox row to the machine at revision rev and
+// removes it, unless the run failed for a reason other than the input. It
+// returns the machine's revision after.
+func (f *Fleet) applyRow(ctx context.Context, h *durable.Hold, r inboxRow, rev int64) (int64, error) {
+	id, pool := h.MachineID(), f.cfg.Store.Pool()
+	remove := func() error {
+		_, err := pool.Exec(ctx, f.q.remove, r.id)
+		return err
+	}
+	if r.consumed != nil && *r.consumed <= rev {
+		return rev, remove()
+	}
+	var e entry
+	in, err := decodeEntry(r.kind, r.body, &e)
+	if err != nil {
+		f.log.LogAttrs(ctx, slog.LevelError, "inbox entry dropped", slog.String("machine", id), slog.String("error", err.Error()))
+		return rev, remove()
+	}
+	if _, err := pool.Exec(ctx, f.q.consume, r.id, rev+1); err != nil {
+		return rev, err
+	}
+	_, runErr := drain(h.Run(ctx, in))
+	next, err := f.revision(ctx, id)
+	if err != nil {
+		return rev, err
+	}
+	rejected := next == rev && errors.Is(runErr, durable.ErrRejected) && ctx.Err() == nil
+	if next == rev && runErr != nil && !rejected {
+		return rev, runErr
+	}
+	if rejected {
+		f.log.LogAttrs(ctx, slog.LevelWarn, "input rejected", slog.String("machine", id), slog.String("kind", r.kind), slog.String("error", runErr.Error()))
+		runErr = nil
+	}
+	if err := remove(); err != nil {
+		return next, err
+	}
+	// Applied, then the run failed: a retry continues it.
+	return next, runErr
 }
 
 func decodeEntry(kind string, body []byte, e *entry) (machine.Input, error) {
@@ -194,8 +208,16 @@ func (f *Fleet) complete(ctx context.Context, job *river.Job[runArgs]) (done boo
 // workExpire expires a suspension whose deadline passed on the database's
 // clock. A result accepted for it and not yet applied goes first.
 func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) error {
+	ctx, cancel := undeadlined(ctx)
+	defer cancel()
 	sus, err := f.runner.Suspension(ctx, job.Args.SuspendID)
 	if errors.Is(err, store.ErrNotFound) || err == nil && sus.Status != store.StatusPending {
+		if job.Attempt > 1 {
+			// An earlier attempt may have expired it and died before the
+			// machine ran on: a run job continues it.
+			_, err = f.client.Insert(ctx, runArgs{MachineID: job.Args.MachineID}, runOpts())
+			return err
+		}
 		return nil
 	}
 	if err != nil {
@@ -292,4 +314,17 @@ func drain(seq iter.Seq2[machine.Step, error]) (machine.Step, error) {
 		last = s
 	}
 	return last, nil
+}
+
+// undeadlined returns a context that River's job timeout does not end (a
+// run takes as long as its model calls take) but that is cancelled when
+// River cancels the job (Stop's timeout, StopAndCancel).
+func undeadlined(ctx context.Context) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return out, func() { stop(); cancel() }
 }

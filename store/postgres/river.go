@@ -12,10 +12,9 @@ import (
 
 // River (github.com/riverqueue/river) distributes the work of a fleet of
 // processes sharing the database (package durable/fleet). Its tables live
-// in the store's schema and are brought up to date by [Open], in the same
-// transaction and under the same lock as the store's own migrations, so
-// River UI or the river CLI can be pointed at the database with that
-// schema (--schema, or River UI's RIVER_SCHEMA... see docs/FLEET.md).
+// in the store's schema and are brought up to date by [Open] after the
+// store's own migrations, so River UI can be pointed at the database with
+// that schema on its search path (docs/FLEET.md).
 
 // migrateRiver applies River's pending migrations to schema, each in a
 // transaction of its own (a migration may not use an enum value added in

@@ -1,0 +1,470 @@
+package fleet_test
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable/fleet"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres"
+)
+
+var (
+	machines = flag.Int("fleet.machines", 200, "machines the fleet test drives")
+	workers  = flag.Int("fleet.workers", 3, "worker processes of the fleet test")
+)
+
+// The test binary doubles as a worker process: with FLEET_WORKER set it
+// runs a fleet worker until SIGTERM (or SIGKILL).
+func TestMain(m *testing.M) {
+	if os.Getenv("FLEET_WORKER") != "" {
+		os.Exit(worker())
+	}
+	os.Exit(m.Run())
+}
+
+type desk struct{}
+
+type effectIn struct {
+	Key string `json:"key"`
+}
+
+type askIn struct {
+	TimeoutMS int `json:"timeout_ms"`
+}
+
+// sideEffects is the pool the effect tool and the resume handler record
+// through (the database's side tables, in the test's schema).
+var sideEffects struct {
+	pool   *pgxpool.Pool
+	schema string
+}
+
+func side(sql string) string {
+	return strings.ReplaceAll(sql, "{s}", pgx.Identifier{sideEffects.schema}.Sanitize())
+}
+
+// charter: the model calls effect, then ask (which suspends), then effect
+// again, then ends. effect records every execution with its idempotency
+// key (root instance ID + the call's key) and makes its effect once per
+// key; ask's resume handler records every run.
+func charter() (*machine.Charter, error) {
+	effect := node.NewTool("effect", "make an external effect", func(ctx *node.ToolContext[desk], in effectIn) (string, error) {
+		key := ctx.InstanceID() + "/" + in.Key
+		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.executions (key, pid) VALUES ($1, $2)`), key, os.Getpid()); err != nil {
+			return "", err
+		}
+		_, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.effects (key) VALUES ($1) ON CONFLICT DO NOTHING`), key)
+		return "done", err
+	})
+	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
+		return "", ctx.Suspend("approval", instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond))
+	}, node.OnResume(func(ctx *node.ToolContext[desk], _ askIn, r instance.Resolution) (string, error) {
+		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.handler_runs (suspend_id) VALUES ($1)`), r.SuspendID); err != nil {
+			return "", err
+		}
+		return instance.Decode[string](r.Payload)
+	}))
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask}})
+	if err != nil {
+		return nil, err
+	}
+	return machine.NewCharter(machine.CharterConfig{Model: model(), Nodes: []*node.Node{n}})
+}
+
+// model is deterministic from the transcript: tool-use IDs come from its
+// length, so a retry after a crash makes the same calls.
+func model() llm.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		results, mode := 0, ""
+		for _, m := range req.Messages {
+			switch m.Role {
+			case message.Tool:
+				results++
+			case message.User:
+				mode = m.Text()
+			}
+		}
+		id := fmt.Sprintf("t%d", len(req.Messages))
+		r := scripted.Reply{Latency: 2 * time.Millisecond}
+		switch results {
+		case 0:
+			r.Calls = []scripted.Call{{ID: id, Name: "effect", Input: effectIn{Key: "before"}}}
+		case 1:
+			timeout := time.Hour
+			if mode == "expire" {
+				timeout = 1500 * time.Millisecond
+			}
+			r.Calls = []scripted.Call{{ID: id, Name: "ask", Input: askIn{TimeoutMS: int(timeout.Milliseconds())}}}
+		case 2:
+			r.Calls = []scripted.Call{{ID: id, Name: "effect", Input: effectIn{Key: "after"}}}
+		default:
+			r.Text = "all done"
+		}
+		return r, nil
+	})
+}
+
+func openFleet(ctx context.Context, url, schema string) (*fleet.Fleet, *postgres.Store, error) {
+	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		return nil, nil, err
+	}
+	sideEffects.pool, sideEffects.schema = s.Pool(), schema
+	c, err := charter()
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := fleet.New(fleet.Config{Store: s, Charter: c, Workers: 8, RescueAfter: 2 * time.Second, BusySnooze: 100 * time.Millisecond})
+	return f, s, err
+}
+
+func worker() int {
+	ctx := context.Background()
+	f, s, err := openFleet(ctx, os.Getenv("FLEET_URL"), os.Getenv("FLEET_SCHEMA"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	defer s.Close()
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	if err := f.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	fmt.Println("ready")
+	<-term
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := f.Stop(sctx); err != nil {
+		fmt.Fprintln(os.Stderr, "worker stop:", err)
+		return 1
+	}
+	return 0
+}
+
+func testDB(t *testing.T) (url, schema string) {
+	url = os.Getenv("MARKOV_TEST_POSTGRES")
+	if url == "" {
+		t.Skip("MARKOV_TEST_POSTGRES is not set: skipping the fleet tests (source .ci/pg.sh to set it)")
+	}
+	schema = fmt.Sprintf("fleet_test_%x", rand.Uint64())
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), url)
+		if err == nil {
+			conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			conn.Close(context.Background())
+		}
+	})
+	return url, schema
+}
+
+// startWorker starts a worker process and waits until it works jobs.
+func startWorker(url, schema string) (*exec.Cmd, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FLEET_WORKER=1", "FLEET_URL="+url, "FLEET_SCHEMA="+schema)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("worker said %q, %v", line, err)
+	}
+	return cmd, nil
+}
+
+// TestFleet drives machines through suspend → resume / cancel / expire on
+// worker processes sharing one PostgreSQL while SIGKILLing them at random
+// moments, and checks that nothing is lost or applied twice: every
+// machine finishes, every suspension left pending once, the way it was
+// meant to, and no idempotency key has two completed effects.
+// Re-executions of a tool (same key, only after a kill) are reported.
+func TestFleet(t *testing.T) {
+	url, schema := testDB(t)
+	ctx := context.Background()
+	f, s, err := openFleet(ctx, url, schema)
+	require.NoError(t, err)
+	defer s.Close()
+	for _, sql := range []string{
+		`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL)`,
+		`CREATE TABLE {s}.effects (key text PRIMARY KEY)`,
+		`CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`,
+	} {
+		_, err := s.Pool().Exec(ctx, side(sql))
+		require.NoError(t, err)
+	}
+
+	procs := make([]*exec.Cmd, *workers)
+	for i := range procs {
+		procs[i], err = startWorker(url, schema)
+		require.NoError(t, err)
+	}
+	defer func() {
+		for _, p := range procs {
+			p.Process.Signal(syscall.SIGTERM)
+			p.Wait()
+		}
+	}()
+
+	modes := []string{"resume", "cancel", "expire"}
+	mode := map[string]string{}
+	for i := range *machines {
+		id := fmt.Sprintf("m%03d", i)
+		mode[id] = modes[i%len(modes)]
+		_, err := f.Runner().Create(ctx, id, "desk", nil)
+		require.NoError(t, err)
+		_, err = f.Send(ctx, id, machine.UserText(mode[id]))
+		require.NoError(t, err)
+	}
+
+	// Kill a random worker every 200-700 ms for the first seconds, and
+	// start a new one in its place.
+	kills := 0
+	var killer sync.WaitGroup
+	stopKilling := make(chan struct{})
+	killer.Go(func() {
+		var err error
+		for kills < 8 {
+			select {
+			case <-stopKilling:
+				return
+			case <-time.After(time.Duration(200+rand.IntN(500)) * time.Millisecond):
+			}
+			i := rand.IntN(len(procs))
+			procs[i].Process.Kill()
+			procs[i].Wait()
+			kills++
+			if procs[i], err = startWorker(url, schema); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+
+	answerUntilDone(t, f, s, mode)
+	close(stopKilling)
+	killer.Wait()
+
+	// Every machine finished with each suspension resolved once, the right way.
+	for id, md := range mode {
+		checkMachine(t, f, id, md)
+	}
+
+	var effects, executions, handlers, resumed int
+	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.effects`)).Scan(&effects))
+	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.executions`)).Scan(&executions))
+	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*), count(DISTINCT suspend_id) FROM {s}.handler_runs`)).Scan(&handlers, &resumed))
+	require.Equal(t, 2**machines, effects, "one completed effect per idempotency key")
+	require.Equal(t, *machines/3+boolInt(*machines%3 > 0), resumed, "every resumed suspension ran its handler")
+	t.Logf("%d machines, %d worker processes, %d SIGKILLs: %d tool executions for %d keys (%d re-executions after kills); %d resume-handler runs for %d resumes",
+		*machines, *workers, kills, executions, effects, executions-effects, handlers, resumed)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// diagnose logs what the machines that did not finish look like.
+func diagnose(t *testing.T, f *fleet.Fleet, s *postgres.Store, mode map[string]string) {
+	ctx := context.Background()
+	for id := range mode {
+		m, rev, err := f.Runner().Load(ctx, id)
+		if err != nil {
+			t.Logf("%s: %v", id, err)
+			continue
+		}
+		h := m.History()
+		if len(h) > 0 && h[len(h)-1].Text() == "all done" {
+			continue
+		}
+		var roles []string
+		for _, msg := range h {
+			roles = append(roles, string(msg.Role)+":"+msg.Text())
+		}
+		var inbox int
+		s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.inbox WHERE machine_id = $1`), id).Scan(&inbox)
+		rows, _ := s.Pool().Query(ctx, side(`SELECT kind, state, attempt, errors::text FROM {s}.river_job WHERE args->>'machine_id' = $1 ORDER BY id`), id)
+		var jobs []string
+		for rows.Next() {
+			var kind, state string
+			var attempt int
+			var errs *string
+			rows.Scan(&kind, &state, &attempt, &errs)
+			e := ""
+			if errs != nil {
+				e = *errs
+			}
+			jobs = append(jobs, fmt.Sprintf("%s/%s/%d %s", kind, state, attempt, e))
+		}
+		rows.Close()
+		t.Logf("%s (%s) rev %d pending %d inbox %d history %q jobs %q", id, mode[id], rev, len(m.Pending()), inbox, roles, jobs)
+	}
+}
+
+// TestConcurrentResumes: of 50 concurrent resumes of one suspension, one
+// is accepted and the others fail with instance.ErrAlreadyResolved; the
+// resume handler runs once.
+func TestConcurrentResumes(t *testing.T) {
+	url, schema := testDB(t)
+	ctx := context.Background()
+	f, s, err := openFleet(ctx, url, schema)
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
+		CREATE TABLE {s}.effects (key text PRIMARY KEY);
+		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`))
+	require.NoError(t, err)
+	require.NoError(t, f.Start(ctx))
+	defer f.Stop(ctx)
+
+	_, err = f.Runner().Create(ctx, "race", "desk", nil)
+	require.NoError(t, err)
+	steps, err := drainSteps(f.Runner().Run(ctx, "race", machine.UserText("resume")))
+	require.NoError(t, err)
+	id := steps[len(steps)-1].Suspensions[0].SuspendID
+
+	const racers = 50
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = f.Resume(ctx, id, fmt.Sprintf("approved %d", i), false)
+		})
+	}
+	close(start)
+	wg.Wait()
+	accepted := 0
+	for _, err := range errs {
+		if err == nil {
+			accepted++
+			continue
+		}
+		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+	}
+	require.Equal(t, 1, accepted)
+	require.Eventually(t, func() bool {
+		m, _, err := f.Runner().Load(ctx, "race")
+		require.NoError(t, err)
+		h := m.History()
+		return h[len(h)-1].Text() == "all done"
+	}, 30*time.Second, 20*time.Millisecond)
+	var runs int
+	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.handler_runs`)).Scan(&runs))
+	require.Equal(t, 1, runs, "the resume handler runs once")
+}
+
+func drainSteps(seq func(func(machine.Step, error) bool)) ([]machine.Step, error) {
+	var out []machine.Step
+	for s, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// answerUntilDone answers each resume/cancel suspension once, as it
+// appears, and returns when every machine made its last effect.
+func answerUntilDone(t *testing.T, f *fleet.Fleet, s *postgres.Store, mode map[string]string) {
+	ctx := context.Background()
+	answered := map[string]bool{}
+	deadline := time.Now().Add(100 * time.Second)
+	for {
+		pending, err := f.Runner().Pending(ctx, store.Filter{})
+		require.NoError(t, err)
+		for _, p := range pending {
+			if answered[p.ID] || mode[p.MachineID] == "expire" {
+				continue
+			}
+			answered[p.ID] = true
+			if mode[p.MachineID] == "resume" {
+				_, err = f.Resume(ctx, p.ID, "approved "+p.MachineID, false)
+			} else {
+				_, err = f.Cancel(ctx, p.ID, "not needed")
+			}
+			require.NoError(t, err)
+		}
+		var finished int
+		require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.effects WHERE key LIKE '%/after'`)).Scan(&finished))
+		if finished == *machines && len(pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			diagnose(t, f, s, mode)
+			t.Fatalf("after 100 s: %d of %d machines made their last effect, %d suspensions pending", finished, *machines, len(pending))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkMachine checks that machine id finished, its suspension resolved
+// once the way md says.
+func checkMachine(t *testing.T, f *fleet.Fleet, id, md string) {
+	ctx := context.Background()
+	var m *machine.Machine
+	require.Eventually(t, func() bool {
+		var err error
+		m, _, err = f.Runner().Load(ctx, id)
+		require.NoError(t, err)
+		h := m.History()
+		return h[len(h)-1].Text() == "all done"
+	}, 30*time.Second, 50*time.Millisecond, "machine %s ends with the final answer", id)
+	var results []string
+	uses := 0
+	for _, msg := range m.History() {
+		uses += len(msg.ToolUses())
+		for _, p := range msg.Parts {
+			if p.SuspendID != "" && p.Kind == message.KindToolResult {
+				results = append(results, p.Text)
+			}
+		}
+	}
+	require.Equal(t, 3, uses, "machine %s: three tool calls", id)
+	require.Len(t, results, 1, "machine %s: one result for its suspension", id)
+	switch md {
+	case "resume":
+		require.Equal(t, "approved "+id, results[0])
+	case "cancel":
+		require.Contains(t, results[0], "cancelled")
+	case "expire":
+		require.Contains(t, results[0], "expired")
+	}
+	index, err := f.Runner().Pending(ctx, store.Filter{MachineID: id, Status: map[string]store.Status{
+		"resume": store.StatusResolved, "cancel": store.StatusCancelled, "expire": store.StatusExpired}[md]})
+	require.NoError(t, err)
+	require.Len(t, index, 1, "machine %s: the index records how its suspension ended", id)
+}
