@@ -120,6 +120,13 @@ func (c *Context[S]) Update(fn func(*S)) error { return frame.Update(c.f, fn) }
 // InstanceID returns the target instance's ID.
 func (c *Context[S]) InstanceID() string { return c.f.InstanceID }
 
+// IdempotencyKey returns the invocation's idempotency key, the machine's
+// root ID and the caller's invocation ID ("ROOT/command/ID"): the same on
+// every retry of the invocation, for the handler to make its external
+// effect idempotent. It is "" when the invocation has no ID
+// (Invocation.ID).
+func (c *Context[S]) IdempotencyKey() string { return c.f.Key() }
+
 // Suspend returns the suspension to hand back from the handler:
 //
 //	return zero, ctx.Suspend("awaiting sign-off", instance.WithTimeout(time.Hour))
@@ -176,6 +183,10 @@ type Invocation struct {
 	Input any
 	// InstanceID targets an instance; empty means the primary leaf.
 	InstanceID string
+	// ID is the caller's stable identity of this invocation, the same on
+	// every retry of it (a request ID, an outbox row's key): the handler's
+	// Context.IdempotencyKey is built from it. Empty gives no key.
+	ID string
 }
 
 // Invoke returns an invocation of name with input for the primary leaf.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
@@ -28,7 +29,9 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 		res.Result = message.ToolResult(call.ToolUseID, frame.PayloadText(r.Payload), r.IsError)
 		return res, nil
 	}
-	f, out, err := e.limit(ctx, ent.tool, e.newFrame(ctx, lf, ent, lf.in.State, nil), func(f *frame.Frame) (any, error) {
+	f := e.newFrame(ctx, lf, ent, lf.in.State, nil)
+	f.KeyID = resumeKey(call)
+	f, out, err := e.limit(ctx, ent.tool, f, func(f *frame.Frame) (any, error) {
 		return frame.CallResume(ent.tool.Resume, f, call.Input, r)
 	})
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
@@ -52,6 +55,12 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 	return res, nil
 }
 
+// resumeKey is the stable ID of a resume handler's call: the suspension
+// and its stage, the same on every retry of the same resume.
+func resumeKey(call *instance.SuspendedCall) string {
+	return "resume/" + call.SuspendID + "/" + strconv.Itoa(call.Stage)
+}
+
 // Command runs the command on the instance: the node's commands first,
 // then its packs' commands.
 func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandResult, error) {
@@ -63,7 +72,10 @@ func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandRe
 	if def == nil {
 		return nil, fmt.Errorf("%w: %q on node %s", command.ErrUnknownCommand, req.Name, lf.node.Name())
 	}
-	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID}
+	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID, KeyScope: lf.root.ID}
+	if req.InvocationID != "" {
+		f.KeyID = "command/" + req.InvocationID
+	}
 	if pack != nil {
 		f.State, f.Ops, f.ReadOnly = lf.root.Packs[pack.Name()], access.PackOf(pack).Ops, lf.node.Worker()
 	} else {

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 
 	"github.com/markov-agents/markov/instance"
-	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 )
 
@@ -89,12 +88,9 @@ type StepRequest struct {
 // Reply is the model's reply to one step as the executor prepared it: an
 // assistant message attributed to the leaf, its tool uses repaired (see
 // the package's repair rules in docs/ARCHITECTURE.md §4), the structured
-// output part added. It is plain data, for a checkpoint to save.
-type Reply struct {
-	Message message.Message
-	Stop    llm.StopReason
-	Usage   llm.Usage
-}
+// output part added. It is plain data, for a checkpoint to save; the
+// machine keeps a saved one on the instance (instance.Instance.Reply).
+type Reply = instance.Reply
 
 // StepResult is what one step did, not yet applied.
 type StepResult struct {
@@ -162,6 +158,11 @@ type CommandRequest struct {
 	Name string
 	// Input is the command's input as JSON.
 	Input json.RawMessage
+	// InvocationID is the caller's stable ID of this invocation
+	// (command.Invocation.ID), the same on every retry of it: the
+	// handler's idempotency key is built from it, and is empty without
+	// it.
+	InvocationID string
 }
 
 // CommandResult is what a command did, not yet applied.

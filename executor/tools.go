@@ -284,6 +284,7 @@ func (e *standard) call(ctx context.Context, lf *leaf, ent entry, u message.Part
 	}
 	defer span.End()
 	f := e.newFrame(ctx, lf, ent, state, packs)
+	f.KeyID = u.ID
 	if ent.tool.Concurrent {
 		f.ReadOnly = true
 	}
@@ -316,7 +317,7 @@ func outcomeOf(err error) string {
 }
 
 func (e *standard) newFrame(ctx context.Context, lf *leaf, ent entry, state any, packs map[string]any) *frame.Frame {
-	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID, Messages: lf.transcript}
+	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID, Messages: lf.transcript, KeyScope: lf.root.ID}
 	switch ent.scope {
 	case scopeOwn:
 		f.State, f.Ops = state, access.NodeOf(lf.node).Ops

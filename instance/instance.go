@@ -9,6 +9,7 @@ package instance
 import (
 	"iter"
 
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 )
 
@@ -33,6 +34,28 @@ type Instance struct {
 	Idle bool
 	// MaxTokensStreak counts consecutive replies cut off by the token limit.
 	MaxTokensStreak int
+	// Reply is the model's reply to the instance's step in flight: saved
+	// at a checkpoint (machine.Machine.SetCheckpoints) after the model
+	// replied and before any of its tools ran. The next round runs its
+	// tools from it, with no model call and the same tool-use IDs, and
+	// clears it. Nil outside a checkpointed round.
+	Reply *Reply
+}
+
+// Reply is a model's reply to one step, as the executor prepared it (tool
+// uses repaired, structured output added): plain data, for a checkpoint to
+// save.
+type Reply struct {
+	Message message.Message
+	Stop    llm.StopReason
+	Usage   llm.Usage
+}
+
+// Clone returns a deep copy of the reply.
+func (r *Reply) Clone() *Reply {
+	out := *r
+	out.Message = r.Message.Clone()
+	return &out
 }
 
 // Suspended reports whether the instance has a pending suspension.
@@ -158,6 +181,9 @@ func (in *Instance) Clone(cloneState StateCloner) *Instance {
 	}
 	if in.Suspension != nil {
 		out.Suspension = in.Suspension.Clone()
+	}
+	if in.Reply != nil {
+		out.Reply = in.Reply.Clone()
 	}
 	return &out
 }

@@ -17,7 +17,11 @@ import (
 
 // applyOutcome applies the step result o of leaf in to the tree.
 func (t *tx) applyOutcome(o *executor.StepResult, in *instance.Instance) reasonFlags {
-	t.usage = t.usage.Add(o.Reply.Usage)
+	if in.Reply != nil {
+		in.Reply = nil // continued: a Replied step reported its usage
+	} else {
+		t.usage = t.usage.Add(o.Reply.Usage)
+	}
 	if o.StateChanged {
 		t.setState(in, o.State)
 	}
@@ -66,6 +70,9 @@ func (t *tx) applyOutcome(o *executor.StepResult, in *instance.Instance) reasonF
 	}
 	return flags
 }
+
+// recordReply records r on in as its reply in flight (checkpoint mode).
+func recordReply(in *instance.Instance, r executor.Reply) { in.Reply = &r }
 
 // scope returns the To of a leaf's text reply: the primary speaks to the
 // shared conversation, workers only to themselves.

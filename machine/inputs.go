@@ -185,7 +185,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	if err != nil {
 		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 	}
-	co, err := t.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input})
+	co, err := t.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input, InvocationID: inv.ID})
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,8 @@ func primaryLeaf(nodes map[string]*node.Node, root *instance.Instance) *instance
 }
 
 // stepRequests returns the step requests of a round: one per active leaf,
-// in leaf order, each with its transcript brought up to date. More than
+// in leaf order, each with its transcript brought up to date and its
+// recorded reply, if any (checkpoint mode: continued, not asked again). More than
 // one non-worker leaf, active or not, is ErrPrimaryConflict.
 func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 	var reqs []executor.StepRequest
@@ -62,7 +63,7 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 			primaries++
 		}
 		if active(l) {
-			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID))})
+			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID)), Reply: l.Reply})
 		}
 	}
 	if primaries > 1 {

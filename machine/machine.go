@@ -36,6 +36,12 @@ const (
 	Suspend YieldReason = "suspend"
 	// AwaitingResume: nothing can run until a suspension is resumed.
 	AwaitingResume YieldReason = "awaiting_resume"
+	// Replied (checkpoint mode only, Machine.SetCheckpoints): the model
+	// replied to the round's leaves and no tool has run yet; the replies
+	// are on the tree (Root, instance.Instance.Reply). Persist the machine:
+	// the next step runs their tools, in this run or, after a crash, in the
+	// next, with no second model call.
+	Replied YieldReason = "reply"
 )
 
 // Input is what Run accepts: a message.Message (user input), a
@@ -139,6 +145,8 @@ type Machine struct {
 	unreported *report
 	// listener hears the run while Events runs it (nil otherwise).
 	listener *listener
+	// checkpoints is checkpoint mode (SetCheckpoints).
+	checkpoints bool
 }
 
 func init() {

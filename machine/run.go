@@ -119,6 +119,14 @@ func (m *Machine) rounds(ctx context.Context, emit func(Step) bool) (ended bool,
 		if round >= m.charter.maxSteps {
 			return true, fmt.Errorf("%w: %d rounds", ErrMaxSteps, round)
 		}
+		if m.checkpoints {
+			if ended, err := m.replies(ctx, emit); ended {
+				return true, err
+			}
+			if !m.hasWork() {
+				continue // the caller suspended the leaf at the Replied step
+			}
+		}
 		step, err := m.round(ctx, m.unreported)
 		if err != nil {
 			return true, err

@@ -53,6 +53,20 @@ func (c *ToolContext[S]) Update(fn func(*S)) error { return frame.Update(c.f, fn
 // InstanceID returns the calling instance's ID.
 func (c *ToolContext[S]) InstanceID() string { return c.f.InstanceID }
 
+// IdempotencyKey returns the call's idempotency key: the same on every
+// retry of the same call, different for every other call, so the handler
+// can make its external effect idempotent (send it as a payment API's
+// Idempotency-Key, or insert it under a unique constraint). In a tool
+// handler it is the machine's root ID and the tool-use ID
+// ("ROOT/TOOLUSEID"); in a resume handler (OnResume), the root ID, the
+// suspension ID and the stage ("ROOT/resume/SUSPENDID/STAGE").
+//
+// A tool runs again only if its process died (or lost the machine) after
+// the model's reply was saved and before the round's results were: then
+// it runs with the same key. See "Effectively-once side effects" in
+// docs/ARCHITECTURE.md.
+func (c *ToolContext[S]) IdempotencyKey() string { return c.f.Key() }
+
 // Messages returns the calling leaf's transcript. Do not modify it.
 func (c *ToolContext[S]) Messages() []message.Message { return c.f.Messages }
 

@@ -287,6 +287,33 @@ func orBytes(raw json.RawMessage, b []byte) []byte {
 	return nilIfEmpty(raw)
 }
 
+// useInFlight decodes the reply in flight of w, if any (see
+// fillInFlight).
+func (d *decoder) useInFlight(w *wireInstance) (*instance.Reply, error) {
+	var r instance.Reply
+	switch {
+	case len(w.ReplyJSON) > 0:
+		var wr wireInFlight
+		if err := json.Unmarshal(w.ReplyJSON, &wr); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		if err := d.fromWireInFlight(&wr, &r); err != nil {
+			return nil, err
+		}
+	case len(w.Reply) > 0:
+		sub := decoder{c: d.c, r: newReader(w.Reply), slabs: d.slabs}
+		if err := sub.readInFlight(&r); err != nil {
+			return nil, err
+		}
+		if err := sub.end(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, nil
+	}
+	return &r, nil
+}
+
 // useInstance decodes the states in w with their node's and packs' types
 // (or migrates them) into in, whose other fields are read.
 func (d *decoder) useInstance(in *instance.Instance, w *wireInstance) error {
@@ -297,6 +324,9 @@ func (d *decoder) useInstance(in *instance.Instance, w *wireInstance) error {
 	var err error
 	if in.State, err = evolvedState(n, w.StateVersion, w.State, w.StateJSON); err != nil {
 		return fmt.Errorf("%w: instance %s: state of node %s: %w", machine.ErrInvalidTree, in.ID, in.Node, invalidState(err))
+	}
+	if in.Reply, err = d.useInFlight(w); err != nil {
+		return fmt.Errorf("instance %s: reply in flight: %w", in.ID, err)
 	}
 	if len(w.Packs)+len(w.PacksJSON) == 0 {
 		return nil

@@ -362,6 +362,9 @@ func (e *encoder) fillInstance(in *instance.Instance, w *wireInstance) {
 		e.fail(fmt.Errorf("instance %s: %w", in.ID, err))
 	}
 	w.StateVersion = e.stateVersion(in.Node)
+	if in.Reply != nil {
+		e.fillInFlight(in.Reply, w)
+	}
 	for name, v := range in.Packs {
 		mp, js, err := e.form.encode(e, e.packType(name, v), v)
 		if err != nil {
@@ -376,6 +379,29 @@ func (e *encoder) fillInstance(in *instance.Instance, w *wireInstance) {
 			w.PackVersions = put(w.PackVersions, name, v)
 		}
 	}
+}
+
+// fillInFlight fills the reply in flight r into w: in the JSON form as
+// JSON, in the msgpack form as a msgpack value with a dictionary of its
+// own (see wireInFlight).
+func (e *encoder) fillInFlight(r *instance.Reply, w *wireInstance) {
+	if e.form.jsonForm() {
+		var wr wireInFlight
+		e.toWireInFlight(r, &wr)
+		js, err := json.Marshal(&wr)
+		if err != nil {
+			e.fail(fmt.Errorf("%w: reply in flight: %w", ErrEncode, err))
+		}
+		w.ReplyJSON = js
+		return
+	}
+	sub := newWireEncoder(e.c, e.form, nil)
+	sub.writeInFlight(r)
+	b, err := sub.release()
+	if err != nil {
+		e.fail(err)
+	}
+	w.Reply = b
 }
 
 // put sets m[k] to v, making m when it is nil.

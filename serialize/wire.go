@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/markov-agents/markov/llm"
 )
 
 // The v1 wire model. These structs are the specification of the format:
@@ -68,7 +70,37 @@ type wireInstance struct {
 	Suspension      *wireSuspension               `msgpack:"u,omitempty" json:"u,omitempty"`
 	Idle            bool                          `msgpack:"d,omitempty" json:"d,omitempty"`
 	MaxTokensStreak int                           `msgpack:"m,omitempty" json:"m,omitempty"`
+	Reply           msgpack.RawMessage            `msgpack:"y,omitempty" json:"-" wire:"hook"`
+	ReplyJSON       json.RawMessage               `msgpack:"yj,omitempty" json:"y,omitempty" wire:"hook"`
 }
+
+// wireInFlight is instance.Reply, a model reply saved at a checkpoint
+// before its tools ran (wireInstance.Reply and ReplyJSON, omitted when
+// nil). The hooks (fillInstance, useInstance) write it as a msgpack value
+// of its own, with its own interned strings, so that a reader that does
+// not know the field skips it without losing track of the blob's
+// dictionary (it then calls the model again).
+//
+//wire:model instance.Reply
+type wireInFlight struct {
+	Message wireMessage `msgpack:"m" json:"m"`
+	Stop    string      `msgpack:"s,omitempty" json:"s,omitempty"`
+	Usage   *wireUsage  `msgpack:"u,omitempty" json:"u,omitempty" wire:"byvalue"`
+}
+
+// wireUsage is llm.Usage; omitted when zero.
+//
+//wire:model llm.Usage
+type wireUsage struct {
+	InputTokens      int `msgpack:"i,omitempty" json:"i,omitempty"`
+	OutputTokens     int `msgpack:"o,omitempty" json:"o,omitempty"`
+	CacheReadTokens  int `msgpack:"cr,omitempty" json:"cr,omitempty"`
+	CacheWriteTokens int `msgpack:"cw,omitempty" json:"cw,omitempty"`
+}
+
+// wireUsage has llm.Usage's fields exactly: this conversion stops
+// compiling when they part.
+var _ = llm.Usage(wireUsage{})
 
 // wireSuspension is instance.SuspensionState.
 //

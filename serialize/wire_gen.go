@@ -5,6 +5,7 @@ package serialize
 import (
 	"encoding/json"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -74,7 +75,7 @@ func (e *encoder) writeInstance(v *instance.Instance) {
 	defer e.leave()
 	var w wireInstance
 	e.fillInstance(v, &w)
-	e.b = appendMapLen(e.b, count(true, true, len(w.State) > 0, len(w.StateJSON) > 0, w.StateVersion != 0, len(v.Children) > 0, len(w.Packs) > 0, len(w.PacksJSON) > 0, len(w.PackVersions) > 0, v.Suspension != nil, v.Idle, v.MaxTokensStreak != 0))
+	e.b = appendMapLen(e.b, count(true, true, len(w.State) > 0, len(w.StateJSON) > 0, w.StateVersion != 0, len(v.Children) > 0, len(w.Packs) > 0, len(w.PacksJSON) > 0, len(w.PackVersions) > 0, v.Suspension != nil, v.Idle, v.MaxTokensStreak != 0, len(w.Reply) > 0, len(w.ReplyJSON) > 0))
 	e.writeInstanceFields(v, &w)
 	e.writeInstanceFields2(v, &w)
 }
@@ -112,6 +113,8 @@ func (e *encoder) writeInstanceFields2(v *instance.Instance, w *wireInstance) {
 	}
 	e.optBool("d", v.Idle)
 	e.optInt("m", int(v.MaxTokensStreak))
+	e.optRaw("y", w.Reply)
+	e.optBin("yj", w.ReplyJSON)
 }
 
 // readInstance reads a wireInstance into v.
@@ -159,6 +162,10 @@ func (d *decoder) readInstanceField2(k []byte, v *instance.Instance, w *wireInst
 		return readBool(d, &v.Idle)
 	case "m":
 		return readInt(d, &v.MaxTokensStreak)
+	case "y":
+		return readRaw(d, &w.Reply)
+	case "yj":
+		return readBin(d, &w.ReplyJSON)
 	}
 	return d.r.skip()
 }
@@ -241,6 +248,127 @@ func (d *decoder) fromWireInstanceFields(w *wireInstance, v *instance.Instance) 
 	}
 	v.Idle = w.Idle
 	setInt(&v.MaxTokensStreak, w.MaxTokensStreak)
+	return err
+}
+
+// writeInFlight writes v as a wireInFlight.
+func (e *encoder) writeInFlight(v *instance.Reply) {
+	e.b = appendMapLen(e.b, count(true, v.Stop != "", !zeroUsage(&v.Usage)))
+	e.b = appendKey(e.b, "m")
+	e.writeMessage(&v.Message)
+	e.optStr("s", string(v.Stop))
+	if !zeroUsage(&v.Usage) {
+		e.b = appendKey(e.b, "u")
+		e.writeUsage(&v.Usage)
+	}
+}
+
+// readInFlight reads a wireInFlight into v.
+func (d *decoder) readInFlight(v *instance.Reply) error {
+	return d.fields("inflight", func(k []byte) error {
+		switch string(k) {
+		case "m":
+			return d.readMessage(&v.Message)
+		case "s":
+			return readStr(d, &v.Stop)
+		case "u":
+			return d.readUsage(&v.Usage)
+		}
+		return d.r.skip()
+	})
+}
+
+// toWireInFlight converts v to the wireInFlight w.
+func (e *encoder) toWireInFlight(v *instance.Reply, w *wireInFlight) {
+	e.toWireInFlightFields(v, w)
+}
+
+func (e *encoder) toWireInFlightFields(v *instance.Reply, w *wireInFlight) {
+	e.toWireMessage(&v.Message, &w.Message)
+	w.Stop = string(v.Stop)
+	if !zeroUsage(&v.Usage) {
+		w.Usage = new(wireUsage)
+		e.toWireUsage(&v.Usage, w.Usage)
+	}
+}
+
+// fromWireInFlight converts the wireInFlight w to v.
+func (d *decoder) fromWireInFlight(w *wireInFlight, v *instance.Reply) error {
+	if err := d.fromWireInFlightFields(w, v); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (d *decoder) fromWireInFlightFields(w *wireInFlight, v *instance.Reply) error {
+	var err error
+	if err == nil {
+		err = d.fromWireMessage(&w.Message, &v.Message)
+	}
+	setString(&v.Stop, w.Stop)
+	if w.Usage != nil && err == nil {
+		err = d.fromWireUsage(w.Usage, &v.Usage)
+	}
+	return err
+}
+
+// writeUsage writes v as a wireUsage.
+func (e *encoder) writeUsage(v *llm.Usage) {
+	e.b = appendMapLen(e.b, count(v.InputTokens != 0, v.OutputTokens != 0, v.CacheReadTokens != 0, v.CacheWriteTokens != 0))
+	e.optInt("i", int(v.InputTokens))
+	e.optInt("o", int(v.OutputTokens))
+	e.optInt("cr", int(v.CacheReadTokens))
+	e.optInt("cw", int(v.CacheWriteTokens))
+}
+
+// readUsage reads a wireUsage into v.
+func (d *decoder) readUsage(v *llm.Usage) error {
+	return d.fields("usage", func(k []byte) error {
+		switch string(k) {
+		case "i":
+			return readInt(d, &v.InputTokens)
+		case "o":
+			return readInt(d, &v.OutputTokens)
+		case "cr":
+			return readInt(d, &v.CacheReadTokens)
+		case "cw":
+			return readInt(d, &v.CacheWriteTokens)
+		}
+		return d.r.skip()
+	})
+}
+
+// zeroUsage reports whether v is the zero usage.
+func zeroUsage(v *llm.Usage) bool {
+	return !(v.InputTokens != 0) && !(v.OutputTokens != 0) && !(v.CacheReadTokens != 0) && !(v.CacheWriteTokens != 0)
+}
+
+// toWireUsage converts v to the wireUsage w.
+func (e *encoder) toWireUsage(v *llm.Usage, w *wireUsage) {
+	e.toWireUsageFields(v, w)
+}
+
+func (e *encoder) toWireUsageFields(v *llm.Usage, w *wireUsage) {
+	w.InputTokens = int(v.InputTokens)
+	w.OutputTokens = int(v.OutputTokens)
+	w.CacheReadTokens = int(v.CacheReadTokens)
+	w.CacheWriteTokens = int(v.CacheWriteTokens)
+}
+
+// fromWireUsage converts the wireUsage w to v.
+func (d *decoder) fromWireUsage(w *wireUsage, v *llm.Usage) error {
+	if err := d.fromWireUsageFields(w, v); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (d *decoder) fromWireUsageFields(w *wireUsage, v *llm.Usage) error {
+	var err error
+	setInt(&v.InputTokens, w.InputTokens)
+	setInt(&v.OutputTokens, w.OutputTokens)
+	setInt(&v.CacheReadTokens, w.CacheReadTokens)
+	setInt(&v.CacheWriteTokens, w.CacheWriteTokens)
 	return err
 }
 

@@ -49,6 +49,19 @@ type Frame struct {
 	Effect *instance.Effect
 	// Resumes are suspensions a command resolves.
 	Resumes []Resume
+	// KeyScope and KeyID make the handler call's idempotency key (Key):
+	// the machine's root ID and the call's stable ID within it.
+	KeyScope, KeyID string
+}
+
+// Key returns the idempotency key of the handler call: KeyScope/KeyID, or
+// "" when the call has no stable ID. Joined on demand, so a tool that never
+// asks allocates nothing.
+func (f *Frame) Key() string {
+	if f.KeyID == "" {
+		return ""
+	}
+	return f.KeyScope + "/" + f.KeyID
 }
 
 // State returns a deep copy of the frame's state as S (the zero S if it

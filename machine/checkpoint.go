@@ -1,0 +1,58 @@
+package machine
+
+// This file is checkpoint mode: a round split at the model's replies, so
+// a caller can save them before any tool runs.
+
+import (
+	"context"
+
+	"github.com/markov-agents/markov/llm"
+)
+
+// SetCheckpoints turns checkpoint mode on or off for the machine's next
+// runs. In checkpoint mode every round first gets the model's reply of
+// each active leaf, records it on the tree (instance.Instance.Reply) and
+// yields a Replied step, before any tool runs; the next round runs the
+// tools from the recorded replies. A caller that saves every step (a
+// durable runner) thus has each reply saved before its tools run: after a
+// crash, a machine restored from that save continues the replies — with
+// or without checkpoint mode — with no second model call and the same
+// tool-use IDs, so every tool's idempotency key is the same as before
+// (node.ToolContext.IdempotencyKey). Off by default: a round is then one
+// step, as before.
+func (m *Machine) SetCheckpoints(on bool) { m.checkpoints = on }
+
+// replies runs the first half of a checkpointed round: every active leaf
+// with no recorded reply gets one from the model (ReplyOnly), recorded on
+// the tree, and a Replied step reports them (their usage; Root holds
+// them). It reports whether the run ended: the caller stopped, or an
+// error. With every reply already recorded it does nothing.
+func (m *Machine) replies(ctx context.Context, emit func(Step) bool) (ended bool, err error) {
+	reqs, err := m.stepRequests()
+	if err != nil {
+		return true, err
+	}
+	ask := reqs[:0]
+	for _, r := range reqs {
+		if r.Reply == nil {
+			r.ReplyOnly = true
+			ask = append(ask, r)
+		}
+	}
+	if len(ask) == 0 {
+		return false, nil
+	}
+	results, err := m.stepAll(ctx, ask)
+	if cerr := ctx.Err(); cerr != nil {
+		return true, cerr
+	}
+	if err != nil {
+		return true, err
+	}
+	var usage llm.Usage
+	for i, r := range results {
+		recordReply(ask[i].Instance, r.Reply)
+		usage = usage.Add(r.Reply.Usage)
+	}
+	return !emit(Step{Reason: Replied, Usage: usage}), nil
+}
