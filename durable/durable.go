@@ -230,7 +230,9 @@ func (r *Runner) Call(ctx context.Context, suspendID string) (instance.Suspended
 }
 
 // Pending lists suspensions matching f (startup recovery: everything
-// pending, by deadline).
+// pending, by deadline). An empty f.Status selects pending ones; set it to
+// list those resolved, expired or cancelled (a status outside
+// store.Statuses fails with store.ErrUnknownStatus).
 func (r *Runner) Pending(ctx context.Context, f store.Filter) ([]store.Suspension, error) {
 	if f.Status == "" {
 		f.Status = store.StatusPending
