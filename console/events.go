@@ -24,6 +24,11 @@ type Changes interface {
 	Changes(ctx context.Context, machineID string) iter.Seq[error]
 }
 
+// StreamLifetime is how long one event stream stays open; the browser
+// then reconnects. It is shorter than a server's graceful shutdown
+// (cli.ShutdownTimeout), which waits for every open stream.
+const StreamLifetime = 25 * time.Second
+
 // DefaultPollInterval is how often PollChanges looks when its Interval is
 // zero.
 const DefaultPollInterval = 500 * time.Millisecond
@@ -102,7 +107,9 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request, _ string) 
 		return
 	}
 	_ = rc.Flush()
-	for err := range c.changes.Changes(r.Context(), r.URL.Query().Get("machine")) {
+	ctx, cancel := context.WithTimeout(r.Context(), StreamLifetime)
+	defer cancel()
+	for err := range c.changes.Changes(ctx, r.URL.Query().Get("machine")) {
 		if err != nil {
 			c.log.ErrorContext(r.Context(), "console: change stream failed", "error", err)
 			return

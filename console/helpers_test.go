@@ -118,7 +118,7 @@ func newStack(t testing.TB, cfg console.Config) *stack {
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", c)
 	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() }) // open event streams too
 	return &stack{path: path, runner: r, srv: srv}
 }
 

@@ -192,6 +192,10 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	if !ok {
 		return
 	}
+	if d.Call == nil { // no longer pending
+		c.conflict(w, r, who, d)
+		return
+	}
 	in, err := decision(d, r, who)
 	if err != nil {
 		c.rejected(w, r, who, d, err.Error())
@@ -212,15 +216,22 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	case errors.As(runErr, &pe):
 		c.rejected(w, r, who, d, pe.Violation)
 	case errors.Is(runErr, instance.ErrAlreadyResolved) || errors.Is(runErr, store.ErrConflict):
-		d, _ = c.lookup(r.Context(), d.Entry.ID)
-		d.Conflict = "Someone else decided this suspension first; your decision was not applied."
-		c.render(w, r, http.StatusConflict, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
+		if fresh, err := c.lookup(r.Context(), d.Entry.ID); err == nil {
+			d = fresh
+		}
+		c.conflict(w, r, who, d)
 	case runErr != nil:
 		c.fail(w, r, runErr)
 	default:
 		u := c.prefix + "machines/" + url.PathEscape(d.Entry.MachineID) + "?decided=" + url.QueryEscape(d.Entry.ID)
 		http.Redirect(w, r, u, http.StatusSeeOther)
 	}
+}
+
+// conflict tells the person someone else decided first (409).
+func (c *Console) conflict(w http.ResponseWriter, r *http.Request, who string, d suspensionData) {
+	d.Conflict = "Someone else decided this suspension first; your decision was not applied."
+	c.render(w, r, http.StatusConflict, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
 }
 
 // rejected shows the form again with the posted values and the

@@ -1,0 +1,224 @@
+package console_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/store"
+)
+
+// updateScreenshots rewrites docs/console-*.png from the browser tests.
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the console screenshots under docs/")
+
+// chromiumPath finds Debian's chromium. Without one the browser tests
+// skip, unless CI is set: there they fail (.ci/run installs it).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is missing: .ci/run installs it with apt-get install -y chromium")
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium); CI runs these tests")
+	return ""
+}
+
+// browser starts a headless chromium with a fresh profile, scripts on or
+// off, and returns the context of its first tab, bounded to a minute;
+// the browser ends with the test. The second context is the unbounded
+// one, for otherBrowser.
+func browser(t *testing.T, js bool) (context.Context, context.Context) {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	return tab(t, ctx, js), ctx
+}
+
+// tab starts the tab of ctx (its first action must have no deadline),
+// sets scripts on or off and returns it bounded to a minute.
+func tab(t *testing.T, ctx context.Context, js bool) context.Context {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !js})
+		return err
+	})))
+	bounded, cancel := context.WithTimeout(ctx, time.Minute)
+	t.Cleanup(cancel)
+	return bounded
+}
+
+// otherBrowser is a second browser context (its own cookies) of the
+// browser of root.
+func otherBrowser(t *testing.T, root context.Context) context.Context {
+	t.Helper()
+	c, cancel := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	return tab(t, c, true)
+}
+
+func css(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+func signInAs(s *stack, name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Navigate(s.srv.URL+"/ui/login"),
+		chromedp.SendKeys(css(`input[name=name]`), name),
+		chromedp.SendKeys(css(`input[name=secret]`), secret),
+		chromedp.Submit(css(`input[name=secret]`)),
+		chromedp.WaitVisible(css(`#who`)),
+	)
+}
+
+// text waits for sel and returns its text.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(sel))))
+	s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+	require.NoError(t, err)
+	return s
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if !*updateScreenshots {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "docs", name), png, 0o644))
+}
+
+// TestBrowserLiveInbox: a suspension made by another OS process shows in
+// the open inbox without a reload.
+func TestBrowserLiveInbox(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s := newStack(t, console.Config{})
+	require.NoError(t, chromedp.Do(ctx,
+		signInAs(s, "ada"),
+		chromedp.WaitVisible(css(`body[data-following="1"]`)),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[any](`window.notReloaded = "yes"`)(ctx, tg)
+			return err
+		}),
+	))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MARKOV_CONSOLE_CHILD=m-child", "MARKOV_DB="+s.path)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child: %s", out)
+
+	require.Equal(t, "refund 7700 for order 77", text(t, ctx, `tr[data-suspension] a.decide`))
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.notReloaded`))
+	require.NoError(t, err)
+	require.Equal(t, "yes", marker, "the page was reloaded")
+}
+
+// TestBrowserApprove approves through the generated form: the machine
+// resumes, the page shows the final answer, the graph is drawn.
+func TestBrowserApprove(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s := newStack(t, console.Config{})
+	for i, id := range []string{"m-2041", "m-2042"} {
+		_, err := suspend(context.Background(), s.runner, id, 41+i)
+		require.NoError(t, err)
+	}
+	id, err := suspend(context.Background(), s.runner, "m-2043", 43)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, signInAs(s, "ada"), chromedp.WaitVisible(css(`tr[data-suspension]`))))
+	screenshot(t, ctx, "console-inbox.png")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(s.srv.URL+"/ui/suspensions/"+id),
+		chromedp.SendKeys(css(`input[name=note]`), "goodwill"),
+		chromedp.Click(css(`button.approve`)),
+	))
+	answer := text(t, ctx, `#answer`)
+	require.Contains(t, answer, "Refund approved")
+	require.Contains(t, answer, "goodwill")
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`#graph svg`))))
+	sus, err := s.runner.Suspension(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusResolved, sus.Status)
+	screenshot(t, ctx, "console-machine.png")
+}
+
+// TestBrowserViolation: a payload the schema rejects shows the violation
+// and leaves the suspension pending.
+func TestBrowserViolation(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s := newStack(t, console.Config{})
+	id, err := suspend(context.Background(), s.runner, "m1", 5)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		signInAs(s, "ada"),
+		chromedp.Navigate(s.srv.URL+"/ui/suspensions/"+id),
+		chromedp.SendKeys(css(`textarea[name=tags]`), `["ok", 3]`),
+		chromedp.Click(css(`button.approve`)),
+	))
+	require.Contains(t, text(t, ctx, `.violation`), "The payload was not accepted")
+	sus, err := s.runner.Suspension(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, sus.Status)
+}
+
+// TestBrowserRace: two people open the same suspension; the second to
+// decide is told it was decided elsewhere.
+func TestBrowserRace(t *testing.T) {
+	first, root := browser(t, true)
+	second := otherBrowser(t, root)
+	s := newStack(t, console.Config{})
+	id, err := suspend(context.Background(), s.runner, "m1", 9)
+	require.NoError(t, err)
+	page := s.srv.URL + "/ui/suspensions/" + id
+	require.NoError(t, chromedp.Do(first, signInAs(s, "ada"), chromedp.Navigate(page), chromedp.WaitVisible(css(`button.approve`))))
+	require.NoError(t, chromedp.Do(second, signInAs(s, "grace"), chromedp.Navigate(page), chromedp.WaitVisible(css(`button.reject`))))
+	require.NoError(t, chromedp.Do(first, chromedp.Click(css(`button.approve`)), chromedp.WaitVisible(css(`#answer`))))
+	require.NoError(t, chromedp.Do(second, chromedp.Click(css(`button.reject`))))
+	conflict := text(t, second, `.conflict`)
+	require.Contains(t, conflict, "Someone else decided this suspension first")
+	require.Contains(t, conflict, "resolved")
+}
+
+// TestBrowserNoJavaScript lists and decides with scripts disabled.
+func TestBrowserNoJavaScript(t *testing.T) {
+	ctx, _ := browser(t, false)
+	s := newStack(t, console.Config{})
+	_, err := suspend(context.Background(), s.runner, "m1", 3)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		signInAs(s, "ada"),
+		chromedp.Click(css(`tr[data-suspension] a.decide`)),
+		chromedp.WaitVisible(css(`button.approve`)),
+		chromedp.Click(css(`button.reject`)),
+	))
+	answer := text(t, ctx, `#answer`)
+	require.True(t, strings.HasPrefix(answer, "Refund declined"), answer)
+	following, err := chromedp.Run(ctx, chromedp.AttributeValue(css(`body`), "data-following"))
+	require.NoError(t, err)
+	require.False(t, following.Exists, "scripts ran")
+}
