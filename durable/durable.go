@@ -437,6 +437,8 @@ func (r *Runner) load(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode machine %s: %w", id, err)
 	}
+	// Every model reply is saved (a Replied step) before its tools run.
+	m.SetCheckpoints(true)
 	indexed, err := r.store.ListSuspensions(ctx, store.Filter{MachineID: id})
 	if err != nil {
 		return nil, fmt.Errorf("load suspensions of %s: %w", id, err)
@@ -558,6 +560,9 @@ func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(ma
 		if err := s.save(ctx); err != nil {
 			yield(machine.Step{}, err)
 			return
+		}
+		if st.Reason == machine.Replied {
+			continue // a checkpoint: saved, and of no interest to callers
 		}
 		if !yield(st, nil) {
 			return

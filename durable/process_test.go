@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 }
 
 func child(role string) int {
+	if role == "checkpoint" {
+		return childCheckpoint()
+	}
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, sqlite.Config{Path: os.Getenv("MARKOV_DB")})
 	if err != nil {

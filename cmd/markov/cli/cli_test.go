@@ -222,7 +222,7 @@ func TestInspect(t *testing.T) {
 	res := run(t, charter, "inspect", "--db", db, machineID)
 	require.Equal(t, ExitOK, res.code, res.stderr)
 	for _, want := range []string{
-		"machine " + machineID + ` (charter "refunds", revision 3)`,
+		"machine " + machineID + ` (charter "refunds", revision 4)`,
 		"tree:\n  support (",
 		") [suspended: 1 pending]\n    state: {\"refunded\":null}\n",
 		"    suspension " + suspendID + ": pending tool request_refund, deadline ",
@@ -274,7 +274,7 @@ assistant: I'm sorry about the blender. I'll ask a manager to approve the refund
 assistant calls request_refund {"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}
 tool result: refund of $89.90 for order A-1042 issued, approved by dana@example.com
 assistant: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana@example.com.
-machine %[2]s saved at revision 5
+machine %[2]s saved at revision 7
 final answer: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana@example.com.
 `, suspendID, machineID)
 	require.Equal(t, want, res.stdout)
@@ -285,7 +285,7 @@ final answer: Update on your refund: refund of $89.90 for order A-1042 issued, a
 	require.Equal(t, ExitError, res.code)
 	require.Equal(t, "markov: suspension "+suspendID+" of machine "+machineID+" is resolved, not pending; nothing changed: instance: suspension already resolved\n", res.stderr)
 	require.Empty(t, res.stdout)
-	require.Contains(t, run(t, charter, "inspect", "--db", db, machineID).stdout, "revision 5)")
+	require.Contains(t, run(t, charter, "inspect", "--db", db, machineID).stdout, "revision 7)")
 
 	res = run(t, charter, "resume", "--db", db, "NOSUCHID", `{}`)
 	require.Equal(t, ExitError, res.code)
