@@ -42,7 +42,7 @@ func (m *Machine) replies(ctx context.Context, emit func(Step) bool) (ended bool
 	if len(ask) == 0 {
 		return false, nil
 	}
-	results, err := m.stepAll(ctx, ask)
+	results, err := m.stepLeaves(ctx, ask)
 	if cerr := ctx.Err(); cerr != nil {
 		return true, cerr
 	}
