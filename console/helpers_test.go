@@ -19,6 +19,7 @@ import (
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -160,28 +161,21 @@ func TestMain(m *testing.M) {
 }
 
 func child(id string) int {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: os.Getenv("MARKOV_DB")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 2
-	}
-	defer st.Close()
-	c, err := buildCharter()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "charter:", err)
-		return 2
-	}
-	r, err := durable.New(durable.Config{Store: st, Charter: c})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runner:", err)
-		return 2
-	}
-	if _, err := suspend(ctx, r, id, 77); err != nil {
-		fmt.Fprintln(os.Stderr, "suspend:", err)
-		return 1
-	}
-	return 0
+	return testkit.Child[*sqlite.Store, *machine.Charter, *durable.Runner]{
+		Open: func() (*sqlite.Store, error) {
+			return sqlite.Open(context.Background(), sqlite.Config{Path: os.Getenv("MARKOV_DB")})
+		},
+		Charter: buildCharter,
+		Runner: func(st *sqlite.Store, c *machine.Charter) (*durable.Runner, error) {
+			return durable.New(durable.Config{Store: st, Charter: c})
+		},
+	}.Run(func(r *durable.Runner) int {
+		if _, err := suspend(context.Background(), r, id, 77); err != nil {
+			fmt.Fprintln(os.Stderr, "suspend:", err)
+			return 1
+		}
+		return 0
+	})
 }
 
 // client is a cookie-keeping HTTP client that does not follow redirects.

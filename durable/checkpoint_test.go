@@ -19,7 +19,6 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
-	"github.com/markov-agents/markov/store/sqlite"
 )
 
 // appendLine appends line to the file path: the side table the checkpoint
@@ -79,24 +78,17 @@ func payCharter(calls, execs string, killIn bool) (*machine.Charter, error) {
 // process inside the tool, after its side effect; MARKOV_KILL=saved kills
 // it right after the first tool round is saved.
 func childCheckpoint() int {
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: os.Getenv("MARKOV_DB")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 2
-	}
-	defer s.Close()
 	kill := os.Getenv("MARKOV_KILL")
-	c, err := payCharter(os.Getenv("MARKOV_CALLS"), os.Getenv("MARKOV_EXECS"), kill == "tool")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "charter:", err)
-		return 2
-	}
-	r, err := durable.New(durable.Config{Store: s, Charter: c})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runner:", err)
-		return 2
-	}
+	return withRunner(func() (*machine.Charter, error) {
+		return payCharter(os.Getenv("MARKOV_CALLS"), os.Getenv("MARKOV_EXECS"), kill == "tool")
+	}, func(r *durable.Runner) int { return runPay(r, kill) })
+}
+
+// runPay runs the machine "pay" on r, creating it first when it has no
+// history, and kills the process after the tool round's save when kill
+// is "saved".
+func runPay(r *durable.Runner, kill string) int {
+	ctx := context.Background()
 	var inputs []machine.Input
 	if m, _, err := r.Load(ctx, "pay"); err != nil || len(m.History()) == 0 {
 		if _, err := r.Create(ctx, "pay", "payer", nil); err != nil {

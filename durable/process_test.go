@@ -20,6 +20,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/sqlite"
@@ -38,30 +39,30 @@ func child(role string) int {
 	if role == "checkpoint" {
 		return childCheckpoint()
 	}
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: os.Getenv("MARKOV_DB")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 2
-	}
-	defer s.Close()
-	c, err := buildCharter(agentModel(4 * time.Millisecond))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "charter:", err)
-		return 2
-	}
-	r, err := durable.New(durable.Config{Store: s, Charter: c})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runner:", err)
-		return 2
-	}
-	switch role {
-	case "resume":
-		return childResume(ctx, r)
-	case "crash":
-		return childCrash(ctx, r)
-	}
-	return 2
+	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
+		func(r *durable.Runner) int {
+			switch role {
+			case "resume":
+				return childResume(context.Background(), r)
+			case "crash":
+				return childCrash(context.Background(), r)
+			}
+			return 2
+		})
+}
+
+// withRunner sets up a child process's runner over the SQLite file
+// MARKOV_DB with the charter from charter, and returns body's exit code.
+func withRunner(charter func() (*machine.Charter, error), body func(*durable.Runner) int) int {
+	return testkit.Child[*sqlite.Store, *machine.Charter, *durable.Runner]{
+		Open: func() (*sqlite.Store, error) {
+			return sqlite.Open(context.Background(), sqlite.Config{Path: os.Getenv("MARKOV_DB")})
+		},
+		Charter: charter,
+		Runner: func(s *sqlite.Store, c *machine.Charter) (*durable.Runner, error) {
+			return durable.New(durable.Config{Store: s, Charter: c})
+		},
+	}.Run(body)
 }
 
 // childResume waits for "go" on stdin, then resumes the suspension and

@@ -1,11 +1,15 @@
 // Package testkit holds the helpers the project's tests share: draining a
-// run, a buffer safe for concurrent writers, and a ready-made history. It is
+// run, a buffer safe for concurrent writers, a ready-made history, and the
+// setup of a test binary's child process. It is
 // imported only by _test.go files.
 package testkit
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"iter"
+	"os"
 	"strconv"
 	"sync"
 
@@ -58,4 +62,36 @@ func History(n int) []message.Message {
 		}
 	}
 	return h
+}
+
+// Child is the setup of a test binary run as a child process: open a store,
+// build a charter, and make a runner over both. The generic parameters keep
+// this package free of the packages above it.
+type Child[S io.Closer, C, R any] struct {
+	Open    func() (S, error)
+	Charter func() (C, error)
+	Runner  func(S, C) (R, error)
+}
+
+// Run sets the child up and returns body's exit code, closing the store
+// when body returns. A failed step is reported on stderr as "open:",
+// "charter:" or "runner:" followed by its error, and Run returns 2.
+func (c Child[S, C, R]) Run(body func(R) int) int {
+	s, err := c.Open()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 2
+	}
+	defer s.Close()
+	ch, err := c.Charter()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "charter:", err)
+		return 2
+	}
+	r, err := c.Runner(s, ch)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return 2
+	}
+	return body(r)
 }

@@ -43,3 +43,46 @@ func TestHistoryAlternates(t *testing.T) {
 		}
 	}
 }
+
+type closer struct{ closed *bool }
+
+func (c closer) Close() error { *c.closed = true; return nil }
+
+func TestChildStopsAtTheFirstFailedStep(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name          string
+		charter, make error
+		want          int
+		ran           bool
+	}{
+		{name: "all steps succeed", want: 7, ran: true},
+		{name: "charter fails", charter: boom, want: 2},
+		{name: "runner fails", make: boom, want: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			closed, ran := false, false
+			c := testkit.Child[closer, string, string]{
+				Open:    func() (closer, error) { return closer{&closed}, nil },
+				Charter: func() (string, error) { return "charter", tt.charter },
+				Runner:  func(_ closer, ch string) (string, error) { return "runner of " + ch, tt.make },
+			}
+			got := c.Run(func(r string) int {
+				ran = r == "runner of charter"
+				return 7
+			})
+			if got != tt.want || ran != tt.ran || !closed {
+				t.Fatalf("Run = %d, ran %v, closed %v; want %d, ran %v, closed", got, ran, closed, tt.want, tt.ran)
+			}
+		})
+	}
+}
+
+func TestChildReportsAFailedOpen(t *testing.T) {
+	c := testkit.Child[closer, string, string]{
+		Open: func() (closer, error) { return closer{}, errors.New("no file") },
+	}
+	if got := c.Run(func(string) int { return 0 }); got != 2 {
+		t.Fatalf("Run = %d, want 2", got)
+	}
+}
