@@ -5,19 +5,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/markov-agents/markov/store/postgres"
 )
 
 func TestLockMachine(t *testing.T) {
 	ctx := context.Background()
 	url := connString(t)
 	schema := tempSchema(t, url)
-	a, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
-	require.NoError(t, err)
+	a := openIn(t, url, schema)
 	defer a.Close()
-	b, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
-	require.NoError(t, err)
+	b := openIn(t, url, schema)
 	defer b.Close()
 
 	unlock, ok, err := a.LockMachine(ctx, "m1", true)

@@ -65,6 +65,16 @@ func open(tb testing.TB) store.Store {
 	return s
 }
 
+// openIn opens a store on url in schema, failing tb on error.
+func openIn(tb testing.TB, url, schema string) *postgres.Store {
+	tb.Helper()
+	s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
 func TestConformance(t *testing.T) {
 	connString(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
@@ -150,10 +160,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	ctx := context.Background()
 	url := connString(t)
 	schema := tempSchema(t, url)
-	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openIn(t, url, schema)
 	s.Close()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -218,10 +225,7 @@ func TestReplayRecordsCleaned(t *testing.T) {
 	ctx := context.Background()
 	url := connString(t)
 	schema := tempSchema(t, url)
-	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openIn(t, url, schema)
 	defer s.Close()
 	for i, at := range []time.Time{time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(time.Hour)} {
 		if fresh, err := s.Remember(ctx, fmt.Sprintf("k%d", i), at); err != nil || !fresh {
