@@ -387,27 +387,28 @@ func (h *Handler) recoverPanic(w *jsonWriter, r *http.Request) {
 func runContext(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var req ResumeRequest
-	if !h.decode(w, r, &req) {
-		return
-	}
-	sus, ok := h.pending(w, r, id)
-	if !ok {
-		return
-	}
-	var payload any
-	if p := rawOrNil(req.Payload); p != nil {
-		payload = p
-	}
-	ctx := runContext(r)
-	h.finish(w, r, sus.MachineID, h.runner.Resume(ctx, id, payload, req.IsError),
-		slog.String("op", "resume"), slog.String("suspend_id", id))
+	onPending(h, w, r, "resume", func(ctx context.Context, id string, req ResumeRequest) iter.Seq2[machine.Step, error] {
+		var payload any
+		if p := rawOrNil(req.Payload); p != nil {
+			payload = p
+		}
+		return h.runner.Resume(ctx, id, payload, req.IsError)
+	})
 }
 
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
+	onPending(h, w, r, "cancel", func(ctx context.Context, id string, req CancelRequest) iter.Seq2[machine.Step, error] {
+		return h.runner.Cancel(ctx, id, req.Reason)
+	})
+}
+
+// onPending serves an operation on the pending suspension named in the
+// path: it decodes the body into a Req, checks that the suspension is
+// pending, and answers with the run that start begins, logged as op.
+func onPending[Req any](h *Handler, w http.ResponseWriter, r *http.Request, op string,
+	start func(ctx context.Context, id string, req Req) iter.Seq2[machine.Step, error]) {
 	id := r.PathValue("id")
-	var req CancelRequest
+	var req Req
 	if !h.decode(w, r, &req) {
 		return
 	}
@@ -415,9 +416,8 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx := runContext(r)
-	h.finish(w, r, sus.MachineID, h.runner.Cancel(ctx, id, req.Reason),
-		slog.String("op", "cancel"), slog.String("suspend_id", id))
+	h.finish(w, r, sus.MachineID, start(runContext(r), id, req),
+		slog.String("op", op), slog.String("suspend_id", id))
 }
 
 func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
