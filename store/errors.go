@@ -20,4 +20,8 @@ var (
 	// [Statuses], in a save, a filter or [ParseStatus]. Such errors wrap
 	// [ErrInvalid] too.
 	ErrUnknownStatus = errors.New("store: unknown suspension status")
+	// ErrSchemaVersion reports, from [Pinger.Ping], a database whose schema
+	// is not the version this process's store writes (another process
+	// migrated it since): the process should be replaced by a newer one.
+	ErrSchemaVersion = errors.New("store: schema version is not current")
 )

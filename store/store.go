@@ -358,10 +358,21 @@ type Index interface {
 // [MachineLister] (listing machines), [ExpiryClaimer] (leases on expired
 // suspensions for timeout sweepers) and [ReplayGuard] (replay protection
 // for signed requests, shared by every process of the store). Every store
-// of this module implements all three, and a Close method.
+// of this module implements all three, and a Close method; the SQLite and
+// PostgreSQL stores also implement [Pinger] (a readiness check).
 type Store interface {
 	Snapshots
 	Index
+}
+
+// Pinger is the optional capability of a [Store] that checks it can serve:
+// its database answers a cheap query and its schema is the version this
+// package writes. Readiness probes (markov serve's GET /readyz) call it.
+type Pinger interface {
+	// Ping returns nil when the store can serve, or an error saying why not
+	// (a closed store, an unreachable database, a schema at another version:
+	// [ErrSchemaVersion]).
+	Ping(ctx context.Context) error
 }
 
 // MachineLister is the optional capability of a [Store] that lists the

@@ -105,6 +105,7 @@ var (
 	_ store.MachineLister = (*Store)(nil)
 	_ store.ExpiryClaimer = (*Store)(nil)
 	_ store.ReplayGuard   = (*Store)(nil)
+	_ store.Pinger        = (*Store)(nil)
 )
 
 // Open connects (unless cfg.Pool is set) and brings the schema up to date.
@@ -558,6 +559,18 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 		return false, fmt.Errorf("postgres: remember: %w", err)
 	}
 	return fresh, nil
+}
+
+// Ping implements [store.Pinger]: it reads the schema version.
+func (s *Store) Ping(ctx context.Context) error {
+	var v int
+	if err := s.pool.QueryRow(ctx, s.q.expand(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&v); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	if v != SchemaVersion {
+		return fmt.Errorf("postgres: ping: schema version %d, want %d: %w", v, SchemaVersion, store.ErrSchemaVersion)
+	}
+	return nil
 }
 
 // Close closes the pool if [Open] opened it.

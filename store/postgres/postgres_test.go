@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -241,5 +242,40 @@ func TestReplayRecordsCleaned(t *testing.T) {
 	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil || len(keys) != 1 || keys[0] != "k2" {
 		t.Fatalf("replays left = %v, %v; want only the live k2", keys, err)
+	}
+}
+
+func TestPing(t *testing.T) {
+	ctx := context.Background()
+	url := connString(t)
+	schema := tempSchema(t, url)
+	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()+" (version) VALUES ($1)", postgres.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); !errors.Is(err, store.ErrSchemaVersion) {
+		t.Fatalf("Ping after another process migrated = %v, want ErrSchemaVersion", err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()+" WHERE version > $1", postgres.SchemaVersion); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	s.Close()
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping of a closed store succeeded")
 	}
 }

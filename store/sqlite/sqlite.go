@@ -115,6 +115,7 @@ var (
 	_ store.MachineLister = (*Store)(nil)
 	_ store.ExpiryClaimer = (*Store)(nil)
 	_ store.ReplayGuard   = (*Store)(nil)
+	_ store.Pinger        = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
@@ -682,6 +683,18 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 		return false, fmt.Errorf("sqlite: remember: %w", err)
 	}
 	return fresh, nil
+}
+
+// Ping implements [store.Pinger]: it reads the schema version.
+func (s *Store) Ping(ctx context.Context) error {
+	v, err := schemaVersion(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	if v != SchemaVersion {
+		return fmt.Errorf("sqlite: ping: schema version %d, want %d: %w", v, SchemaVersion, store.ErrSchemaVersion)
+	}
+	return nil
 }
 
 // Close closes the database.

@@ -374,3 +374,33 @@ func TestReplayRecordsCleaned(t *testing.T) {
 		t.Fatalf("replays left = %q, %v; want only the live k2", keys, err)
 	}
 }
+
+func TestPing(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "markov.db")
+	s := open(t, path)
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err == nil || !strings.HasPrefix(err.Error(), "sqlite: ping: ") {
+		t.Fatalf("Ping after another process migrated = %v, want an error", err)
+	}
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	s.Close()
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping of a closed store succeeded")
+	}
+}

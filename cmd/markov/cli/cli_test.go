@@ -435,6 +435,14 @@ func TestServe(t *testing.T) {
 		t.Fatal("serve did not listen")
 	}
 
+	// The probes need no signature.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + addr.String() + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+
 	// An unsigned request is refused.
 	resp, err := http.Post("http://"+addr.String()+"/suspensions/"+suspendID+"/resume", "application/json", strings.NewReader(`{}`))
 	require.NoError(t, err)

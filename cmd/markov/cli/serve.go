@@ -103,14 +103,18 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	return &cfg, nil
 }
 
-// serveHandler assembles serve's handler: the signed resumehttp endpoints
-// and, when asked for, the console.
+// serveHandler assembles serve's handler: the unauthenticated probes, the
+// signed resumehttp endpoints and, when asked for, the console.
 func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
 	api, err := resumehttp.New(resumehttp.Config{Runner: db.Runner, Secret: cfg.secret, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}
-	return cfg.ui.mount(c, db, api)
+	h, err := cfg.ui.mount(c, db, api)
+	if err != nil {
+		return nil, err
+	}
+	return withProbes(h, db.Store), nil
 }
 
 // runServer serves on ln, with the sweeper when cfg asks for one, until ctx
