@@ -249,10 +249,7 @@ func TestPing(t *testing.T) {
 	ctx := context.Background()
 	url := connString(t)
 	schema := tempSchema(t, url)
-	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openIn(t, url, schema)
 	defer s.Close()
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
