@@ -71,22 +71,34 @@ func parked(t *testing.T, charter *machine.Charter) (db, machineID, suspendID st
 // park adds a suspended refund machine to the database at path.
 func park(t *testing.T, charter *machine.Charter, path string) (machineID, suspendID string) {
 	t.Helper()
+	machineIDs, suspendIDs := parkAll(t, charter, path, refund.NodeName, refund.CustomerRequest, 1)
+	return machineIDs[0], suspendIDs[0]
+}
+
+// parkAll adds n machines of charter at node start to the database at path,
+// each run on the user message text until it suspends once, and returns
+// their machine and suspend IDs.
+func parkAll(t *testing.T, charter *machine.Charter, path, start, text string, n int) (machineIDs, suspendIDs []string) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 	require.NoError(t, err)
 	defer st.Close()
 	r, err := durable.New(durable.Config{Store: st, Charter: charter})
 	require.NoError(t, err)
-	machineID, err = r.Create(ctx, "", refund.NodeName, nil)
-	require.NoError(t, err)
-	var last machine.Step
-	for step, err := range r.Run(ctx, machineID, machine.UserText(refund.CustomerRequest)) {
+	for range n {
+		id, err := r.Create(ctx, "", start, nil)
 		require.NoError(t, err)
-		last = step
+		var last machine.Step
+		for step, err := range r.Run(ctx, id, machine.UserText(text)) {
+			require.NoError(t, err)
+			last = step
+		}
+		require.True(t, last.NeedsResume())
+		require.Len(t, last.Suspensions, 1)
+		machineIDs, suspendIDs = append(machineIDs, id), append(suspendIDs, last.Suspensions[0].SuspendID)
 	}
-	require.True(t, last.NeedsResume())
-	require.Len(t, last.Suspensions, 1)
-	return machineID, last.Suspensions[0].SuspendID
+	return machineIDs, suspendIDs
 }
 
 func TestUsage(t *testing.T) {
@@ -524,24 +536,7 @@ func waitCharter(t *testing.T, model llm.Model, timeout time.Duration) *machine.
 // returns their suspend IDs.
 func parkWaiter(t *testing.T, charter *machine.Charter, path string, n int) []string {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-	require.NoError(t, err)
-	defer st.Close()
-	r, err := durable.New(durable.Config{Store: st, Charter: charter})
-	require.NoError(t, err)
-	var ids []string
-	for range n {
-		id, err := r.Create(ctx, "", "waiter", nil)
-		require.NoError(t, err)
-		var last machine.Step
-		for step, err := range r.Run(ctx, id, machine.UserText("run CI")) {
-			require.NoError(t, err)
-			last = step
-		}
-		require.True(t, last.NeedsResume())
-		ids = append(ids, last.Suspensions[0].SuspendID)
-	}
+	_, ids := parkAll(t, charter, path, "waiter", "run CI", n)
 	return ids
 }
 
