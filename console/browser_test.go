@@ -144,11 +144,9 @@ func TestBrowserApprove(t *testing.T) {
 	ctx, _ := browser(t, true)
 	s := newStack(t, console.Config{})
 	for i, id := range []string{"m-2041", "m-2042"} {
-		_, err := suspend(context.Background(), s.runner, id, 41+i)
-		require.NoError(t, err)
+		s.park(t, id, 41+i)
 	}
-	id, err := suspend(context.Background(), s.runner, "m-2043", 43)
-	require.NoError(t, err)
+	id := s.park(t, "m-2043", 43)
 	require.NoError(t, chromedp.Do(ctx, signInAs(s, "ada"), chromedp.WaitVisible(css(`tr[data-suspension]`))))
 	screenshot(t, ctx, "console-inbox.png")
 
@@ -172,8 +170,7 @@ func TestBrowserApprove(t *testing.T) {
 func TestBrowserViolation(t *testing.T) {
 	ctx, _ := browser(t, true)
 	s := newStack(t, console.Config{})
-	id, err := suspend(context.Background(), s.runner, "m1", 5)
-	require.NoError(t, err)
+	id := s.park(t, "m1", 5)
 	require.NoError(t, chromedp.Do(ctx,
 		signInAs(s, "ada"),
 		chromedp.Navigate(s.srv.URL+"/ui/suspensions/"+id),
@@ -192,8 +189,7 @@ func TestBrowserRace(t *testing.T) {
 	first, root := browser(t, true)
 	second := otherBrowser(t, root)
 	s := newStack(t, console.Config{})
-	id, err := suspend(context.Background(), s.runner, "m1", 9)
-	require.NoError(t, err)
+	id := s.park(t, "m1", 9)
 	page := s.srv.URL + "/ui/suspensions/" + id
 	require.NoError(t, chromedp.Do(first, signInAs(s, "ada"), chromedp.Navigate(page), chromedp.WaitVisible(css(`button.approve`))))
 	require.NoError(t, chromedp.Do(second, signInAs(s, "grace"), chromedp.Navigate(page), chromedp.WaitVisible(css(`button.reject`))))
@@ -208,8 +204,7 @@ func TestBrowserRace(t *testing.T) {
 func TestBrowserNoJavaScript(t *testing.T) {
 	ctx, _ := browser(t, false)
 	s := newStack(t, console.Config{})
-	_, err := suspend(context.Background(), s.runner, "m1", 3)
-	require.NoError(t, err)
+	s.park(t, "m1", 3)
 	require.NoError(t, chromedp.Do(ctx,
 		signInAs(s, "ada"),
 		chromedp.Click(css(`tr[data-suspension] a.decide`)),

@@ -30,8 +30,7 @@ func TestSignInRequired(t *testing.T) {
 
 func TestCSRFRequired(t *testing.T) {
 	s := newStack(t, console.Config{})
-	id, err := suspend(context.Background(), s.runner, "m1", 42)
-	require.NoError(t, err)
+	id := s.park(t, "m1", 42)
 	c := newClient(t, s)
 	c.signIn("ada")
 	res, err := c.http.PostForm(s.srv.URL+"/ui/suspensions/"+id+"/resume", url.Values{"_decision": {"true"}, "csrf": {"forged"}})
@@ -65,8 +64,7 @@ func TestIdentityHeader(t *testing.T) {
 func TestDecideRecordsWho(t *testing.T) {
 	ctx := context.Background()
 	s := newStack(t, console.Config{})
-	id, err := suspend(ctx, s.runner, "m1", 42)
-	require.NoError(t, err)
+	id := s.park(t, "m1", 42)
 	c := newClient(t, s)
 	c.signIn("ada")
 	_, inbox := c.get("/ui/")
@@ -100,8 +98,7 @@ func TestDecideRecordsWho(t *testing.T) {
 func TestSchemaViolationLeavesPending(t *testing.T) {
 	ctx := context.Background()
 	s := newStack(t, console.Config{})
-	id, err := suspend(ctx, s.runner, "m1", 7)
-	require.NoError(t, err)
+	id := s.park(t, "m1", 7)
 	c := newClient(t, s)
 	c.signIn("ada")
 	page := "/ui/suspensions/" + id
@@ -115,12 +112,9 @@ func TestSchemaViolationLeavesPending(t *testing.T) {
 }
 
 func TestInboxFilters(t *testing.T) {
-	ctx := context.Background()
 	s := newStack(t, console.Config{})
-	_, err := suspend(ctx, s.runner, "m1", 1)
-	require.NoError(t, err)
-	_, err = suspend(ctx, s.runner, "m2", 2)
-	require.NoError(t, err)
+	s.park(t, "m1", 1)
+	s.park(t, "m2", 2)
 	c := newClient(t, s)
 	c.signIn("ada")
 	_, body := c.get("/ui/?q=order+2")

@@ -150,6 +150,15 @@ func suspend(ctx context.Context, r *durable.Runner, id string, order int) (stri
 	return "", fmt.Errorf("machine %s did not suspend", id)
 }
 
+// park suspends a new machine id on s's runner for a refund of order and
+// returns the suspend ID, failing t on error.
+func (s *stack) park(t testing.TB, id string, order int) string {
+	t.Helper()
+	sid, err := suspend(context.Background(), s.runner, id, order)
+	require.NoError(t, err)
+	return sid
+}
+
 // TestMain lets the test binary be the other process of the cross-process
 // test: with MARKOV_CONSOLE_CHILD set it suspends one machine in the
 // SQLite file MARKOV_DB and exits.
