@@ -12,6 +12,7 @@ import (
 
 	"github.com/markov-agents/markov/cmd/markov/cli"
 	"github.com/markov-agents/markov/examples/approval/refund"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/steptext"
 	"github.com/markov-agents/markov/store"
@@ -66,19 +67,40 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	}
 	defer db.Close()
 
+	id, calls, err := demoSuspend(ctx, c, db, path)
+	if err != nil {
+		return err
+	}
+	if err := demoResume(ctx, w, path, calls); err != nil {
+		return err
+	}
+	if err := demoReadBack(ctx, w, db, id); err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintf(w, "\nexplore it: %[1]s inspect --db %[2]s %[3]s · %[1]s pending --db %[2]s\n", c.Name, shellQuote(path), id)
+	}
+	return nil
+}
+
+// demoSuspend is process 1's first part: it creates the machine, runs the
+// customer's request until the refund tool suspends and prints the pending
+// calls and the suspension index. It returns the machine's ID and calls.
+func demoSuspend(ctx context.Context, c *cli.CLI, db *cli.DB, path string) (string, []instance.SuspendedCall, error) {
+	w := c.Out()
 	fmt.Fprintf(w, "\n── process 1 (pid %d): start a machine and run the customer's request\n", os.Getpid())
 	id, err := db.Runner.Create(ctx, "", refund.NodeName, nil)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	fmt.Fprintf(w, "created machine %s (node %s)\n", id, refund.NodeName)
 	fmt.Fprintf(w, "customer: %s\n", refund.CustomerRequest)
 	last, err := steptext.WriteAll(w, db.Runner.Run(ctx, id, machine.UserText(refund.CustomerRequest)))
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if !last.NeedsResume() {
-		return fmt.Errorf("the model ended its turn without requesting a refund, so there is nothing to resume (%s)", c.Model)
+		return "", nil, fmt.Errorf("the model ended its turn without requesting a refund, so there is nothing to resume (%s)", c.Model)
 	}
 	for _, call := range last.Suspensions {
 		fmt.Fprintln(w)
@@ -86,15 +108,20 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	}
 	_, rev, err := db.Runner.Load(ctx, id)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	fmt.Fprintf(w, "\nprocess 1 stops here: machine %s waits in %s (revision %d); the suspension index holds\n", id, path, rev)
 	list, err := db.Runner.Pending(ctx, store.Filter{MachineID: id})
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	cli.PrintSuspensions(steptext.Indent(w, "  "), list, c.Charter.Now())
+	return id, last.Suspensions, nil
+}
 
+// demoResume has the manager decide on each call, each in a second
+// process that resumes it from the database at path.
+func demoResume(ctx context.Context, w io.Writer, path string, calls []instance.SuspendedCall) error {
 	decision, err := json.Marshal(managerDecision)
 	if err != nil {
 		return err
@@ -103,13 +130,18 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	if err != nil {
 		return fmt.Errorf("find this program to start the second process: %w", err)
 	}
-	for i, call := range last.Suspensions {
+	for i, call := range calls {
 		fmt.Fprintf(w, "\n── the manager decides on %s: %s\n", call.SuspendID, decision)
 		if err := resumeInChild(ctx, w, exe, i+2, path, call.SuspendID, string(decision)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
+// demoReadBack prints machine id as process 1 reads it back from the
+// store: the machine, the refund ledger and the final answer.
+func demoReadBack(ctx context.Context, w io.Writer, db *cli.DB, id string) error {
 	fmt.Fprintf(w, "\n── process 1 (pid %d): read the machine back from the store\n", os.Getpid())
 	m, rev, err := db.Runner.Load(ctx, id)
 	if err != nil {
@@ -121,9 +153,6 @@ func demo(ctx context.Context, c *cli.CLI, args []string) error {
 	}
 	if a := steptext.FinalAnswer(m.History()); a != "" {
 		fmt.Fprintf(w, "final answer: %s\n", a)
-	}
-	if keep {
-		fmt.Fprintf(w, "\nexplore it: %[1]s inspect --db %[2]s %[3]s · %[1]s pending --db %[2]s\n", c.Name, shellQuote(path), id)
 	}
 	return nil
 }
