@@ -256,16 +256,9 @@ func TestConcurrentResumeExactlyOnce(t *testing.T) {
 			m, _, err := newRunner(t, s, agentModel(0)).Load(ctx, "race")
 			require.NoError(t, err)
 			checkHistory(t, m.History())
-			count := 0
-			for _, msg := range m.History() {
-				for _, p := range msg.Parts {
-					if p.SuspendID == id {
-						count++
-						require.Equal(t, fmt.Sprintf("payload %d", winner), p.Text)
-					}
-				}
-			}
-			require.Equal(t, 1, count, "the resume result is in history exactly once")
+			parts := testkit.SuspendParts(m.History(), id)
+			require.Len(t, parts, 1, "the resume result is in history exactly once")
+			require.Equal(t, fmt.Sprintf("payload %d", winner), parts[0].Text)
 		})
 	}
 }

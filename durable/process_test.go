@@ -174,15 +174,7 @@ func TestTwoProcessesResumeOnce(t *testing.T) {
 	require.NoError(t, err)
 	_, finished := checkHistory(t, m.History())
 	require.True(t, finished)
-	count := 0
-	for _, msg := range m.History() {
-		for _, p := range msg.Parts {
-			if p.SuspendID == id {
-				count++
-			}
-		}
-	}
-	require.Equal(t, 1, count)
+	require.Len(t, testkit.SuspendParts(m.History(), id), 1)
 }
 
 func TestCrashRecovery(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
@@ -427,15 +428,7 @@ func TestConcurrentResume(t *testing.T) {
 	require.Equal(t, 2, e.model.Calls())
 	m, _, err := e.runner.Load(context.Background(), mid)
 	require.NoError(t, err)
-	results := 0
-	for _, msg := range m.History() {
-		for _, p := range msg.Parts {
-			if p.SuspendID == sid {
-				results++
-			}
-		}
-	}
-	require.Equal(t, 1, results)
+	require.Len(t, testkit.SuspendParts(m.History(), sid), 1)
 	require.Empty(t, m.Pending())
 }
 

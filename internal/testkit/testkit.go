@@ -64,6 +64,20 @@ func History(n int) []message.Message {
 	return h
 }
 
+// SuspendParts returns the parts of history that name the suspension
+// suspendID: the results and records that resolved it.
+func SuspendParts(history []message.Message, suspendID string) []message.Part {
+	var out []message.Part
+	for _, m := range history {
+		for _, p := range m.Parts {
+			if p.SuspendID == suspendID {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // Child is the setup of a test binary run as a child process: open a store,
 // build a charter, and make a runner over both. The generic parameters keep
 // this package free of the packages above it.

@@ -86,3 +86,18 @@ func TestChildReportsAFailedOpen(t *testing.T) {
 		t.Fatalf("Run = %d, want 2", got)
 	}
 }
+
+func TestSuspendPartsFindsTheResolvingParts(t *testing.T) {
+	h := testkit.History(2)
+	h = append(h, message.Message{Role: message.Tool, Parts: []message.Part{
+		{Kind: message.KindToolResult, SuspendID: "s1", Text: "yes"},
+		{Kind: message.KindToolResult, SuspendID: "s2", Text: "no"},
+	}})
+	got := testkit.SuspendParts(h, "s1")
+	if len(got) != 1 || got[0].Text != "yes" {
+		t.Fatalf("SuspendParts(s1) = %v, want the one part answering yes", got)
+	}
+	if got := testkit.SuspendParts(h, "none"); len(got) != 0 {
+		t.Fatalf("SuspendParts(none) = %v, want none", got)
+	}
+}
