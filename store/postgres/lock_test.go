@@ -9,9 +9,7 @@ import (
 
 func TestLockMachine(t *testing.T) {
 	ctx := context.Background()
-	url := connString(t)
-	schema := tempSchema(t, url)
-	a := openIn(t, url, schema)
+	a, url, schema := openTemp(t)
 	defer a.Close()
 	b := openIn(t, url, schema)
 	defer b.Close()

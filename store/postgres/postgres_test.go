@@ -58,12 +58,17 @@ func tempSchema(tb testing.TB, url string) string {
 
 func open(tb testing.TB) store.Store {
 	tb.Helper()
-	url := connString(tb)
-	s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: tempSchema(tb, url)})
-	if err != nil {
-		tb.Fatalf("Open: %v", err)
-	}
+	s, _, _ := openTemp(tb)
 	return s
+}
+
+// openTemp opens a store in a schema of its own (see tempSchema) and
+// returns it with the connection string and the schema's name.
+func openTemp(tb testing.TB) (s *postgres.Store, url, schema string) {
+	tb.Helper()
+	url = connString(tb)
+	schema = tempSchema(tb, url)
+	return openIn(tb, url, schema), url, schema
 }
 
 // openIn opens a store on url in schema, failing tb on error.
@@ -159,9 +164,7 @@ func TestOpenErrors(t *testing.T) {
 // a free-form status that had left pending reads "resolved".
 func TestMigrateLegacyStatuses(t *testing.T) {
 	ctx := context.Background()
-	url := connString(t)
-	schema := tempSchema(t, url)
-	s := openIn(t, url, schema)
+	s, url, schema := openTemp(t)
 	s.Close()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -224,9 +227,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 // clock.
 func TestReplayRecordsCleaned(t *testing.T) {
 	ctx := context.Background()
-	url := connString(t)
-	schema := tempSchema(t, url)
-	s := openIn(t, url, schema)
+	s, url, schema := openTemp(t)
 	defer s.Close()
 	for i, at := range []time.Time{time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(time.Hour)} {
 		if fresh, err := s.Remember(ctx, fmt.Sprintf("k%d", i), at); err != nil || !fresh {
@@ -247,9 +248,7 @@ func TestReplayRecordsCleaned(t *testing.T) {
 
 func TestPing(t *testing.T) {
 	ctx := context.Background()
-	url := connString(t)
-	schema := tempSchema(t, url)
-	s := openIn(t, url, schema)
+	s, url, schema := openTemp(t)
 	defer s.Close()
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
