@@ -194,6 +194,14 @@ type client struct {
 	http *http.Client
 }
 
+// signedIn is a new client of s signed in as name.
+func signedIn(t testing.TB, s *stack, name string) *client {
+	t.Helper()
+	c := newClient(t, s)
+	c.signIn(name)
+	return c
+}
+
 func newClient(t testing.TB, s *stack) *client {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
