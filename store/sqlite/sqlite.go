@@ -687,8 +687,8 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 
 // Ping implements [store.Pinger]: it reads the schema version.
 func (s *Store) Ping(ctx context.Context) error {
-	v, err := schemaVersion(ctx, s.db)
-	if err != nil {
+	var v int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return fmt.Errorf("sqlite: ping: %w", err)
 	}
 	if v != SchemaVersion {

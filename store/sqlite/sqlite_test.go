@@ -390,8 +390,8 @@ func TestPing(t *testing.T) {
 	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion+1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ping(ctx); err == nil || !strings.HasPrefix(err.Error(), "sqlite: ping: ") {
-		t.Fatalf("Ping after another process migrated = %v, want an error", err)
+	if err := s.Ping(ctx); !errors.Is(err, store.ErrSchemaVersion) || !strings.HasPrefix(err.Error(), "sqlite: ping: ") {
+		t.Fatalf("Ping after another process migrated = %v, want ErrSchemaVersion", err)
 	}
 	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion)); err != nil {
 		t.Fatal(err)
