@@ -33,12 +33,17 @@ func examplePart(p message.Part) string {
 	return p.Kind.String()
 }
 
-func ExampleMachine_Run() {
-	type weatherIn struct {
-		City string `json:"city" jsonschema:"the city to look up"`
-	}
+// cityIn is the weather tool's input.
+type cityIn struct {
+	City string `json:"city" jsonschema:"the city to look up"`
+}
+
+// weatherMachine is the examples' machine: an assistant with a weather
+// tool that always finds the sun, and a scripted model that looks up Paris
+// and then answers.
+func weatherMachine() *machine.Machine {
 	weather := node.NewTool("weather", "Current weather in a city.",
-		func(ctx *node.ToolContext[struct{}], in weatherIn) (string, error) {
+		func(ctx *node.ToolContext[struct{}], in cityIn) (string, error) {
 			return "sunny, 21°C in " + in.City, nil
 		})
 	assistant, err := node.New("assistant", node.Config[struct{}]{
@@ -48,32 +53,45 @@ func ExampleMachine_Run() {
 	if err != nil {
 		panic(err)
 	}
+	// The scripted model streams its replies in chunks of 8 runes.
 	model := scripted.New(
-		scripted.Tool("weather", weatherIn{City: "Paris"}),
+		scripted.Tool("weather", cityIn{City: "Paris"}),
 		scripted.Text("It is sunny in Paris, 21°C."),
 	)
-	charter, err := machine.NewCharter(machine.CharterConfig{
-		Model: model,
-		Nodes: []*node.Node{assistant},
-		NewID: exampleIDs(),
-	})
+	return exampleMachine(model, assistant)
+}
+
+// exampleMachine is a new machine of a charter of model and nodes, with
+// the examples' IDs, at nodes[0].
+func exampleMachine(model *scripted.Model, nodes ...*node.Node) *machine.Machine {
+	charter, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: nodes, NewID: exampleIDs()})
 	if err != nil {
 		panic(err)
 	}
-	m, err := charter.NewMachine("assistant", nil)
+	m, err := charter.NewMachine(nodes[0].Name(), nil)
 	if err != nil {
 		panic(err)
 	}
+	return m
+}
+
+// printStep prints a step's reason and each part of its messages.
+func printStep(step machine.Step) {
+	fmt.Printf("step %s (done: %v)\n", step.Reason, step.Done)
+	for _, msg := range step.Messages {
+		for _, p := range msg.Parts {
+			fmt.Printf("  %s: %s\n", msg.Role, examplePart(p))
+		}
+	}
+}
+
+func ExampleMachine_Run() {
+	m := weatherMachine()
 	for step, err := range m.Run(context.Background(), machine.UserText("Weather in Paris?")) {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("step %s (done: %v)\n", step.Reason, step.Done)
-		for _, msg := range step.Messages {
-			for _, p := range msg.Parts {
-				fmt.Printf("  %s: %s\n", msg.Role, examplePart(p))
-			}
-		}
+		printStep(step)
 	}
 	// Output:
 	// step tool_use (done: false)
@@ -98,21 +116,10 @@ func ExampleMachine_Run_suspend() {
 	if err != nil {
 		panic(err)
 	}
-	charter, err := machine.NewCharter(machine.CharterConfig{
-		Model: scripted.New(
-			scripted.Tool("request_refund", refundIn{OrderID: "A-42"}),
-			scripted.Text("Your refund for A-42 was approved."),
-		),
-		Nodes: []*node.Node{support},
-		NewID: exampleIDs(),
-	})
-	if err != nil {
-		panic(err)
-	}
-	m, err := charter.NewMachine("support", nil)
-	if err != nil {
-		panic(err)
-	}
+	m := exampleMachine(scripted.New(
+		scripted.Tool("request_refund", refundIn{OrderID: "A-42"}),
+		scripted.Text("Your refund for A-42 was approved."),
+	), support)
 	ctx := context.Background()
 
 	// The run stops at the suspension. A real program would now persist the
@@ -136,12 +143,7 @@ func ExampleMachine_Run_suspend() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("step %s (done: %v)\n", step.Reason, step.Done)
-		for _, msg := range step.Messages {
-			for _, p := range msg.Parts {
-				fmt.Printf("  %s: %s\n", msg.Role, examplePart(p))
-			}
-		}
+		printStep(step)
 	}
 	fmt.Println("pending after resume:", len(m.Pending()))
 	// Output:
@@ -193,33 +195,7 @@ func ExampleCharter_Graph() {
 }
 
 func ExampleMachine_Events() {
-	type weatherIn struct {
-		City string `json:"city" jsonschema:"the city to look up"`
-	}
-	weather := node.NewTool("weather", "Current weather in a city.",
-		func(ctx *node.ToolContext[struct{}], in weatherIn) (string, error) {
-			return "sunny, 21°C in " + in.City, nil
-		})
-	assistant, err := node.New("assistant", node.Config[struct{}]{
-		Instructions: "Answer questions about the weather.",
-		Tools:        []node.Tool[struct{}]{weather},
-	})
-	if err != nil {
-		panic(err)
-	}
-	// The scripted model streams its replies in chunks of 8 runes.
-	model := scripted.New(
-		scripted.Tool("weather", weatherIn{City: "Paris"}),
-		scripted.Text("It is sunny in Paris, 21°C."),
-	)
-	charter, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{assistant}, NewID: exampleIDs()})
-	if err != nil {
-		panic(err)
-	}
-	m, err := charter.NewMachine("assistant", nil)
-	if err != nil {
-		panic(err)
-	}
+	m := weatherMachine()
 	for e, err := range m.Events(context.Background(), machine.UserText("Weather in Paris?")) {
 		if err != nil {
 			panic(err)
