@@ -23,6 +23,29 @@ func validTicket(t ticket) error {
 	return fmt.Errorf("unknown priority %q", t.Priority)
 }
 
+// deskMachine is a new machine at a "desk" node holding a normal-priority
+// ticket, checked by validate (if not nil) and offering commands. Its
+// model's script is empty: a model call would fail the run.
+func deskMachine(validate func(ticket) error, commands ...command.Command[ticket]) *machine.Machine {
+	desk, err := node.New("desk", node.Config[ticket]{
+		Initial:  ticket{Priority: "normal"},
+		Validate: validate,
+		Commands: commands,
+	})
+	if err != nil {
+		panic(err)
+	}
+	charter, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(), Nodes: []*node.Node{desk}})
+	if err != nil {
+		panic(err)
+	}
+	m, err := charter.NewMachine("desk", nil)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
 func ExampleNew() {
 	type priorityIn struct {
 		Priority string `json:"priority" jsonschema:"low, normal or urgent"`
@@ -37,23 +60,7 @@ func ExampleNew() {
 			}
 			return old + " -> " + in.Priority, nil
 		})
-	desk, err := node.New("desk", node.Config[ticket]{
-		Initial:  ticket{Priority: "normal"},
-		Validate: validTicket,
-		Commands: []command.Command[ticket]{setPriority},
-	})
-	if err != nil {
-		panic(err)
-	}
-	// The script is empty: a model call would fail the run.
-	charter, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(), Nodes: []*node.Node{desk}})
-	if err != nil {
-		panic(err)
-	}
-	m, err := charter.NewMachine("desk", nil)
-	if err != nil {
-		panic(err)
-	}
+	m := deskMachine(validTicket, setPriority)
 	ctx := context.Background()
 	for step, err := range m.Run(ctx, command.Invoke("set_priority", map[string]string{"priority": "urgent"})) {
 		if err != nil {
@@ -86,21 +93,7 @@ func ExampleContext_Suspend() {
 		func(ctx *command.Context[ticket], in closeIn) (string, error) {
 			return "", ctx.Suspend("waiting for QA sign-off: "+in.Note, instance.WithID("qa-sign-off-1"))
 		})
-	desk, err := node.New("desk", node.Config[ticket]{
-		Initial:  ticket{Priority: "normal"},
-		Commands: []command.Command[ticket]{closeTicket},
-	})
-	if err != nil {
-		panic(err)
-	}
-	charter, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(), Nodes: []*node.Node{desk}})
-	if err != nil {
-		panic(err)
-	}
-	m, err := charter.NewMachine("desk", nil)
-	if err != nil {
-		panic(err)
-	}
+	m := deskMachine(nil, closeTicket)
 	ctx := context.Background()
 	for step, err := range m.Run(ctx, command.Invoke("close", closeIn{Note: "fixed in 1.4.2"})) {
 		if err != nil {
