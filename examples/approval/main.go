@@ -48,11 +48,7 @@ func main() {
 // run plays the whole flow on model: the request, the suspension, the
 // manager's decision and the final answer.
 func run(ctx context.Context, w io.Writer, model llm.Model) error {
-	charter, err := refund.NewCharter(model)
-	if err != nil {
-		return err
-	}
-	m, err := charter.NewMachine(refund.NodeName, nil)
+	m, err := refund.NewMachine(model)
 	if err != nil {
 		return err
 	}

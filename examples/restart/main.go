@@ -59,11 +59,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 
 // start runs a new machine until it suspends and saves it to path.
 func start(ctx context.Context, path string, w io.Writer) error {
-	c, err := refund.NewCharter(refund.ScriptedModel())
-	if err != nil {
-		return err
-	}
-	m, err := c.NewMachine(refund.NodeName, nil)
+	m, err := refund.NewMachine(refund.ScriptedModel())
 	if err != nil {
 		return err
 	}

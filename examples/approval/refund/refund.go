@@ -66,6 +66,16 @@ const (
 // CustomerRequest is what the customer writes in the demo.
 const CustomerRequest = "Hi, the blender from order A-1042 arrived broken. Can I get my $89.90 back?"
 
+// NewMachine is a new machine of NewCharter(model) at NodeName with an
+// empty Ledger.
+func NewMachine(model llm.Model) (*machine.Machine, error) {
+	charter, err := NewCharter(model)
+	if err != nil {
+		return nil, err
+	}
+	return charter.NewMachine(NodeName, nil)
+}
+
 // NewCharter returns the refund charter, answered by model: one support
 // node whose request_refund tool suspends until a manager's Approval
 // resumes it (any other payload but an error is refused). A refund

@@ -57,9 +57,7 @@ func TestModelFromEnvIgnoresEmptyKeys(t *testing.T) {
 // The scripted model is deterministic: two runs give the same transcript.
 func TestScriptedModelIsDeterministic(t *testing.T) {
 	transcript := func() []string {
-		charter, err := refund.NewCharter(refund.ScriptedModel())
-		require.NoError(t, err)
-		m, err := charter.NewMachine(refund.NodeName, nil)
+		m, err := refund.NewMachine(refund.ScriptedModel())
 		require.NoError(t, err)
 		var id string
 		for step, err := range m.Run(context.Background(), machine.UserText(refund.CustomerRequest)) {

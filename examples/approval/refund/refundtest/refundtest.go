@@ -53,9 +53,7 @@ func Run(t *testing.T, newModel func() llm.Model, c Case, want Expect) *machine.
 	ctx := context.Background()
 
 	// Process 1: run the customer's request until the tool suspends.
-	charter, err := refund.NewCharter(newModel())
-	require.NoError(t, err)
-	m, err := charter.NewMachine(refund.NodeName, nil)
+	m, err := refund.NewMachine(newModel())
 	require.NoError(t, err)
 	var last machine.Step
 	for step, err := range m.Run(ctx, machine.UserText(refund.CustomerRequest)) {
