@@ -72,11 +72,16 @@ func oneRound(b testing.TB, m *machine.Machine) {
 // roundMachine returns a machine whose leaf calls a tool every round, with
 // size messages of history and its transcript built.
 func roundMachine(t testing.TB, size int) *machine.Machine {
-	n := must(node.New("chat", node.Config[state]{Instructions: "Answer briefly.", Initial: state{Topic: "bench"}, Tools: []node.Tool[state]{echo()}}))
-	c := must(machine.NewCharter(machine.CharterConfig{Model: toolReply("echo"), Nodes: []*node.Node{n}, MaxSteps: 1 << 30}))
-	m := must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, history(size)))
+	m := must(machine.Restore(roundCharter(), &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, history(size)))
 	oneRound(t, m)
 	return m
+}
+
+// roundCharter returns a charter whose node "chat" calls the tool echo
+// every round.
+func roundCharter() *machine.Charter {
+	n := must(node.New("chat", node.Config[state]{Instructions: "Answer briefly.", Initial: state{Topic: "bench"}, Tools: []node.Tool[state]{echo()}}))
+	return must(machine.NewCharter(machine.CharterConfig{Model: toolReply("echo"), Nodes: []*node.Node{n}, MaxSteps: 1 << 30}))
 }
 
 func BenchmarkRunRound(b *testing.B) {
@@ -85,6 +90,50 @@ func BenchmarkRunRound(b *testing.B) {
 			loop(b, 1000, func() *machine.Machine { return roundMachine(b, size) }, func(m *machine.Machine) { oneRound(b, m) })
 		})
 	}
+}
+
+// BenchmarkRestoreRound is the first round after taking in a decoded
+// history: Restore a machine from it, then one agent+tool round. The
+// history has room to grow, as a decoded one has (serialize leaves it),
+// so the round's messages are appended without a copy; every iteration
+// restores from the same messages (what one appended beyond them, the
+// next overwrites).
+func BenchmarkRestoreRound(b *testing.B) {
+	for _, size := range []int{100, 1000, 10_000} {
+		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
+			c := roundCharter()
+			h := roomy(history(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				oneRound(b, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
+			}
+		})
+	}
+}
+
+// TestRestoreRoundAllocs keeps the first round after a restore flat in
+// history length: the leaf's transcript shares the history and the
+// round's messages go into its spare room, so 10,000 messages cost the
+// allocations of 100.
+func TestRestoreRoundAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates too: counts are not the library's")
+	}
+	c := roundCharter()
+	allocs := func(size int) float64 {
+		h := roomy(history(size))
+		return testing.AllocsPerRun(50, func() {
+			oneRound(t, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
+		})
+	}
+	if short, long := allocs(100), allocs(10_000); long > short {
+		t.Errorf("restore + round allocates %v times at 10,000 messages, %v at 100", long, short)
+	}
+}
+
+// roomy returns a copy of h with room to grow, like a decoded history.
+func roomy(h []message.Message) []message.Message {
+	return append(make([]message.Message, 0, len(h)+len(h)/4+16), h...)
 }
 
 // TestRoundAllocs keeps the library's cost per round down: one agent and

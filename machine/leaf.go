@@ -13,10 +13,16 @@ import (
 )
 
 // leafCache keeps what a leaf reuses round after round: its transcript,
-// extended incrementally.
+// extended incrementally. While every message of history so far is
+// visible to the leaf (shared), the transcript is history itself, capped,
+// and costs nothing to build or extend: history only grows, so the
+// messages below its length never change. At the first message the leaf
+// must not see, the transcript becomes a copy of its own.
 type leafCache struct {
-	transcript []message.Message
-	next       int // history index the transcript has seen up to
+	own  []message.Message // the transcript, once not shared
+	next int               // history index the transcript has seen up to
+	// diverged is set once the transcript is own.
+	diverged bool
 }
 
 // cache returns the leaf cache of instance id.
@@ -32,12 +38,32 @@ func (m *Machine) cache(id string) *leafCache {
 // transcript brings the leaf's transcript up to date with history and
 // returns it, capped so no one can append into it.
 func (m *Machine) transcript(id string, c *leafCache) []message.Message {
-	for ; c.next < len(m.history); c.next++ {
-		if h := &m.history[c.next]; h.VisibleTo(id) {
-			c.transcript = append(c.transcript, *h)
+	if !c.diverged {
+		for ; c.next < len(m.history); c.next++ {
+			if !m.history[c.next].VisibleTo(id) {
+				c.diverged = true
+				c.own = ownTranscript(m.history[:c.next], len(m.history))
+				break
+			}
+		}
+		if !c.diverged {
+			return m.history[:c.next:c.next]
 		}
 	}
-	return c.transcript[:len(c.transcript):len(c.transcript)]
+	for ; c.next < len(m.history); c.next++ {
+		if h := &m.history[c.next]; h.VisibleTo(id) {
+			c.own = append(c.own, *h)
+		}
+	}
+	return c.own[:len(c.own):len(c.own)]
+}
+
+// ownTranscript copies the shared prefix of a transcript into an array of
+// its own, sized for the n messages history holds and room to grow.
+func ownTranscript(prefix []message.Message, n int) []message.Message {
+	out := make([]message.Message, len(prefix), n+n/4+8)
+	copy(out, prefix)
+	return out
 }
 
 // primaryLeaf returns the non-worker leaf of root, suspended or not, or

@@ -88,6 +88,15 @@ func (s *slabs) newParts(n int) []message.Part {
 	return p
 }
 
+// newMessages returns n zero messages with room to grow: a history
+// decoded here takes the next rounds' messages without a copy.
+func (s *slabs) newMessages(n int) []message.Message {
+	return make([]message.Message, n, roomFor(n))
+}
+
+// roomFor is the capacity given to a decoded history of n messages.
+func roomFor(n int) int { return n + n/4 + 16 }
+
 // newBytes returns n bytes.
 func (s *slabs) newBytes(n int) []byte {
 	if n > len(s.bins) {

@@ -177,8 +177,8 @@ func Assemble(c *machine.Charter, tree []byte, history [][]byte) (*machine.Machi
 	}
 	var h []message.Message
 	if len(history) > 0 {
-		h = make([]message.Message, len(history))
 		s := &slabs{}
+		h = s.newMessages(len(history))
 		for i, data := range history {
 			if h[i], err = unmarshalMessage(data, s); err != nil {
 				return nil, fmt.Errorf("history message %d: %w", i, err)

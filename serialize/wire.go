@@ -179,6 +179,7 @@ type wireChild struct {
 // wireMessage is message.Message.
 //
 //wire:model message.Message
+//wire:alloc newMessages
 type wireMessage struct {
 	Role   string     `msgpack:"r,intern" json:"r"`
 	Parts  []wirePart `msgpack:"p,omitempty" json:"p,omitempty"`

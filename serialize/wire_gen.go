@@ -866,7 +866,7 @@ func (d *decoder) readMessageList(p *[]message.Message) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	s := make([]message.Message, n)
+	s := d.newMessages(n)
 	for i := range s {
 		if err = d.readMessage(&s[i]); err != nil {
 			return err

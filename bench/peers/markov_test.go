@@ -104,6 +104,14 @@ func ok[T any](v T, err error) func(tb testing.TB) T {
 // history serves every iteration without a copy.
 func capped(h []message.Message) []message.Message { return h[:len(h):len(h)] }
 
+// roomy returns a copy of h with room to grow, as a history decoded by
+// serialize has: a machine restored from it appends its rounds' messages
+// in place. Every iteration restores from the same messages (what one
+// appended beyond them, the next overwrites).
+func roomy(h []message.Message) []message.Message {
+	return append(make([]message.Message, 0, len(h)+len(h)/4+16), h...)
+}
+
 func deskTree(idle bool) *instance.Instance {
 	return &instance.Instance{ID: "desk", Node: "desk", State: deskState{}, Idle: idle}
 }
@@ -146,9 +154,9 @@ func markovRound(tb testing.TB, n int) run {
 
 func markovRestoreRound(tb testing.TB, n int) run {
 	c, calls := markovCharter(tb, newMarkovModel(false), false)
-	h := markovHistory(n)
+	h := roomy(markovHistory(n))
 	return run{do: func() (string, error) {
-		m, err := machine.Restore(c, deskTree(false), capped(h))
+		m, err := machine.Restore(c, deskTree(false), h)
 		if err != nil {
 			return "", err
 		}
@@ -176,10 +184,10 @@ func markovCycle(tb testing.TB, n int) run {
 	})
 	desk := ok(node.New("desk", node.Config[deskState]{Instructions: "Answer questions about orders.", Tools: []node.Tool[deskState]{ask}}))(tb)
 	c := ok(machine.NewCharter(machine.CharterConfig{Model: newMarkovModel(true), Nodes: []*node.Node{desk}}))(tb)
-	h := markovHistory(n)
+	h := roomy(markovHistory(n))
 	ctx := context.Background()
 	return run{do: func() (string, error) {
-		m, err := machine.Restore(c, deskTree(true), capped(h))
+		m, err := machine.Restore(c, deskTree(true), h)
 		if err != nil {
 			return "", err
 		}
