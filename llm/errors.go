@@ -21,3 +21,7 @@ var ErrIncompleteStream = errors.New("llm: stream ended before the reply was com
 // ErrInvalidChunk reports a chunk that cannot follow the chunks before it
 // in a streamed reply (see [Accumulator.Add]).
 var ErrInvalidChunk = errors.New("llm: invalid chunk")
+
+// ErrInvalidConfig reports a provider adapter's Config that cannot work: a
+// negative MaxRetries or default MaxTokens.
+var ErrInvalidConfig = errors.New("llm: invalid model config")

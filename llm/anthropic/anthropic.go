@@ -67,6 +67,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/internal/sdkopt"
 	"github.com/markov-agents/markov/message"
 )
 
@@ -121,31 +122,27 @@ type Model struct {
 
 var _ llm.Model = (*Model)(nil)
 
+// setters are the SDK's constructors of the options sdkopt builds.
+var setters = sdkopt.Setters[option.RequestOption]{
+	APIKey:     option.WithAPIKey,
+	BaseURL:    option.WithBaseURL,
+	HTTPClient: func(c *http.Client) option.RequestOption { return option.WithHTTPClient(c) },
+	MaxRetries: option.WithMaxRetries,
+}
+
 // New returns a Model configured by cfg.
 func New(cfg Config) (*Model, error) {
-	if cfg.MaxRetries != nil && *cfg.MaxRetries < 0 {
-		return nil, fmt.Errorf("anthropic: MaxRetries must not be negative, got %d", *cfg.MaxRetries)
-	}
-	if cfg.DefaultSettings.MaxTokens < 0 {
-		return nil, fmt.Errorf("anthropic: DefaultSettings.MaxTokens must not be negative, got %d", cfg.DefaultSettings.MaxTokens)
-	}
-	var opts []option.RequestOption
+	var extra []option.RequestOption
 	if cfg.IgnoreEnvironment {
-		opts = append(opts, option.WithoutEnvironmentDefaults())
+		extra = append(extra, option.WithoutEnvironmentDefaults())
 	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	opts, err := sdkopt.Options(sdkopt.Conn{
+		Provider: "anthropic", APIKey: cfg.APIKey, BaseURL: cfg.BaseURL,
+		HTTPClient: cfg.HTTPClient, MaxRetries: cfg.MaxRetries, MaxTokens: cfg.DefaultSettings.MaxTokens,
+	}, setters, append(extra, cfg.RequestOptions...)...)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	if cfg.MaxRetries != nil {
-		opts = append(opts, option.WithMaxRetries(*cfg.MaxRetries))
-	}
-	opts = append(opts, cfg.RequestOptions...)
 	client := anthropic.NewClient(opts...)
 	return &Model{
 		client:   client,

@@ -193,9 +193,9 @@ func TestStreamingError(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := anthropic.New(anthropic.Config{MaxRetries: new(-1)})
-	require.Error(t, err)
+	require.ErrorIs(t, err, llm.ErrInvalidConfig)
 	_, err = anthropic.New(anthropic.Config{DefaultSettings: llm.Settings{MaxTokens: -1}})
-	require.Error(t, err)
+	require.ErrorIs(t, err, llm.ErrInvalidConfig)
 }
 
 func TestTranscriptMapping(t *testing.T) {

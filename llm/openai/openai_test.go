@@ -208,9 +208,9 @@ func TestNoModel(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := openai.New(openai.Config{MaxRetries: new(-1)})
-	require.Error(t, err)
+	require.ErrorIs(t, err, llm.ErrInvalidConfig)
 	_, err = openai.New(openai.Config{DefaultSettings: llm.Settings{MaxTokens: -1}})
-	require.Error(t, err)
+	require.ErrorIs(t, err, llm.ErrInvalidConfig)
 }
 
 func TestIgnoreEnvironment(t *testing.T) {
