@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/internal/fakeapi"
@@ -83,36 +81,26 @@ func approvalBlocks(raw json.RawMessage) ([]approvalBlock, error) {
 	return bs, nil
 }
 
-// newApprovalServer starts a fake Messages API for the approval flow. It
-// checks every request; the second must carry the tool result wantResult.
-func newApprovalServer(t *testing.T, wantResult string) *fakeapi.Server {
-	return messagesAPI.NewConversation(t, "/v1/messages",
-		`{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`,
-		fakeapi.Turn{Reply: approvalToolUseReply, Check: approvalCheck(func(req approvalRequest) error {
-			if len(req.Messages) != 1 || req.Messages[0].Role != "user" {
-				return errors.New("want the customer's message alone")
-			}
-			return nil
-		})},
-		fakeapi.Turn{Reply: approvalFinalReply, Check: approvalCheck(func(req approvalRequest) error {
-			return checkApprovalPairing(req, wantResult)
-		})},
-	)
-}
-
-// approvalCheck decodes a request body, which must offer request_refund
-// alone, for check.
-func approvalCheck(check func(approvalRequest) error) func([]byte) error {
-	return func(body []byte) error {
-		var req approvalRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return fmt.Errorf("body is not JSON: %w", err)
+// approvalFlow is the approval flow on a fake Messages API; the second
+// request must carry the tool result paired with the tool use.
+var approvalFlow = fakeapi.Flow[approvalRequest]{
+	API: messagesAPI, Path: "/v1/messages",
+	Rejection: `{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`,
+	Tool:      "request_refund", ToolReply: approvalToolUseReply, FinalReply: approvalFinalReply,
+	Tools: func(req approvalRequest) []string {
+		var names []string
+		for _, tool := range req.Tools {
+			names = append(names, tool.Name)
 		}
-		if len(req.Tools) != 1 || req.Tools[0].Name != "request_refund" {
-			return fmt.Errorf("want the one tool request_refund, got %+v", req.Tools)
+		return names
+	},
+	First: func(req approvalRequest) error {
+		if len(req.Messages) != 1 || req.Messages[0].Role != "user" {
+			return errors.New("want the customer's message alone")
 		}
-		return check(req)
-	}
+		return nil
+	},
+	Second: checkApprovalPairing,
 }
 
 // checkApprovalPairing checks the request after the resume: the customer's
@@ -181,15 +169,10 @@ func approvalResult(content json.RawMessage, id string) (string, error) {
 }
 
 func TestApprovalFlow(t *testing.T) {
-	for _, c := range refundtest.Cases {
-		t.Run(c.Name, func(t *testing.T) {
-			srv := newApprovalServer(t, c.WantResult)
-			refundtest.Run(t, func() llm.Model { return newModel(t, srv) }, c, refundtest.Expect{
-				ToolUseID: approvalToolUseID, HeldText: approvalHeldText, FinalText: approvalFinalText,
-			})
-			// The fake checked that the request after the resume carries
-			// the tool result paired with the tool use.
-			require.Len(t, srv.Requests(), 2)
-		})
-	}
+	refundtest.RunCases(t, refundtest.Expect{
+		ToolUseID: approvalToolUseID, HeldText: approvalHeldText, FinalText: approvalFinalText,
+	}, func(t *testing.T, want string) func() llm.Model {
+		srv := approvalFlow.Server(t, want)
+		return func() llm.Model { return newModel(t, srv) }
+	})
 }

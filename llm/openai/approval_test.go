@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/internal/fakeapi"
@@ -142,37 +140,26 @@ func checkApprovalPairing(req approvalRequest, want string) error {
 	return nil
 }
 
-// newApprovalServer starts a fake Chat Completions API for the approval
-// flow. It checks every request; the second must carry the tool result
-// wantResult.
-func newApprovalServer(t *testing.T, wantResult string) *fakeapi.Server {
-	return chatAPI.NewConversation(t, "/chat/completions",
-		`{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`,
-		fakeapi.Turn{Reply: approvalToolCallsReply, Check: approvalCheck(func(req approvalRequest) error {
-			if msgs := approvalConversation(req); len(msgs) != 1 || msgs[0].Role != "user" {
-				return errors.New("want the customer's message alone")
-			}
-			return nil
-		})},
-		fakeapi.Turn{Reply: approvalFinalReply, Check: approvalCheck(func(req approvalRequest) error {
-			return checkApprovalPairing(req, wantResult)
-		})},
-	)
-}
-
-// approvalCheck decodes a request body, which must offer request_refund
-// alone, for check.
-func approvalCheck(check func(approvalRequest) error) func([]byte) error {
-	return func(body []byte) error {
-		var req approvalRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return fmt.Errorf("body is not JSON: %w", err)
+// approvalFlow is the approval flow on a fake Chat Completions API; the
+// second request must carry the tool result paired with the tool call.
+var approvalFlow = fakeapi.Flow[approvalRequest]{
+	API: chatAPI, Path: "/chat/completions",
+	Rejection: `{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`,
+	Tool:      "request_refund", ToolReply: approvalToolCallsReply, FinalReply: approvalFinalReply,
+	Tools: func(req approvalRequest) []string {
+		var names []string
+		for _, tool := range req.Tools {
+			names = append(names, tool.Function.Name)
 		}
-		if len(req.Tools) != 1 || req.Tools[0].Function.Name != "request_refund" {
-			return fmt.Errorf("want the one tool request_refund, got %+v", req.Tools)
+		return names
+	},
+	First: func(req approvalRequest) error {
+		if msgs := approvalConversation(req); len(msgs) != 1 || msgs[0].Role != "user" {
+			return errors.New("want the customer's message alone")
 		}
-		return check(req)
-	}
+		return nil
+	},
+	Second: checkApprovalPairing,
 }
 
 // approvalModel is the adapter pointed at srv, hermetic.
@@ -181,15 +168,10 @@ func approvalModel(t *testing.T, srv *fakeapi.Server) *openai.Model {
 }
 
 func TestApprovalFlow(t *testing.T) {
-	for _, c := range refundtest.Cases {
-		t.Run(c.Name, func(t *testing.T) {
-			srv := newApprovalServer(t, c.WantResult)
-			refundtest.Run(t, func() llm.Model { return approvalModel(t, srv) }, c, refundtest.Expect{
-				ToolUseID: approvalCallID, HeldText: approvalHeldText, FinalText: approvalFinalText,
-			})
-			// The fake checked that the request after the resume carries
-			// the tool result paired with the tool use.
-			require.Len(t, srv.Requests(), 2)
-		})
-	}
+	refundtest.RunCases(t, refundtest.Expect{
+		ToolUseID: approvalCallID, HeldText: approvalHeldText, FinalText: approvalFinalText,
+	}, func(t *testing.T, want string) func() llm.Model {
+		srv := approvalFlow.Server(t, want)
+		return func() llm.Model { return approvalModel(t, srv) }
+	})
 }

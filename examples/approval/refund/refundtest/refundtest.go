@@ -45,10 +45,20 @@ type Expect struct {
 	FinalText string
 }
 
-// Run plays the flow for c with models from newModel (called once per
-// "process") and returns the resumed machine. Requests that reach the
-// model are the caller's to check.
-func Run(t *testing.T, newModel func() llm.Model, c Case, want Expect) *machine.Machine {
+// RunCases plays the flow for each of Cases in a subtest. setup is called
+// once per case with the tool result the model must receive and returns
+// the factory of the case's models (called once per "process"); requests
+// that reach the model are the caller's to check.
+func RunCases(t *testing.T, want Expect, setup func(t *testing.T, wantResult string) func() llm.Model) {
+	for _, c := range Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			run(t, setup(t, c.WantResult), c, want)
+		})
+	}
+}
+
+// run plays the flow for c with models from newModel.
+func run(t *testing.T, newModel func() llm.Model, c Case, want Expect) {
 	t.Helper()
 	ctx := context.Background()
 
@@ -98,5 +108,4 @@ func Run(t *testing.T, newModel func() llm.Model, c Case, want Expect) *machine.
 	require.Equal(t, want.FinalText, h[len(h)-1].Text())
 	require.Equal(t, c.WantLedger, m2.Root().State)
 	require.Empty(t, m2.Pending())
-	return m2
 }
