@@ -15,6 +15,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -155,7 +156,7 @@ func TestEventsParallelTools(t *testing.T) {
 }
 
 // approvalCharter is an assistant whose refund tool waits for approval.
-func approvalCharter(t *testing.T, model llm.Model, clk *clock, opts ...instance.SuspendOption) *machine.Charter {
+func approvalCharter(t *testing.T, model llm.Model, clk *testkit.Clock, opts ...instance.SuspendOption) *machine.Charter {
 	refund := node.NewTool("refund", "Refund an order.", func(ctx *node.ToolContext[struct{}], in struct {
 		Order int `json:"order"`
 	}) (string, error) {

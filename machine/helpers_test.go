@@ -44,21 +44,9 @@ func ids() func() string {
 	return func() string { return fmt.Sprintf("id%d", n.Add(1)) }
 }
 
-// clock is a settable test clock.
-type clock struct{ now atomic.Pointer[time.Time] }
-
-func newClock() *clock {
-	c := &clock{}
-	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	c.now.Store(&t)
-	return c
-}
-
-func (c *clock) Now() time.Time { return *c.now.Load() }
-
-func (c *clock) Advance(d time.Duration) {
-	t := c.Now().Add(d)
-	c.now.Store(&t)
+// newClock returns a settable test clock.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // charter builds a charter with deterministic IDs around model and nodes.

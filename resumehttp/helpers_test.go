@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,24 +48,6 @@ type verdict struct {
 
 type bumpIn struct {
 	By int `json:"by" jsonschema:"how much to add"`
-}
-
-// clock is a settable clock shared by the charter and the handler.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // deskModel asks a human about every user message ("soon: …" with a
@@ -146,7 +127,7 @@ type env struct {
 	runner  *durable.Runner
 	handler *resumehttp.Handler
 	model   *scripted.Model
-	clock   *clock
+	clock   *testkit.Clock
 	srv     *httptest.Server
 	logs    *syncBuffer
 }
@@ -162,7 +143,7 @@ func newEnv(t testing.TB, st store.Store) *env {
 // nil) and the extra commands on the desk node.
 func newEnvWith(t testing.TB, st store.Store, tune func(*resumehttp.Config), extra ...command.Command[counter]) *env {
 	t.Helper()
-	e := &env{model: deskModel(), clock: &clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}, logs: &syncBuffer{}}
+	e := &env{model: deskModel(), clock: testkit.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)), logs: &syncBuffer{}}
 	if m, ok := st.(*memstore.Store); ok {
 		m.Now = e.clock.Now // the replay guard's clock is the store's
 	}

@@ -456,7 +456,7 @@ func fakeServer(t *testing.T, r resumehttp.Runner, logs *syncBuffer) *env {
 	t.Helper()
 	h, err := resumehttp.New(resumehttp.Config{Runner: r, Secret: secret, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
-	e := &env{clock: &clock{t: time.Now()}, srv: httptest.NewServer(h), logs: logs}
+	e := &env{clock: testkit.NewClock(time.Now()), srv: httptest.NewServer(h), logs: logs}
 	t.Cleanup(e.srv.Close)
 	return e
 }

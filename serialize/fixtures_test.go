@@ -15,6 +15,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -250,36 +251,24 @@ type fixture struct {
 	model *scripted.Model
 	ids   *idGen
 	c     *machine.Charter
-
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (f *fixture) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
+	clk   *testkit.Clock
 }
 
 // setClock sets the charter's time to t0 + d.
-func (f *fixture) setClock(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = t0.Add(d)
-}
+func (f *fixture) setClock(d time.Duration) { f.clk.Set(t0.Add(d)) }
 
 func newFixture(t testing.TB, ids *idGen, replies ...scripted.Reply) *fixture {
 	t.Helper()
 	if ids == nil {
 		ids = &idGen{}
 	}
-	f := &fixture{model: scripted.New(replies...), ids: ids, now: t0}
+	f := &fixture{model: scripted.New(replies...), ids: ids, clk: testkit.NewClock(t0)}
 	c, err := machine.NewCharter(machine.CharterConfig{
 		Name:         "test",
 		Instructions: "You are a test agent.",
 		Model:        f.model,
 		Nodes:        buildNodes(),
-		Clock:        f.clock,
+		Clock:        f.clk.Now,
 		NewID:        ids.next,
 	})
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package testkit holds the helpers the project's tests share: draining a
-// run, a buffer safe for concurrent writers, a ready-made history, and the
-// setup of a test binary's child process. It is
+// run, a buffer safe for concurrent writers, a settable clock, a ready-made
+// history, and the setup of a test binary's child process. It is
 // imported only by _test.go files.
 package testkit
 
@@ -12,6 +12,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/markov-agents/markov/message"
 )
@@ -109,3 +111,23 @@ func (c Child[S, C, R]) Run(body func(R) int) int {
 	}
 	return body(r)
 }
+
+// Clock is a settable clock, safe for concurrent use; its Now method is
+// what charters, stores and servers take as their clock.
+type Clock struct{ now atomic.Pointer[time.Time] }
+
+// NewClock returns a clock reading t.
+func NewClock(t time.Time) *Clock {
+	c := &Clock{}
+	c.Set(t)
+	return c
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { return *c.now.Load() }
+
+// Set sets the clock to t.
+func (c *Clock) Set(t time.Time) { c.now.Store(&t) }
+
+// Advance moves the clock d forward.
+func (c *Clock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
