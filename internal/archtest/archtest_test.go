@@ -47,6 +47,9 @@ const (
 
 var adapter = rule{layer: adapterLayer, restricted: true, only: []string{"llm", "message"}}
 
+// sdkAdapter is an adapter on a provider SDK: it may also use sdkopt.
+var sdkAdapter = rule{layer: adapterLayer, restricted: true, only: []string{"llm", "message", "llm/internal/sdkopt"}}
+
 // layers is docs/ARCHITECTURE.md §2 as data. Keys are package paths relative to the
 // module; a key ending in "/..." matches every package below that path
 // (not the path itself). A package that matches no key fails the test:
@@ -75,7 +78,10 @@ var layers = map[string]rule{
 	"steptext":  {layer: 6},
 	"store":     {layer: 6, restricted: true, stdlib: true},
 	"store/...": {layer: 6, restricted: true, only: []string{"store"}},
-	"durable":   {layer: 7},
+	// pgtest gives tests a PostgreSQL schema of their own; only tests
+	// import it.
+	"store/postgres/pgtest": {layer: topLayer, restricted: true, only: []string{"store/postgres"}},
+	"durable":               {layer: 7},
 	// fleet runs durable machines on River across processes sharing one
 	// PostgreSQL: durable and store/postgres.
 	"durable/fleet": {layer: 8},
@@ -83,11 +89,13 @@ var layers = map[string]rule{
 	"resumehttp": {layer: 7, also: []string{"durable"}},
 	// console is the web page for approvers and operators (layer 8).
 	"console":       {layer: 8},
-	"llm/anthropic": adapter,
-	"llm/openai":    adapter,
-	"llm/scripted":  adapter,
-	"cmd/...":       {layer: topLayer, anything: true},
-	"examples/...":  {layer: topLayer, anything: true},
+	"llm/anthropic": sdkAdapter,
+	"llm/openai":    sdkAdapter,
+	// sdkopt builds the request options the SDK adapters share.
+	"llm/internal/sdkopt": {layer: adapterLayer, restricted: true, only: []string{"llm"}},
+	"llm/scripted":        adapter,
+	"cmd/...":             {layer: topLayer, anything: true},
+	"examples/...":        {layer: topLayer, anything: true},
 	// bench holds the runtime benchmarks (test files only).
 	"bench": {layer: topLayer, anything: true},
 	// llmtest is the adapters' conformance suite, imported by their tests
@@ -296,7 +304,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"store imports third party", p("store", "github.com/google/uuid"), "standard library only"},
 		{"store subpackage imports machine", p("store/sqlite", "machine"), "may import only store of the project"},
 		{"message imports third party", p("message", "github.com/google/uuid"), "standard library only"},
-		{"adapter imports instance", p("llm/anthropic", "instance"), "may import only llm, message of the project"},
+		{"adapter imports instance", p("llm/anthropic", "instance"), "may import only llm, message, llm/internal/sdkopt of the project"},
 		{"llmtest imports fakeapi", p("llm/llmtest", "llm/internal/fakeapi"), "may import only llm, message of the project"},
 		{"fakeapi imports instance", p("llm/internal/fakeapi", "instance"), "may import only llm, message, llm/llmtest of the project"},
 		{"library imports fakeapi", p("machine", "llm/internal/fakeapi"), "llm/internal/fakeapi is layer 90"},

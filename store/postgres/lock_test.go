@@ -4,12 +4,13 @@ import (
 	"context"
 	"testing"
 
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/stretchr/testify/require"
 )
 
 func TestLockMachine(t *testing.T) {
 	ctx := context.Background()
-	a, url, schema := openTemp(t)
+	a, url, schema := pgtest.Open(t)
 	defer a.Close()
 	b := openIn(t, url, schema)
 	defer b.Close()

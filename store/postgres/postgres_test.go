@@ -2,10 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,57 +14,15 @@ import (
 
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/markov-agents/markov/store/storetest"
 )
 
-// envVar names the database the tests use, for example
-// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
-const envVar = "MARKOV_TEST_POSTGRES"
-
-func connString(tb testing.TB) string {
-	tb.Helper()
-	url := os.Getenv(envVar)
-	if url == "" {
-		tb.Skipf("%s is not set: skipping PostgreSQL tests (source .ci/pg.sh to set it)", envVar)
-	}
-	return url
-}
-
-// tempSchema returns a schema name no other test uses and drops the schema
-// when the test ends.
-func tempSchema(tb testing.TB, url string) string {
-	tb.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "markov_test_" + hex.EncodeToString(b)
-	tb.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
-
+// open opens a store in a schema of its own.
 func open(tb testing.TB) store.Store {
 	tb.Helper()
-	s, _, _ := openTemp(tb)
+	s, _, _ := pgtest.Open(tb)
 	return s
-}
-
-// openTemp opens a store in a schema of its own (see tempSchema) and
-// returns it with the connection string and the schema's name.
-func openTemp(tb testing.TB) (s *postgres.Store, url, schema string) {
-	tb.Helper()
-	url = connString(tb)
-	schema = tempSchema(tb, url)
-	return openIn(tb, url, schema), url, schema
 }
 
 // openIn opens a store on url in schema, failing tb on error.
@@ -81,7 +36,7 @@ func openIn(tb testing.TB, url, schema string) *postgres.Store {
 }
 
 func TestConformance(t *testing.T) {
-	connString(t)
+	pgtest.URL(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
 }
 
@@ -91,8 +46,8 @@ func BenchmarkSave(b *testing.B) {
 
 func TestMigrations(t *testing.T) {
 	ctx := context.Background()
-	url := connString(t)
-	schema := tempSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 
 	// Processes starting together migrate once.
 	var wg sync.WaitGroup
@@ -163,7 +118,7 @@ func TestOpenErrors(t *testing.T) {
 // a free-form status that had left pending reads "resolved".
 func TestMigrateLegacyStatuses(t *testing.T) {
 	ctx := context.Background()
-	s, url, schema := openTemp(t)
+	s, url, schema := pgtest.Open(t)
 	s.Close()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -226,7 +181,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 // clock.
 func TestReplayRecordsCleaned(t *testing.T) {
 	ctx := context.Background()
-	s, url, schema := openTemp(t)
+	s, url, schema := pgtest.Open(t)
 	defer s.Close()
 	for i, at := range []time.Time{time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), time.Now().Add(time.Hour)} {
 		if fresh, err := s.Remember(ctx, fmt.Sprintf("k%d", i), at); err != nil || !fresh {
@@ -247,7 +202,7 @@ func TestReplayRecordsCleaned(t *testing.T) {
 
 func TestPing(t *testing.T) {
 	ctx := context.Background()
-	s, url, schema := openTemp(t)
+	s, url, schema := pgtest.Open(t)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)

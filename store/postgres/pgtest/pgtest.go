@@ -1,0 +1,68 @@
+// Package pgtest gives tests a PostgreSQL schema of their own: the database
+// named by MARKOV_TEST_POSTGRES (the test skips when it is unset; .ci/run
+// sets it), a fresh schema dropped when the test ends, and a store opened
+// in it. It is imported only by tests.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/markov-agents/markov/store/postgres"
+)
+
+// EnvVar names the database the tests use, for example
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+const EnvVar = "MARKOV_TEST_POSTGRES"
+
+// URL returns the test database's connection string, or skips tb when
+// EnvVar is unset.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	url := os.Getenv(EnvVar)
+	if url == "" {
+		tb.Skipf("%s is not set: skipping PostgreSQL tests (source .ci/pg.sh to set it)", EnvVar)
+	}
+	return url
+}
+
+// Schema returns a schema name no other test uses, and drops the schema
+// with everything in it when tb ends.
+func Schema(tb testing.TB, url string) string {
+	tb.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "markov_test_" + hex.EncodeToString(b)
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// Open opens a store in a schema of its own (see Schema), closed when tb
+// ends, and returns it with the connection string and schema.
+func Open(tb testing.TB) (s *postgres.Store, url, schema string) {
+	tb.Helper()
+	url = URL(tb)
+	schema = Schema(tb, url)
+	s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		tb.Fatalf("postgres.Open: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s, url, schema
+}
