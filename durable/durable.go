@@ -370,6 +370,9 @@ type session struct {
 	// outcomes records how suspensions left pending in this session, by
 	// suspend ID: from the inputs (resume, cancel) and the steps' events.
 	outcomes map[string]store.Status
+	// parked are the caller suspensions applied since the last step
+	// yielded, which the next one reports.
+	parked []instance.SuspendedCall
 }
 
 // eventStatus is the index status of each resolution event.
@@ -474,7 +477,7 @@ func (s *session) save(ctx context.Context) error {
 	current := make(map[string]bool, len(pending))
 	for i, c := range pending {
 		index[i] = store.Suspension{
-			ID: c.SuspendID, MachineID: s.id, Status: store.Status(c.Status), Kind: string(c.Kind),
+			ID: c.SuspendID, MachineID: s.id, Status: store.Status(c.Status), Kind: string(c.Kind), Event: c.Event,
 			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, CreatedAt: c.SuspendedAt,
 		}
 		current[c.SuspendID] = true
@@ -561,9 +564,16 @@ func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(ma
 			yield(machine.Step{}, err)
 			return
 		}
+		parked, err := s.applyRequests(ctx, boundaryOf(st))
+		if err != nil {
+			yield(machine.Step{}, err)
+			return
+		}
+		s.parked = append(s.parked, parked...)
 		if st.Reason == machine.Replied {
 			continue // a checkpoint: saved, and of no interest to callers
 		}
+		s.noteParked(&st)
 		if !yield(st, nil) {
 			return
 		}

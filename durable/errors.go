@@ -19,3 +19,8 @@ var (
 	// an input rather than retrying it.
 	ErrRejected = errors.New("durable: input rejected")
 )
+
+// ErrInvalidSuspend reports a Runner.Suspend request that cannot be made:
+// an unknown mode, or a condition its instance option refuses (an invalid
+// event name wraps instance.ErrInvalidEvent too). Nothing was changed.
+var ErrInvalidSuspend = errors.New("durable: invalid suspend request")

@@ -148,6 +148,10 @@ func (h *Hold) Release() { h.release() }
 func (h *Hold) Run(ctx context.Context, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
 	return singleUse(func(yield func(machine.Step, error) bool) {
 		s, err := h.r.load(ctx, h.id)
+		if err == nil {
+			// A request kept while no run held the machine applies first.
+			_, err = s.applyRequests(ctx, atLoad)
+		}
 		if err != nil {
 			yield(machine.Step{}, err)
 			return

@@ -90,6 +90,9 @@ type SuspendRequest struct {
 	// relative to the suspension time (the charter's clock).
 	Timeout   time.Duration
 	OnTimeout TimeoutAction
+	// Event is the named event the suspension waits for besides an
+	// explicit resume (WithEvent); empty: none.
+	Event string
 }
 
 // Error describes the request; a SuspendRequest is a status, not a failure.
@@ -184,6 +187,9 @@ const (
 	CauseTimeout  Cause = "timeout"
 	CauseCommand  Cause = "command"
 	CauseCancel   Cause = "cancel"
+	// CauseEvent: a signal of the named event the suspension waited for
+	// (WithEvent) resumed it — the RFC's "condition_fired".
+	CauseEvent Cause = "event"
 )
 
 // Event is a suspension lifecycle event.
@@ -198,7 +204,13 @@ type Event struct {
 	// Reason is set for EventSuspended.
 	Reason string `json:"reason,omitempty"`
 	// Cause and HadPayload are set for resolutions.
-	Cause      Cause     `json:"cause,omitempty"`
-	HadPayload bool      `json:"had_payload,omitempty"`
-	At         time.Time `json:"at"`
+	Cause      Cause `json:"cause,omitempty"`
+	HadPayload bool  `json:"had_payload,omitempty"`
+	// Signal is the event name that resumed the call (Cause CauseEvent).
+	Signal string `json:"signal,omitempty"`
+	// FreshTurn reports a resume with transcript continuation off: the
+	// instance goes on in a fresh turn that sees a digest of its earlier
+	// transcript (the RFC's continueTranscript false).
+	FreshTurn bool      `json:"fresh_turn,omitempty"`
+	At        time.Time `json:"at"`
 }

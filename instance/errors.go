@@ -54,3 +54,7 @@ var (
 	// ErrPanic: a handler panicked; the panic value follows in the message.
 	ErrPanic = errors.New("instance: handler panicked")
 )
+
+// ErrInvalidEvent reports an event name CheckEvent refuses (empty, too
+// long, not UTF-8, or with control characters).
+var ErrInvalidEvent = errors.New("instance: invalid event name")

@@ -89,10 +89,14 @@ func lifecycleMoves(events fsm.Events) map[Status]map[string]Status {
 type TimeoutAction struct {
 	// Resume, when true, resolves the call with Payload (IsError marking it
 	// an error). Otherwise the call fails with an error result naming the
-	// deadline.
+	// deadline, unless Summarize is set.
 	Resume  bool
 	Payload json.RawMessage
 	IsError bool
+	// Summarize, when true (and Resume false), resolves the call with a
+	// summary: the model is told the wait timed out and what was pending
+	// (TimeoutSummary). Set by OnTimeoutSummary.
+	Summarize bool
 }
 
 // SuspendedCall is one pending external result: a tool call, a command, or
@@ -118,6 +122,9 @@ type SuspendedCall struct {
 	// Stage counts re-suspensions of the same call by a resume handler,
 	// starting at 0.
 	Stage int
+	// Event, when set, is the named event the call also waits for: a
+	// durable runner's Signal of that name resumes it (WithEvent).
+	Event string
 	// PayloadSchema is the JSON Schema a resume payload must satisfy,
 	// inferred from the payload type the tool or command declared
 	// (node.ResumeWith, command.ResumeWith); empty when any payload goes.

@@ -73,6 +73,11 @@ type CharterConfig struct {
 	// replace it; the charter then uses none of Model, Settings,
 	// Instructions, SystemPrompt and ToolTimeout itself.
 	Executor executor.Executor
+	// Digest builds the digest a fresh-turn resume (ResumeInput.FreshTurn)
+	// puts in place of the resumed instance's earlier transcript: it may
+	// ask a model for a summary. Nil means DefaultDigest. An error fails
+	// the resume, which then changes nothing.
+	Digest DigestFunc
 }
 
 // Charter is the static registry machines run against: nodes, packs,
@@ -90,6 +95,7 @@ type Charter struct {
 	logger   *slog.Logger
 	tracer   trace.Tracer
 	order    []string // node names in declaration order, for graphs
+	digest   DigestFunc
 }
 
 // NewCharter checks cfg and builds a charter. Every node name a transition
@@ -138,6 +144,7 @@ func newCharter(cfg CharterConfig) *Charter {
 		now:      cfg.Clock,
 		newID:    cfg.NewID,
 		logger:   cfg.Logger,
+		digest:   cfg.Digest,
 	}
 	if c.maxSteps <= 0 {
 		c.maxSteps = DefaultMaxSteps

@@ -55,6 +55,12 @@ func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *rep
 				return nil, nil, err
 			}
 			steps = append(steps, s...)
+		case SignalInput:
+			s, err := t.signal(v, now)
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, s...)
 		}
 	}
 	steps = append(steps, t.expire(now)...)
@@ -92,6 +98,10 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 			}
 			// A cancel is accepted past the deadline.
 			if err := m.checkResumable(m.root, v.SuspendID, time.Time{}); err != nil {
+				return err
+			}
+		case SignalInput:
+			if err := checkSignal(v); err != nil {
 				return err
 			}
 		default:
@@ -271,6 +281,12 @@ func commandInput(v any) (json.RawMessage, error) {
 
 // resume resolves one suspension with the caller's payload.
 func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
+	return t.resumeWith(ri, resolution{cause: cause})
+}
+
+// resumeWith resolves one suspension with the caller's payload, r saying
+// why (cause, signal).
+func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 	in, call := t.root.FindCall(ri.SuspendID)
 	if call == nil {
 		return nil, fmt.Errorf("suspension %s: %w", ri.SuspendID, instance.ErrUnknownSuspendID)
@@ -279,10 +295,14 @@ func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps, err := t.resolve(in, call, resolution{
-		payload: payload, value: ri.Payload, isError: ri.IsError, cause: cause,
-		event: instance.EventResumed, mark: (*instance.SuspendedCall).Resolve,
-	})
+	if ri.FreshTurn {
+		if err := t.freshTurn(in, call); err != nil {
+			return nil, fmt.Errorf("resume %s: %w", ri.SuspendID, err)
+		}
+	}
+	r.payload, r.value, r.isError, r.fresh = payload, ri.Payload, ri.IsError, ri.FreshTurn
+	r.event, r.mark = instance.EventResumed, (*instance.SuspendedCall).Resolve
+	steps, err := t.resolve(in, call, r)
 	t.decided(in, err, ri.SuspendID, ri.By, instance.EventResumed)
 	return steps, err
 }
@@ -321,9 +341,16 @@ type resolution struct {
 	// failure, when set, resolves the call as this error, bypassing resume
 	// handlers (cancellation, a deadline without a resume action).
 	failure string
-	cause   instance.Cause
-	event   instance.EventType
-	mark    func(*instance.SuspendedCall) error
+	// summary, when set, resolves the call with this text as a plain
+	// result, bypassing resume handlers (a deadline's OnTimeoutSummary).
+	summary string
+	// signal is the event that resumed the call (cause CauseEvent); fresh
+	// a fresh-turn resume.
+	signal string
+	fresh  bool
+	cause  instance.Cause
+	event  instance.EventType
+	mark   func(*instance.SuspendedCall) error
 }
 
 // resolve moves call out of pending and delivers its result.
@@ -341,6 +368,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 	t.events = append(t.events, instance.Event{
 		Type: r.event, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
 		Name: c.Name, Initiator: c.Initiator, Cause: r.cause, HadPayload: r.payload != nil, At: t.now().UTC(),
+		Signal: r.signal, FreshTurn: r.fresh,
 	})
 	var steps []Step
 	switch c.Kind {
@@ -352,6 +380,8 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		value := r.value
 		if r.failure != "" {
 			value = r.failure
+		} else if r.summary != "" {
+			value = r.summary
 		}
 		t.record(in, "command_resumed", map[string]any{"command": c.Name, "payload": r.payload, "is_error": r.isError || r.failure != ""}, c.SuspendID)
 		s := t.step(Command)
@@ -378,7 +408,9 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 // reply's slot; or, when the handler suspends again, the new call.
 func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r resolution) error {
 	part := message.ToolResult(c.ToolUseID, r.failure, true)
-	if r.failure == "" {
+	if r.summary != "" {
+		part = message.ToolResult(c.ToolUseID, r.summary, false)
+	} else if r.failure == "" {
 		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c,
 			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage}})
 		if err != nil {
@@ -430,10 +462,15 @@ func (t *tx) expire(now time.Time) []Step {
 			continue
 		}
 		r := resolution{cause: instance.CauseTimeout, event: instance.EventExpired, mark: (*instance.SuspendedCall).Expire}
-		if c.OnTimeout.Resume {
+		switch {
+		case c.OnTimeout.Resume:
 			r.payload, r.isError = c.OnTimeout.Payload, c.OnTimeout.IsError
 			r.value = json.RawMessage(r.payload)
-		} else {
+		case c.OnTimeout.Summarize:
+			r.summary = instance.TimeoutSummary(c)
+			r.payload, _ = json.Marshal(r.summary)
+			r.value = r.summary
+		default:
 			r.failure = expiredText(c)
 		}
 		s, err := t.resolve(in, c, r)

@@ -51,9 +51,7 @@ func (m *Machine) transcript(id string, c *leafCache) []message.Message {
 		}
 	}
 	for ; c.next < len(m.history); c.next++ {
-		if h := &m.history[c.next]; h.VisibleTo(id) {
-			c.own = append(c.own, *h)
-		}
+		c.own = extendTranscript(c.own, &m.history[c.next], id)
 	}
 	return c.own[:len(c.own):len(c.own)]
 }

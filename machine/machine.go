@@ -57,11 +57,35 @@ func UserText(s string) message.Message { return message.UserText(s) }
 // JSON-encoded. IsError marks the result as a failure. By, when set,
 // names who decided (a person, a service): the machine's history then
 // records a "decided" record with it, beside the result.
+//
+// FreshTurn turns transcript continuation off (the ACP draft RFC's
+// continueTranscript: false): from this resume on, the resumed instance's
+// model calls see, instead of its whole earlier transcript, one user
+// message with a digest of it (CharterConfig.Digest, DefaultDigest),
+// followed by what comes after — the released reply and its results, the
+// payload. History keeps everything; a "fresh_turn" record in it, holding
+// the digest, marks the cut.
 type ResumeInput struct {
 	SuspendID string
 	Payload   any
 	IsError   bool
 	By        string
+	FreshTurn bool
+}
+
+// SignalInput resumes every pending call of the machine that waits for
+// Event (instance.WithEvent), each with Payload, with cause
+// instance.CauseEvent; a machine with none is left as is (no error). A
+// call whose deadline has passed is expired instead, and one whose
+// payload schema refuses Payload stays pending. SuspendID, when set,
+// restricts the signal to that one call (package durable's fleet accepts
+// a signal per suspension). FreshTurn and By are as in ResumeInput.
+type SignalInput struct {
+	Event     string
+	Payload   any
+	SuspendID string
+	By        string
+	FreshTurn bool
 }
 
 // CancelInput cancels a pending suspension: a tool call gets the error

@@ -132,6 +132,10 @@ type wireCall struct {
 	Stage       int             `msgpack:"g,omitempty" json:"g,omitempty"`
 	// PayloadSchema is the JSON Schema of the resume payload (raw JSON).
 	PayloadSchema json.RawMessage `msgpack:"ps,omitempty" json:"ps,omitempty"`
+	// Event is the named event the call waits for besides a resume
+	// (instance.WithEvent); not interned, so a reader that does not know
+	// the key skips it.
+	Event string `msgpack:"ev,omitempty" json:"ev,omitempty"`
 }
 
 // wireTimeout is instance.TimeoutAction; omitted when zero.
@@ -141,6 +145,8 @@ type wireTimeout struct {
 	Resume  bool            `msgpack:"r,omitempty" json:"r,omitempty"`
 	Payload json.RawMessage `msgpack:"p,omitempty" json:"p,omitempty"`
 	IsError bool            `msgpack:"e,omitempty" json:"e,omitempty"`
+	// Summarize is instance.OnTimeoutSummary's action.
+	Summarize bool `msgpack:"s,omitempty" json:"s,omitempty"`
 }
 
 // wireReply is instance.HeldReply. A pending result slot is an empty part.

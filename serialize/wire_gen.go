@@ -433,7 +433,7 @@ func (d *decoder) fromWireSuspensionFields(w *wireSuspension, v *instance.Suspen
 
 // writeCall writes v as a wireCall.
 func (e *encoder) writeCall(v *instance.SuspendedCall) {
-	e.b = appendMapLen(e.b, count(true, v.InstanceID != "", v.ToolUseID != "", v.Kind != "", v.Initiator != "", v.Name != "", len(v.Input) > 0, len(v.Metadata) > 0, v.Reason != "", !v.SuspendedAt.IsZero(), !v.Deadline.IsZero(), !zeroTimeout(&v.OnTimeout), v.Status != "", v.Stage != 0, len(v.PayloadSchema) > 0))
+	e.b = appendMapLen(e.b, count(true, v.InstanceID != "", v.ToolUseID != "", v.Kind != "", v.Initiator != "", v.Name != "", len(v.Input) > 0, len(v.Metadata) > 0, v.Reason != "", !v.SuspendedAt.IsZero(), !v.Deadline.IsZero(), !zeroTimeout(&v.OnTimeout), v.Status != "", v.Stage != 0, len(v.PayloadSchema) > 0, v.Event != ""))
 	e.writeCallFields(v)
 	e.writeCallFields2(v)
 }
@@ -461,6 +461,7 @@ func (e *encoder) writeCallFields2(v *instance.SuspendedCall) {
 	e.optIstr("s", string(v.Status))
 	e.optInt("g", int(v.Stage))
 	e.optBin("ps", v.PayloadSchema)
+	e.optStr("ev", string(v.Event))
 }
 
 // readCall reads a wireCall into v.
@@ -506,6 +507,8 @@ func (d *decoder) readCallField2(k []byte, v *instance.SuspendedCall) error {
 		return readInt(d, &v.Stage)
 	case "ps":
 		return readBin(d, &v.PayloadSchema)
+	case "ev":
+		return readStr(d, &v.Event)
 	}
 	return d.r.skip()
 }
@@ -560,6 +563,7 @@ func (e *encoder) toWireCallFields2(v *instance.SuspendedCall, w *wireCall) {
 	w.Status = string(v.Status)
 	w.Stage = int(v.Stage)
 	w.PayloadSchema = e.rawJSON("call", "ps", v.PayloadSchema)
+	w.Event = string(v.Event)
 }
 
 // fromWireCall converts the wireCall w to v.
@@ -597,15 +601,17 @@ func (d *decoder) fromWireCallFields2(w *wireCall, v *instance.SuspendedCall) er
 	setString(&v.Status, w.Status)
 	setInt(&v.Stage, w.Stage)
 	v.PayloadSchema = nilIfEmpty(w.PayloadSchema)
+	setString(&v.Event, w.Event)
 	return err
 }
 
 // writeTimeout writes v as a wireTimeout.
 func (e *encoder) writeTimeout(v *instance.TimeoutAction) {
-	e.b = appendMapLen(e.b, count(v.Resume, len(v.Payload) > 0, v.IsError))
+	e.b = appendMapLen(e.b, count(v.Resume, len(v.Payload) > 0, v.IsError, v.Summarize))
 	e.optBool("r", v.Resume)
 	e.optBin("p", v.Payload)
 	e.optBool("e", v.IsError)
+	e.optBool("s", v.Summarize)
 }
 
 // readTimeout reads a wireTimeout into v.
@@ -618,6 +624,8 @@ func (d *decoder) readTimeout(v *instance.TimeoutAction) error {
 			return readBin(d, &v.Payload)
 		case "e":
 			return readBool(d, &v.IsError)
+		case "s":
+			return readBool(d, &v.Summarize)
 		}
 		return d.r.skip()
 	})
@@ -625,7 +633,7 @@ func (d *decoder) readTimeout(v *instance.TimeoutAction) error {
 
 // zeroTimeout reports whether v is the zero timeout.
 func zeroTimeout(v *instance.TimeoutAction) bool {
-	return !(v.Resume) && !(len(v.Payload) > 0) && !(v.IsError)
+	return !(v.Resume) && !(len(v.Payload) > 0) && !(v.IsError) && !(v.Summarize)
 }
 
 // toWireTimeout converts v to the wireTimeout w.
@@ -637,6 +645,7 @@ func (e *encoder) toWireTimeoutFields(v *instance.TimeoutAction, w *wireTimeout)
 	w.Resume = v.Resume
 	w.Payload = e.rawJSON("timeout", "p", v.Payload)
 	w.IsError = v.IsError
+	w.Summarize = v.Summarize
 }
 
 // fromWireTimeout converts the wireTimeout w to v.
@@ -652,6 +661,7 @@ func (d *decoder) fromWireTimeoutFields(w *wireTimeout, v *instance.TimeoutActio
 	v.Resume = w.Resume
 	v.Payload = nilIfEmpty(w.Payload)
 	v.IsError = w.IsError
+	v.Summarize = w.Summarize
 	return err
 }
 

@@ -155,6 +155,9 @@ func (s *Save) Validate() error {
 		if !sp.Status.Valid() {
 			return fmt.Errorf("%w: machine %q: suspension %q has status %q: %w", ErrInvalid, s.MachineID, sp.ID, truncate(string(sp.Status), 64), ErrUnknownStatus)
 		}
+		if sp.Event != "" && !ValidID(sp.Event) {
+			return fmt.Errorf("%w: machine %q: the event of suspension %q %s", ErrInvalid, s.MachineID, sp.ID, idProblem(sp.Event))
+		}
 		if _, dup := seen[sp.ID]; dup {
 			return fmt.Errorf("%w: machine %q: duplicate suspend ID %q", ErrInvalid, s.MachineID, sp.ID)
 		}
@@ -228,6 +231,10 @@ type Suspension struct {
 	Kind, Name, Reason string
 	// Deadline is when the suspension times out; zero means never.
 	Deadline time.Time
+	// Event is the named event the suspension waits for besides a resume
+	// (empty: none); Filter.Event finds the suspensions a signal wakes. It
+	// must be empty or a [ValidID].
+	Event string
 	// CreatedAt is when the suspension was made.
 	CreatedAt time.Time
 	// ClaimedUntil is the end of the lease of the last [ExpiryClaimer.ClaimExpired]
@@ -266,6 +273,9 @@ type Filter struct {
 	// DeadlineBefore, if non-zero, selects suspensions that have a deadline
 	// strictly before it (after truncation to TimePrecision).
 	DeadlineBefore time.Time
+	// Event, if set, selects the suspensions waiting for exactly this
+	// event (Suspension.Event).
+	Event string
 	// Limit, if positive, caps the number of suspensions returned.
 	Limit int
 }
@@ -285,7 +295,7 @@ func (f Filter) Validate() error {
 // MachineID, when set, is a [ValidID]. Stores answer an empty list to a
 // filter that is not, without a query.
 func (f Filter) Selective() bool {
-	return f.MachineID == "" || ValidID(f.MachineID)
+	return (f.MachineID == "" || ValidID(f.MachineID)) && (f.Event == "" || ValidID(f.Event))
 }
 
 // Match reports whether s passes the filter, ignoring Limit. Stores that
@@ -295,6 +305,9 @@ func (f Filter) Match(s Suspension) bool {
 		return false
 	}
 	if f.Status != "" && s.Status != f.Status {
+		return false
+	}
+	if f.Event != "" && s.Event != f.Event {
 		return false
 	}
 	if !f.DeadlineBefore.IsZero() && (s.Deadline.IsZero() || !s.Deadline.Before(f.DeadlineBefore)) {

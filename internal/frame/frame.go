@@ -451,6 +451,7 @@ func NewCall(sr *instance.SuspendRequest, now time.Time, newID func() string, in
 		SuspendedAt: now,
 		Deadline:    sr.Deadline,
 		OnTimeout:   sr.OnTimeout,
+		Event:       sr.Event,
 		Status:      instance.StatusPending,
 	}
 	if c.SuspendID == "" {

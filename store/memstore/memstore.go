@@ -32,6 +32,8 @@ type Store struct {
 	suspensions map[string]*store.Suspension
 	// replays maps each remembered key to when it expires.
 	replays map[string]time.Time
+	// requests are the suspend requests of each machine, oldest first.
+	requests map[string][]store.SuspendRequest
 }
 
 type machine struct {
@@ -49,6 +51,8 @@ var (
 	_ store.MachineLister = (*Store)(nil)
 	_ store.ExpiryClaimer = (*Store)(nil)
 	_ store.ReplayGuard   = (*Store)(nil)
+
+	_ store.SuspendRequester = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -57,6 +61,7 @@ func New() *Store {
 		machines:    make(map[string]*machine),
 		suspensions: make(map[string]*store.Suspension),
 		replays:     make(map[string]time.Time),
+		requests:    make(map[string][]store.SuspendRequest),
 	}
 }
 
@@ -187,6 +192,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		delete(s.suspensions, id)
 	}
 	delete(s.machines, machineID)
+	delete(s.requests, machineID)
 	return nil
 }
 

@@ -45,6 +45,15 @@
 //	    expires_at timestamptz NOT NULL
 //	);
 //	CREATE INDEX replays_expires_at_idx ON replays (expires_at);
+//	ALTER TABLE suspensions ADD COLUMN event text NOT NULL DEFAULT '';
+//	CREATE INDEX suspensions_event_idx ON suspensions (event, status) WHERE event <> '';
+//	CREATE TABLE suspend_requests (                 -- store.SuspendRequester
+//	    id         text PRIMARY KEY,
+//	    machine_id text NOT NULL REFERENCES machines (id) ON DELETE CASCADE,
+//	    body       bytea NOT NULL,
+//	    created_at timestamptz NOT NULL DEFAULT now()
+//	);
+//	CREATE INDEX suspend_requests_machine_idx ON suspend_requests (machine_id, created_at);
 //
 // A save costs a constant number of round trips (the history append is one
 // INSERT over unnest) and does not grow with the history. IDs are ordered
@@ -197,6 +206,17 @@ var migrations = [...]string{
 		expires_at timestamptz NOT NULL
 	);
 	CREATE INDEX replays_expires_at_idx ON {s}.replays (expires_at);`,
+	// 5: the event a suspension waits for (store.Suspension.Event), and
+	// caller suspend requests (store.SuspendRequester).
+	`ALTER TABLE {s}.suspensions ADD COLUMN event text NOT NULL DEFAULT '';
+	CREATE INDEX suspensions_event_idx ON {s}.suspensions (event, status) WHERE event <> '';
+	CREATE TABLE {s}.suspend_requests (
+		id         text PRIMARY KEY,
+		machine_id text NOT NULL REFERENCES {s}.machines (id) ON DELETE CASCADE,
+		body       bytea NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX suspend_requests_machine_idx ON {s}.suspend_requests (machine_id, created_at);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -244,9 +264,10 @@ type queries struct {
 	deleteSuspensions, insertSuspensions        string
 	deleteMachine, listMachines, findSuspension string
 	listSuspensions, claimExpired, remember     string
+	addRequest, requests, dropRequest           string
 }
 
-const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until`
+const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event`
 
 // suspensionOrder is store.CompareSuspensions in SQL.
 const suspensionOrder = ` ORDER BY deadline ASC NULLS LAST, created_at ASC NULLS FIRST, id COLLATE "C"`
@@ -266,10 +287,10 @@ func newQueries(schema string) queries {
 		SELECT $1, $2 + t.ord - 1, t.data FROM unnest($3::bytea[]) WITH ORDINALITY AS t (data, ord)`)
 	q.deleteSuspensions = q.expand(`DELETE FROM {s}.suspensions WHERE machine_id = $1 RETURNING id, claimed_until`)
 	q.insertSuspensions = q.expand(`INSERT INTO {s}.suspensions (` + suspensionColumns + `)
-		SELECT t.id, $1, t.status, t.kind, t.name, t.reason, t.deadline, t.created_at, t.claimed_until
+		SELECT t.id, $1, t.status, t.kind, t.name, t.reason, t.deadline, t.created_at, t.claimed_until, t.event
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-			$7::timestamptz[], $8::timestamptz[], $9::timestamptz[])
-			AS t (id, status, kind, name, reason, deadline, created_at, claimed_until)
+			$7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[])
+			AS t (id, status, kind, name, reason, deadline, created_at, claimed_until, event)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id`)
 	q.deleteMachine = q.expand(`DELETE FROM {s}.machines WHERE id = $1`)
@@ -278,7 +299,8 @@ func newQueries(schema string) queries {
 	q.listSuspensions = q.expand(`SELECT ` + suspensionColumns + ` FROM {s}.suspensions
 		WHERE ($1::text IS NULL OR machine_id = $1)
 		  AND ($2::text IS NULL OR status = $2)
-		  AND ($3::timestamptz IS NULL OR deadline < $3)` +
+		  AND ($3::timestamptz IS NULL OR deadline < $3)
+		  AND ($5::text IS NULL OR event = $5)` +
 		suspensionOrder + ` LIMIT $4`)
 	q.claimExpired = q.expand(`WITH c AS (
 			SELECT id FROM {s}.suspensions
@@ -288,7 +310,12 @@ func newQueries(schema string) queries {
 			FOR UPDATE SKIP LOCKED
 		)
 		UPDATE {s}.suspensions AS s SET claimed_until = $3 FROM c WHERE s.id = c.id
-		RETURNING s.id, s.machine_id, s.status, s.kind, s.name, s.reason, s.deadline, s.created_at, s.claimed_until`)
+		RETURNING s.id, s.machine_id, s.status, s.kind, s.name, s.reason, s.deadline, s.created_at, s.claimed_until, s.event`)
+	q.addRequest = q.expand(`INSERT INTO {s}.suspend_requests (id, machine_id, body)
+		SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM {s}.machines WHERE id = $2)
+		ON CONFLICT (id) DO NOTHING RETURNING true`)
+	q.requests = q.expand(`SELECT id, body, created_at FROM {s}.suspend_requests WHERE machine_id = $1 ORDER BY created_at, id COLLATE "C"`)
+	q.dropRequest = q.expand(`DELETE FROM {s}.suspend_requests WHERE machine_id = $1 AND id = $2`)
 	// The expired records are deleted a batch at a time, skipping rows
 	// another call is deleting. The insert does not see this statement's
 	// deletes, so a conflicting record that has expired is taken over.
@@ -411,13 +438,15 @@ func (s *Store) replaceSuspensions(ctx context.Context, tx pgx.Tx, sv store.Save
 	}
 	var (
 		ids, statuses, kinds, names, reasons = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		events                               = make([]string, n)
 		deadlines, created, claimed          = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 	)
 	for i, sp := range sv.Suspensions {
 		ids[i], statuses[i], kinds[i], names[i], reasons[i] = sp.ID, string(sp.Status), sp.Kind, sp.Name, sp.Reason
 		deadlines[i], created[i], claimed[i] = ts(sp.Deadline), ts(sp.CreatedAt), claims[sp.ID]
+		events[i] = sp.Event
 	}
-	rows, err = tx.Query(ctx, s.q.insertSuspensions, sv.MachineID, ids, statuses, kinds, names, reasons, deadlines, created, claimed)
+	rows, err = tx.Query(ctx, s.q.insertSuspensions, sv.MachineID, ids, statuses, kinds, names, reasons, deadlines, created, claimed, events)
 	if err != nil {
 		return err
 	}
@@ -470,7 +499,7 @@ func collectSuspensions(rows pgx.Rows, err error) ([]store.Suspension, error) {
 	var out []store.Suspension
 	var sp store.Suspension
 	var deadline, created, claimed pgtype.Timestamptz
-	_, err = pgx.ForEachRow(rows, []any{&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed, &sp.Event}, func() error {
 		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil = fromTS(deadline), fromTS(created), fromTS(claimed)
 		out = append(out, sp)
 		return nil
@@ -519,7 +548,7 @@ func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Su
 		limit = &f.Limit
 	}
 	got, err := collectSuspensions(s.pool.Query(ctx, s.q.listSuspensions,
-		optional(f.MachineID), optional(string(f.Status)), before, limit))
+		optional(f.MachineID), optional(string(f.Status)), before, limit, optional(f.Event)))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list suspensions: %w", err)
 	}

@@ -50,6 +50,15 @@
 //	    expires_at INTEGER NOT NULL               -- unix microseconds
 //	) WITHOUT ROWID;
 //	CREATE INDEX replays_expires_at ON replays (expires_at);
+//	ALTER TABLE suspensions ADD COLUMN event TEXT NOT NULL DEFAULT '';
+//	CREATE INDEX suspensions_event ON suspensions (event, status) WHERE event <> '';
+//	CREATE TABLE suspend_requests (               -- store.SuspendRequester
+//	    id         TEXT PRIMARY KEY,
+//	    machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+//	    body       BLOB NOT NULL,
+//	    created_at INTEGER NOT NULL               -- unix microseconds
+//	);
+//	CREATE INDEX suspend_requests_machine ON suspend_requests (machine_id, created_at);
 //
 // A save costs one machine row update, one insert per appended history
 // entry and a rewrite of the machine's few suspension rows: it does not grow
@@ -225,6 +234,17 @@ var migrations = [...]string{
 		expires_at INTEGER NOT NULL
 	) WITHOUT ROWID;
 	CREATE INDEX replays_expires_at ON replays (expires_at);`,
+	// 4: the event a suspension waits for (store.Suspension.Event), and
+	// caller suspend requests (store.SuspendRequester).
+	`ALTER TABLE suspensions ADD COLUMN event TEXT NOT NULL DEFAULT '';
+	CREATE INDEX suspensions_event ON suspensions (event, status) WHERE event <> '';
+	CREATE TABLE suspend_requests (
+		id         TEXT PRIMARY KEY,
+		machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+		body       BLOB NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE INDEX suspend_requests_machine ON suspend_requests (machine_id, created_at);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -468,10 +488,10 @@ func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save) error {
 	}
 	for _, sp := range sv.Suspensions {
 		res, err := tx.ExecContext(ctx, `INSERT INTO suspensions
-			(id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			(id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			sp.ID, sv.MachineID, string(sp.Status), sp.Kind, sp.Name, sp.Reason,
-			micros(sp.Deadline), micros(sp.CreatedAt), claims[sp.ID])
+			micros(sp.Deadline), micros(sp.CreatedAt), claims[sp.ID], sp.Event)
 		if err != nil {
 			return err
 		}
@@ -504,6 +524,9 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM history WHERE machine_id = ?`, machineID); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM suspend_requests WHERE machine_id = ?`, machineID); err != nil {
+			return err
+		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM suspensions WHERE machine_id = ?`, machineID)
 		return err
 	})
@@ -534,7 +557,7 @@ func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until`
+const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event`
 
 // suspensionOrder is store.CompareSuspensions in SQL (NULL created_at, the
 // zero time, sorts first in SQLite).
@@ -554,7 +577,7 @@ func querySuspensions(ctx context.Context, q querier, query string, args ...any)
 	for rows.Next() {
 		var sp store.Suspension
 		var deadline, created, claimed sql.NullInt64
-		if err := rows.Scan(&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed); err != nil {
+		if err := rows.Scan(&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed, &sp.Event); err != nil {
 			return nil, err
 		}
 		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil = fromMicros(deadline), fromMicros(created), fromMicros(claimed)
@@ -596,6 +619,9 @@ func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Su
 	}
 	if !f.DeadlineBefore.IsZero() {
 		where, args = append(where, "deadline < ?"), append(args, f.DeadlineBefore.UnixMicro())
+	}
+	if f.Event != "" {
+		where, args = append(where, "event = ?"), append(args, f.Event)
 	}
 	q := `SELECT ` + suspensionColumns + ` FROM suspensions`
 	if len(where) > 0 {

@@ -315,6 +315,9 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	for _, q := range []string{
 		`PRAGMA user_version = 1`, // as version 1 left it
 		`DROP TABLE replays`,
+		`DROP TABLE suspend_requests`,
+		`DROP INDEX suspensions_event`,
+		`ALTER TABLE suspensions DROP COLUMN event`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, x'74', 0, 0)`,
 		`INSERT INTO suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', 1),
