@@ -53,6 +53,9 @@ type Config struct {
 	Prefix string
 	// Changes drives the live updates (a PollChanges on Runner if nil).
 	Changes Changes
+	// Fleet, if set, adds the fleet view: runs in progress, queued and
+	// scheduled work, failures (a *fleet.Fleet, on PostgreSQL).
+	Fleet FleetView
 	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL if zero).
 	SessionTTL time.Duration
 	// RunTimeout bounds the run a decision starts (DefaultRunTimeout if
@@ -70,6 +73,7 @@ type Console struct {
 	charter    *machine.Charter
 	prefix     string
 	changes    Changes
+	fleet      FleetView
 	runTimeout time.Duration
 	now        func() time.Time
 	log        *slog.Logger
@@ -87,7 +91,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, fmt.Errorf("%w: a Secret or an IdentityHeader is required", ErrInvalidConfig)
 	}
 	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, changes: cfg.Changes,
-		runTimeout: cfg.RunTimeout, now: cfg.Now, log: cfg.Logger}
+		fleet: cfg.Fleet, runTimeout: cfg.RunTimeout, now: cfg.Now, log: cfg.Logger}
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
 	}
@@ -133,6 +137,7 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET "+p+"events", c.signedIn(c.serveEvents))
 	mux.HandleFunc("GET "+p+"machines", c.signedIn(c.machines))
 	mux.HandleFunc("GET "+p+"machines/{id}", c.signedIn(c.machinePage))
+	mux.HandleFunc("GET "+p+"fleet", c.signedIn(c.fleetPage))
 	mux.HandleFunc("GET "+p+"suspensions/{id}", c.signedIn(c.suspensionPage))
 	mux.HandleFunc("POST "+p+"suspensions/{id}/{action}", c.signedIn(c.decide))
 	c.mux = mux
@@ -215,11 +220,15 @@ type page struct {
 	// Live is the machine ID the page follows ("inbox" for the inbox),
 	// or "" for a page that does not update itself.
 	Live string
-	Data any
+	// Fleet shows the link to the fleet view.
+	Fleet bool
+	// Refresh, if positive, reloads the page every Refresh seconds.
+	Refresh int
+	Data    any
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page, who string) {
-	p.Prefix, p.Who = c.prefix, who
+	p.Prefix, p.Who, p.Fleet = c.prefix, who, c.fleet != nil
 	p.CSRF = c.auth.csrfToken(w, r, who)
 	var b strings.Builder
 	if err := pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
@@ -240,7 +249,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 // pages are the templates, each page with the layout.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines"} {
+	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines", "fleet"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return out

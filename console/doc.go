@@ -17,7 +17,10 @@
 //     violation and leaves the suspension pending; a decision someone
 //     else made first shows as a conflict (409);
 //   - a machine: its instance tree, its conversation with tool calls and
-//     results, and the charter's graph with the current nodes marked.
+//     results, and the charter's graph with the current nodes marked;
+//   - the fleet (when Config.Fleet is set, on PostgreSQL): runs in progress,
+//     queued work, scheduled deadlines, failing and parked jobs, across
+//     every process, read from River's job table.
 //
 // Access: a person signs in with a shared secret (Config.Secret) and a
 // name, and gets an HMAC-signed session cookie; or a reverse proxy that

@@ -96,7 +96,8 @@ func buildCharter() (*machine.Charter, error) {
 	return machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d, a}})
 }
 
-// stack is a console over a runner on a SQLite file, served by httptest.
+// stack is a console served by httptest, over a runner on a SQLite file
+// unless its config names a runner.
 type stack struct {
 	path   string
 	runner *durable.Runner
@@ -105,14 +106,19 @@ type stack struct {
 
 func newStack(t testing.TB, cfg console.Config) *stack {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "console.db")
-	r := openRunner(t, path)
-	cfg.Runner, cfg.Charter = r, newCharter(t)
+	path := ""
+	if cfg.Runner == nil {
+		path = filepath.Join(t.TempDir(), "console.db")
+		cfg.Runner = openRunner(t, path)
+	}
+	if cfg.Charter == nil {
+		cfg.Charter = newCharter(t)
+	}
 	if cfg.Secret == nil && cfg.IdentityHeader == "" {
 		cfg.Secret = []byte(secret)
 	}
 	if cfg.Changes == nil {
-		cfg.Changes = &console.PollChanges{Runner: r, Interval: 50 * time.Millisecond}
+		cfg.Changes = &console.PollChanges{Runner: cfg.Runner, Interval: 50 * time.Millisecond}
 	}
 	c, err := console.New(cfg)
 	require.NoError(t, err)
@@ -120,7 +126,7 @@ func newStack(t testing.TB, cfg console.Config) *stack {
 	mux.Handle("/ui/", c)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() }) // open event streams too
-	return &stack{path: path, runner: r, srv: srv}
+	return &stack{path: path, runner: cfg.Runner, srv: srv}
 }
 
 func openRunner(t testing.TB, path string) *durable.Runner {

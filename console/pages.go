@@ -399,6 +399,7 @@ var funcs = map[string]any{
 		}
 		return raw
 	},
-	"ago":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"role": func(r string) string { return strings.ToLower(r) },
+	"ago":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"lower": strings.ToLower,
+	"list":  func(v ...any) []any { return v },
 }

@@ -88,7 +88,7 @@ var layers = map[string]rule{
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp": {layer: 7, also: []string{"durable"}},
 	// console is the web page for approvers and operators (layer 8).
-	"console":       {layer: 8},
+	"console":       {layer: 8, also: []string{"durable/fleet"}},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,
 	// sdkopt builds the request options the SDK adapters share.
