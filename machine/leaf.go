@@ -42,7 +42,7 @@ func (m *Machine) transcript(id string, c *leafCache) []message.Message {
 		for ; c.next < len(m.history); c.next++ {
 			if !m.history[c.next].VisibleTo(id) {
 				c.diverged = true
-				c.own = ownTranscript(m.history[:c.next], len(m.history))
+				c.own = ownTranscript(m.history[:c.next])
 				break
 			}
 		}
@@ -57,9 +57,10 @@ func (m *Machine) transcript(id string, c *leafCache) []message.Message {
 }
 
 // ownTranscript copies the shared prefix of a transcript into an array of
-// its own, sized for the n messages history holds and room to grow.
-func ownTranscript(prefix []message.Message, n int) []message.Message {
-	out := make([]message.Message, len(prefix), n+n/4+8)
+// its own, with room to grow.
+func ownTranscript(prefix []message.Message) []message.Message {
+	n := len(prefix)
+	out := make([]message.Message, n, n+n/4+8)
 	copy(out, prefix)
 	return out
 }

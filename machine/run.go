@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -255,11 +254,7 @@ func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*
 		return results, err
 	}
 	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i := range reqs {
-		wg.Go(func() { results[i], errs[i] = m.charter.exec.Step(ctx, &reqs[i]) })
-	}
-	wg.Wait()
+	runAll(len(reqs), func(i int) { results[i], errs[i] = m.charter.exec.Step(ctx, &reqs[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -1,0 +1,58 @@
+package machine
+
+import (
+	"sync"
+	"time"
+)
+
+// The leaves of a round run on goroutines that outlive the round: a
+// goroutine that finished its leaf waits a while for the next one instead
+// of exiting, so a busy machine (many workers, round after round) does not
+// start a goroutine per leaf and grow its stack again inside the model
+// and tool code each time. Every leaf still starts at once: a leaf that
+// finds no goroutine waiting gets a new one. A round's steps are joined
+// before its step is yielded, as ever; only the idle goroutines remain,
+// and they exit after idleFor without work.
+
+// idleFor is how long a goroutine waits for another leaf before it exits.
+const idleFor = 2 * time.Second
+
+// tasks hands work to the waiting goroutines.
+var tasks = make(chan func())
+
+// goRun runs fn on a waiting goroutine, or on a new one.
+func goRun(fn func()) {
+	select {
+	case tasks <- fn:
+	default:
+		go serve(fn)
+	}
+}
+
+// serve runs fn, then the work handed to it, until none comes for idleFor.
+func serve(fn func()) {
+	t := time.NewTimer(idleFor)
+	defer t.Stop()
+	for {
+		fn()
+		t.Reset(idleFor)
+		select {
+		case fn = <-tasks:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// runAll runs fn(0) … fn(n-1) concurrently and waits for them.
+func runAll(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		goRun(func() {
+			defer wg.Done()
+			fn(i)
+		})
+	}
+	wg.Wait()
+}
