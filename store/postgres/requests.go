@@ -20,7 +20,7 @@ func (s *Store) AddSuspendRequest(ctx context.Context, r store.SuspendRequest) e
 		return fmt.Errorf("postgres: add suspend request: %w", err)
 	}
 	var ok bool
-	err := s.pool.QueryRow(ctx, s.q.addRequest, r.ID, r.MachineID, r.Body).Scan(&ok)
+	err := s.pool.QueryRow(ctx, s.q.addRequest, r.ID, r.MachineID, append([]byte{}, r.Body...)).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Not inserted: the ID is taken, or the machine is missing.
 		var exists bool

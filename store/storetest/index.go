@@ -24,6 +24,7 @@ var indexChecks = []check[store.Store]{
 	{"Delete", testIndexDelete},
 	{"Statuses", testStatuses},
 	{"BadStatus", testBadStatus},
+	{"Events", testEvents},
 }
 
 func testForeignSuspendID(t *testing.T, s store.Store) {
@@ -52,13 +53,13 @@ func testSuspensionFields(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	in := []store.Suspension{
 		{ID: "s-full", MachineID: "ignored", Status: store.StatusPending, Kind: "command", Name: "deploy",
-			Reason: "waiting for CI — ünïcode", Deadline: t0.Add(time.Hour), CreatedAt: t0, ClaimedUntil: t0.Add(time.Hour)},
+			Reason: "waiting for CI — ünïcode", Deadline: t0.Add(time.Hour), CreatedAt: t0, ClaimedUntil: t0.Add(time.Hour), Event: "ci.passed"},
 		{ID: "s-bare", Status: store.StatusCancelled},
 	}
 	mustSave(t, s, store.Save{MachineID: "m", Suspensions: in})
 	want := []store.Suspension{
 		{ID: "s-full", MachineID: "m", Status: store.StatusPending, Kind: "command", Name: "deploy",
-			Reason: "waiting for CI — ünïcode", Deadline: norm(t0.Add(time.Hour)), CreatedAt: norm(t0)},
+			Reason: "waiting for CI — ünïcode", Deadline: norm(t0.Add(time.Hour)), CreatedAt: norm(t0), Event: "ci.passed"},
 		{ID: "s-bare", MachineID: "m", Status: store.StatusCancelled},
 	}
 	got := mustList(t, s, store.Filter{})
@@ -252,4 +253,38 @@ func testBadStatus(t *testing.T, s store.Store) {
 			t.Fatalf("ListSuspensions(status %q) = %v with an error", st, got)
 		}
 	}
+}
+
+// testEvents checks Suspension.Event: kept, selected by Filter.Event
+// (with the other fields of the filter), and checked in a save.
+func testEvents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	ev := func(id, event string, st store.Status) store.Suspension {
+		sp := pending(id, t0)
+		sp.Event, sp.Status = event, st
+		return sp
+	}
+	mustSave(t, s, store.Save{MachineID: "m1", Suspensions: []store.Suspension{
+		ev("a", "ci.passed", store.StatusPending), ev("b", "ci.passed", store.StatusResolved), ev("c", "other", store.StatusPending), ev("d", "", store.StatusPending)}})
+	mustSave(t, s, store.Save{MachineID: "m2", Suspensions: []store.Suspension{ev("e", "ci.passed", store.StatusPending)}})
+	for _, c := range []struct {
+		f    store.Filter
+		want []string
+	}{
+		{store.Filter{Event: "ci.passed"}, []string{"a", "b", "e"}},
+		{store.Filter{Event: "ci.passed", Status: store.StatusPending}, []string{"a", "e"}},
+		{store.Filter{Event: "ci.passed", MachineID: "m2"}, []string{"e"}},
+		{store.Filter{Event: "none"}, nil},
+		{store.Filter{Event: "bad\x00"}, nil},
+	} {
+		got := ids(mustList(t, s, c.f))
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Fatalf("ListSuspensions(%+v) = %v, want %v", c.f, got, c.want)
+		}
+	}
+	want := stateOf(t, s, "m1")
+	_, err := s.Save(ctx, store.Save{MachineID: "m1", Revision: 1, Suspensions: []store.Suspension{ev("x", "bad\x00", store.StatusPending)}})
+	wantErr(t, "save with an event that is not a valid ID", err, store.ErrInvalid)
+	wantState(t, s, "m1", want)
 }
