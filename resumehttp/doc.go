@@ -13,6 +13,35 @@
 //	DELETE /suspensions/{id}               {"reason": "…"} (optional)                 → Summary
 //	GET    /machines/{id}/commands                                                    → CommandList
 //	POST   /machines/{id}/commands/{name}  {"input": <any JSON>, "instance_id": "…"}  → Summary
+//	POST   /machines/{id}/suspend          SuspendRequest                             → SuspendResult (200; 202 if not applied yet)
+//	POST   /events/{name}                  {"payload": <any JSON>}                    → SignalResult
+//
+// POST /suspensions/{id}/resume with "continue_transcript": false resumes
+// in a fresh turn: the resumed instance sees a digest of its earlier
+// transcript instead of the whole of it (machine.ResumeInput.FreshTurn).
+//
+// POST /events/{name} resumes every suspension waiting for the named event
+// (instance.WithEvent) with the payload, each once, and answers how many
+// it woke: {"event": "ci.passed", "woken": 2}. The name is the rest of the
+// path (it may hold slashes) and must pass instance.CheckEvent, else 400
+// invalid_event.
+//
+// POST /machines/{id}/suspend parks the machine on behalf of the caller
+// (durable.Runner.Suspend, the ACP draft RFC's session/suspend):
+//
+//	{"reason": "review", "mode": "finish_step" | "interrupt_immediate" | "wait_for_completion",
+//	 "resume_when": {"on_event": "ci.passed",
+//	                 "timeout": {"duration_minutes": 30, "on_timeout": "fail" | "resume_with_input" | "resume_with_summary",
+//	                             "input": <any JSON, for resume_with_input>}},
+//	 "no_wait": false}
+//
+// and answers {"handle": <suspend ID>, "machine_id", "instance_id", "reason",
+// "mode", "applied": true, "requested_at", "suspended_at", "resume_when"
+// (echoed), "summary"}. A machine a run holds is suspended by that run at
+// the mode's point; the answer waits for it, or with "no_wait" comes at
+// once as 202 with "applied": false. A malformed request is 400
+// invalid_suspend (or invalid_event); a machine with no primary leaf 409
+// no_primary.
 //
 // GET /suspensions lists by status: pending (the default), resolved,
 // expired or cancelled (store.Statuses) — each way out of pending is its
@@ -52,7 +81,8 @@
 //
 //	3xx redirect: an unclean path ("//suspensions", "/a/../suspensions")
 //	    is redirected to its clean form (Location); sign the new path
-//	400 bad_request, invalid_input, payload_decode, unknown_command, invalid_state
+//	400 bad_request, invalid_input, payload_decode, unknown_command, invalid_state,
+//	    invalid_event, invalid_suspend
 //	    (malformed JSON or query, input failing its schema, a payload that
 //	    does not encode or fails the suspension's payload schema, an
 //	    unknown command, a command whose update fails the state's
@@ -64,7 +94,8 @@
 //	    UTF-8, with a NUL byte) is unknown, whatever the store
 //	405 method_not_allowed (with an Allow header)
 //	409 already_resolved (resumed, cancelled or expired before),
-//	    conflict (another process saved the machine first), duplicate_id
+//	    conflict (another process saved the machine first), duplicate_id,
+//	    no_primary (a suspend of a machine with no primary leaf)
 //	410 deadline_passed: the suspension's deadline passed before the resume;
 //	    its on-timeout action applies instead (the sweeper resolves it), so
 //	    the result is gone for good — unlike a 409, which reports that a
@@ -77,7 +108,7 @@
 //	500 internal: anything else, a handler's panic included; the details
 //	    are logged, never sent, under the correlation_id the body carries
 //	501 not_implemented: the runner lacks the endpoint's capability
-//	    ([Lister], [Commander])
+//	    ([Lister], [Commander], [Signaler], [Suspender], [FreshResumer])
 //
 // Of concurrent resumes (or cancellations) of one suspension exactly one
 // succeeds and the others are refused, with 409 conflict or

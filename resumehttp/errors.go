@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
@@ -38,6 +39,9 @@ var classes = []errorClass{
 	{store.ErrConflict, http.StatusConflict, "conflict", "another request saved the machine first"},
 	{executor.ErrDuplicateID, http.StatusConflict, "duplicate_id", ""},
 	{machine.ErrDeadlinePassed, http.StatusGone, "deadline_passed", "the suspension's deadline passed: its on-timeout action applies"},
+	{instance.ErrInvalidEvent, http.StatusBadRequest, "invalid_event", ""},
+	{durable.ErrInvalidSuspend, http.StatusBadRequest, "invalid_suspend", ""},
+	{machine.ErrNoPrimary, http.StatusConflict, "no_primary", "the machine has no primary leaf to suspend"},
 	{instance.ErrInvalidInput, http.StatusBadRequest, "invalid_input", ""},
 	{instance.ErrPayloadDecode, http.StatusBadRequest, "payload_decode", ""},
 	{command.ErrUnknownCommand, http.StatusBadRequest, "unknown_command", ""},

@@ -252,6 +252,8 @@ func (h *Handler) routes() *http.ServeMux {
 	mux.HandleFunc("DELETE /suspensions/{id}", h.cancel)
 	mux.HandleFunc("GET /machines/{id}/commands", needs(h, h.commands))
 	mux.HandleFunc("POST /machines/{id}/commands/{name}", needs(h, h.invoke))
+	mux.HandleFunc("POST /machines/{id}/suspend", needs(h, h.suspend))
+	mux.HandleFunc("POST /events/{name...}", needs(h, h.signal))
 	// Patterns without a method catch the other methods of each path, so
 	// that a 405 has a JSON body too; "/" catches unknown paths.
 	for path, allow := range map[string]string{
@@ -260,6 +262,8 @@ func (h *Handler) routes() *http.ServeMux {
 		"/suspensions/{id}":              "DELETE, GET, HEAD",
 		"/machines/{id}/commands":        "GET, HEAD",
 		"/machines/{id}/commands/{name}": "POST",
+		"/machines/{id}/suspend":         "POST",
+		"/events/{name...}":              "POST",
 	} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
@@ -387,13 +391,7 @@ func (h *Handler) recoverPanic(w *jsonWriter, r *http.Request) {
 func runContext(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
-	onPending(h, w, r, "resume", func(ctx context.Context, id string, req ResumeRequest) iter.Seq2[machine.Step, error] {
-		var payload any
-		if p := rawOrNil(req.Payload); p != nil {
-			payload = p
-		}
-		return h.runner.Resume(ctx, id, payload, req.IsError)
-	})
+	onPending(h, w, r, "resume", h.resumeRun)
 }
 
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,11 @@ type ResumeRequest struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// IsError marks the result as a failure the model sees.
 	IsError bool `json:"is_error,omitempty"`
+	// ContinueTranscript false resumes in a fresh turn: the resumed
+	// instance sees a digest of its earlier transcript instead of the
+	// whole of it (machine.ResumeInput.FreshTurn; the ACP draft RFC's
+	// continueTranscript). Omitted or true, the transcript continues.
+	ContinueTranscript *bool `json:"continue_transcript,omitempty"`
 }
 
 // CancelRequest is the optional body of DELETE /suspensions/{id}.
