@@ -318,10 +318,19 @@ func Decode[In any](s *Schema, data json.RawMessage) (In, error) {
 }
 
 // DecodeInto validates data against the schema and decodes it into the
-// value v points to. Failures wrap instance.ErrInvalidInput.
+// value v points to. Failures wrap instance.ErrInvalidInput. Input the
+// schema's acceptor takes as it is (the usual case) is decoded once;
+// anything else is decoded into an any first, for the full validator.
 func (s *Schema) DecodeInto(data json.RawMessage, v any) error {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
+	}
+	if s.accept != nil && s.accept.acceptsRaw(data) {
+		// Certainly valid: decode once, straight into v.
+		if err := json.Unmarshal(data, v); err != nil {
+			return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+		}
+		return nil
 	}
 	if err := s.Validate(data); err != nil {
 		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
