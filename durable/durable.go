@@ -142,11 +142,12 @@ func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) it
 
 // singleUse makes seq yield machine.ErrIterReused, and do nothing else,
 // when ranged over a second time.
-func singleUse(seq iter.Seq2[machine.Step, error]) iter.Seq2[machine.Step, error] {
+func singleUse[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
 	var used atomic.Bool
-	return func(yield func(machine.Step, error) bool) {
+	return func(yield func(T, error) bool) {
 		if used.Swap(true) {
-			yield(machine.Step{}, machine.ErrIterReused)
+			var zero T
+			yield(zero, machine.ErrIterReused)
 			return
 		}
 		seq(yield)
@@ -532,22 +533,10 @@ func (s *session) announce(ctx context.Context, pending []store.Suspension) erro
 }
 
 func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(machine.Step, error) bool) {
-	s.noteInputs(inputs)
-	steps, err := s.m.Apply(ctx, inputs...)
+	steps, err := s.apply(ctx, inputs)
 	if err != nil {
-		if ctx.Err() == nil {
-			err = fmt.Errorf("%w: %w", ErrRejected, err)
-		}
 		yield(machine.Step{}, err)
 		return
-	}
-	s.noteEvents(steps...)
-	// Persist the inputs before any model call.
-	if len(inputs) > 0 {
-		if err := s.save(ctx); err != nil {
-			yield(machine.Step{}, err)
-			return
-		}
 	}
 	for _, st := range steps {
 		if !yield(st, nil) || st.Done {
@@ -559,23 +548,55 @@ func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(ma
 			yield(machine.Step{}, err)
 			return
 		}
-		s.noteEvents(st)
-		if err := s.save(ctx); err != nil {
-			yield(machine.Step{}, err)
-			return
-		}
-		parked, err := s.applyRequests(ctx, boundaryOf(st))
+		keep, err := s.saveStep(ctx, &st)
 		if err != nil {
 			yield(machine.Step{}, err)
 			return
 		}
-		s.parked = append(s.parked, parked...)
-		if st.Reason == machine.Replied {
-			continue // a checkpoint: saved, and of no interest to callers
-		}
-		s.noteParked(&st)
-		if !yield(st, nil) {
+		if keep && !yield(st, nil) {
 			return
 		}
 	}
+}
+
+// apply applies inputs to the machine and saves them before any model
+// call; it returns the command steps. Inputs the machine refuses fail
+// with ErrRejected.
+func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.Step, error) {
+	s.noteInputs(inputs)
+	steps, err := s.m.Apply(ctx, inputs...)
+	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", ErrRejected, err)
+		}
+		return nil, err
+	}
+	s.noteEvents(steps...)
+	if len(inputs) > 0 {
+		if err := s.save(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return steps, nil
+}
+
+// saveStep saves the machine after step st and applies the kept suspend
+// requests due at its boundary (a step that is yielded reports those
+// applied since the last one); keep is false for a checkpoint (a Replied
+// step), saved but of no interest to Run's callers.
+func (s *session) saveStep(ctx context.Context, st *machine.Step) (keep bool, err error) {
+	s.noteEvents(*st)
+	if err := s.save(ctx); err != nil {
+		return false, err
+	}
+	parked, err := s.applyRequests(ctx, boundaryOf(*st))
+	if err != nil {
+		return false, err
+	}
+	s.parked = append(s.parked, parked...)
+	if st.Reason == machine.Replied {
+		return false, nil
+	}
+	s.noteParked(st)
+	return true, nil
 }

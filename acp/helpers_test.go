@@ -1,0 +1,249 @@
+package acp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/acp"
+	"github.com/markov-agents/markov/acp/acpdemo"
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/memstore"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+// client is an ACP client on the Go SDK's client side that records what
+// the agent sends it, one line per update.
+type client struct {
+	mu      sync.Mutex
+	lines   []string
+	awaits  []acp.AwaitResumptionRequest
+	answers []string // option IDs to answer permission requests with, in order
+	asked   []acpsdk.RequestPermissionRequest
+}
+
+var (
+	_ acpsdk.Client                 = (*client)(nil)
+	_ acpsdk.ExtensionMethodHandler = (*client)(nil)
+)
+
+func (c *client) add(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lines = append(c.lines, fmt.Sprintf(format, args...))
+}
+
+// take returns the lines recorded since the last take.
+func (c *client) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.lines
+	c.lines = nil
+	return out
+}
+
+// text is the agent message text among lines.
+func text(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		if t, ok := strings.CutPrefix(l, "agent: "); ok {
+			b.WriteString(t)
+		}
+	}
+	return b.String()
+}
+
+// kinds are the lines that are not message chunks.
+func kinds(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "agent: ") && !strings.HasPrefix(l, "user: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
+	u := n.Update
+	switch {
+	case u.AgentMessageChunk != nil:
+		c.add("agent: %s", u.AgentMessageChunk.Content.Text.Text)
+	case u.UserMessageChunk != nil:
+		c.add("user: %s", u.UserMessageChunk.Content.Text.Text)
+	case u.ToolCall != nil:
+		c.add("tool_call %s %s", u.ToolCall.Title, u.ToolCall.Status)
+	case u.ToolCallUpdate != nil:
+		c.add("tool_call_update %s", *u.ToolCallUpdate.Status)
+	default:
+		c.add("other")
+	}
+	return nil
+}
+
+func (c *client) RequestPermission(_ context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, p)
+	answer := acp.OptionDeny
+	if len(c.answers) > 0 {
+		answer, c.answers = c.answers[0], c.answers[1:]
+	}
+	c.mu.Unlock()
+	c.add("permission %s -> %s", *p.ToolCall.Title, answer)
+	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(acpsdk.PermissionOptionId(answer))}, nil
+}
+
+func (c *client) HandleExtensionMethod(_ context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case acp.MethodUpdate:
+		var n struct {
+			Update map[string]any `json:"update"`
+		}
+		if err := json.Unmarshal(params, &n); err != nil {
+			return nil, err
+		}
+		switch n.Update["sessionUpdate"] {
+		case acp.UpdateSuspended:
+			c.add("suspended %s", n.Update["initiator"])
+		case acp.UpdateResumed:
+			c.add("resumed %s input=%v continue=%v", n.Update["cause"], n.Update["hadResumeInput"], n.Update["continueTranscript"])
+		}
+		return nil, nil
+	case acp.MethodAwaitResumption:
+		var r acp.AwaitResumptionRequest
+		if err := json.Unmarshal(params, &r); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.awaits = append(c.awaits, r)
+		c.mu.Unlock()
+		c.add("await_resumption %s", r.Reason)
+		return acp.AwaitResumptionResponse{Handle: r.Meta["handle"].(string), SuspendedAt: r.Meta["suspendedAt"].(string)}, nil
+	}
+	return nil, acpsdk.NewMethodNotFound(method)
+}
+
+func (c *client) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
+	return acpsdk.ReadTextFileResponse{}, acpsdk.NewMethodNotFound("fs/read_text_file")
+}
+
+func (c *client) WriteTextFile(context.Context, acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
+	return acpsdk.WriteTextFileResponse{}, acpsdk.NewMethodNotFound("fs/write_text_file")
+}
+
+func (c *client) CreateTerminal(context.Context, acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	return acpsdk.CreateTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/create")
+}
+
+func (c *client) KillTerminal(context.Context, acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
+	return acpsdk.KillTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/kill")
+}
+
+func (c *client) TerminalOutput(context.Context, acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
+	return acpsdk.TerminalOutputResponse{}, acpsdk.NewMethodNotFound("terminal/output")
+}
+
+func (c *client) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
+	return acpsdk.ReleaseTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/release")
+}
+
+func (c *client) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
+	return acpsdk.WaitForTerminalExitResponse{}, acpsdk.NewMethodNotFound("terminal/wait_for_exit")
+}
+
+// stores are the stores the tests run on.
+var stores = map[string]func(t *testing.T) store.Store{
+	"memstore": func(*testing.T) store.Store { return memstore.New() },
+	"sqlite": func(t *testing.T) store.Store {
+		st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "acp.db")})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	},
+}
+
+// harness is an agent serving the desk charter to a client over pipes.
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	runner *durable.Runner
+	cl     *client
+	conn   *acpsdk.ClientSideConnection
+}
+
+// newRunner is a runner of charter on st.
+func newRunner(t *testing.T, st store.Store, charter *machine.Charter) *durable.Runner {
+	r, err := durable.New(durable.Config{Store: st, Charter: charter})
+	require.NoError(t, err)
+	return r
+}
+
+// deskRunner is a runner of the desk charter on st.
+func deskRunner(t *testing.T, st store.Store) *durable.Runner {
+	charter, err := acpdemo.NewCharter(acpdemo.ScriptedModel())
+	require.NoError(t, err)
+	return newRunner(t, st, charter)
+}
+
+// serve starts an agent on runner and connects a client to it; the
+// connection closes when the test ends.
+func serve(t *testing.T, runner *durable.Runner, node string) *harness {
+	t.Helper()
+	agent, err := acp.New(acp.Config{Runner: runner, Node: node, WatchInterval: 5 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- agent.Serve(ctx, agentIn, agentOut) }()
+	cl := &client{}
+	conn := acpsdk.NewClientSideConnection(cl, clientOut, clientIn)
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	t.Cleanup(func() {
+		_ = clientOut.Close()
+		require.NoError(t, <-served)
+		_ = agentOut.Close()
+		cancel()
+	})
+	return &harness{t: t, ctx: ctx, runner: runner, cl: cl, conn: conn}
+}
+
+// newSession initializes the connection and opens a session.
+func (h *harness) newSession() string {
+	h.t.Helper()
+	_, err := h.conn.Initialize(h.ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber,
+		ClientInfo: &acpsdk.Implementation{Name: "gotest", Version: "1"}})
+	require.NoError(h.t, err)
+	s, err := h.conn.NewSession(h.ctx, acpsdk.NewSessionRequest{Cwd: "/", McpServers: []acpsdk.McpServer{}})
+	require.NoError(h.t, err)
+	return string(s.SessionId)
+}
+
+// prompt sends text and returns the stop reason.
+func (h *harness) prompt(id, text string) acpsdk.StopReason {
+	h.t.Helper()
+	resp, err := h.conn.Prompt(h.ctx, acpsdk.PromptRequest{SessionId: acpsdk.SessionId(id), Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
+	require.NoError(h.t, err)
+	return resp.StopReason
+}
+
+// call sends an extension request and decodes its result into out.
+func (h *harness) call(method string, params, out any) error {
+	raw, err := h.conn.CallExtension(h.ctx, method, params)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
+}
