@@ -37,6 +37,8 @@
 //	      [--read-timeout D] [--write-timeout D] [--idle-timeout D]
 //	                                  serve the HMAC-signed HTTP resume endpoint
 //	                                  (timeouts default to resumehttp's: 15s, 5m, 15s)
+//	acp [--node NAME] [--sweep DURATION] [--watch DURATION]
+//	                                  serve the charter as an ACP agent on stdin/stdout
 //	version [-o text|json]            print the version and the Go version
 //	help [command]                    print help (also -h, --help, <command> -h)
 //
@@ -45,6 +47,11 @@
 // machine-readable output (documented in package cmd/markov/cli). Help
 // goes to stdout. Exit status: 0 on success (help included), 1 when a
 // command fails, 2 on a bad command line (the usage goes to stderr).
+//
+// MARKOV_CHARTER=acpdemo makes every command run the ACP demo's charter
+// (package acp/acpdemo, a deterministic desk agent) instead of the refund
+// one: "MARKOV_CHARTER=acpdemo markov acp" is an ACP agent that shows
+// every kind of wait offline.
 //
 // The stored machines can only be run by a program that has their charter,
 // since the charter holds the Go code of their tools. This binary knows the
@@ -60,8 +67,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/markov-agents/markov/acp/acpdemo"
 	"github.com/markov-agents/markov/cmd/markov/cli"
 	"github.com/markov-agents/markov/examples/approval/refund"
+	"github.com/markov-agents/markov/machine"
 )
 
 func main() {
@@ -74,12 +83,7 @@ func main() {
 // run runs the command line args (without the program name) and returns
 // the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	model, desc, err := refund.ModelFromEnv()
-	if err != nil {
-		fmt.Fprintf(stderr, "markov: %v\n", err)
-		return cli.ExitError
-	}
-	charter, err := refund.NewCharter(model)
+	charter, node, desc, err := pickCharter(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "markov: %v\n", err)
 		return cli.ExitError
@@ -87,10 +91,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli.CLI{
 		Name:     "markov",
 		Charter:  charter,
+		Node:     node,
 		Model:    desc,
 		Commands: []cli.Command{demoCommand},
 		Stdout:   stdout,
 		Stderr:   stderr,
 	}
 	return c.Main(ctx, args)
+}
+
+// pickCharter returns the charter the commands run, the node acp starts
+// sessions at and the model's description: the refund demo's, or the ACP
+// demo's (package acp/acpdemo, on its scripted model) when
+// MARKOV_CHARTER is "acpdemo".
+func pickCharter(getenv func(string) string) (*machine.Charter, string, string, error) {
+	switch name := getenv("MARKOV_CHARTER"); name {
+	case "", "refund":
+	case "acpdemo":
+		charter, err := acpdemo.NewCharter(acpdemo.ScriptedModel())
+		return charter, acpdemo.NodeName, "scripted (the ACP demo's desk)", err
+	default:
+		return nil, "", "", fmt.Errorf("MARKOV_CHARTER=%q: want refund or acpdemo", name)
+	}
+	model, desc, err := refund.ModelFromEnv()
+	if err != nil {
+		return nil, "", "", err
+	}
+	charter, err := refund.NewCharter(model)
+	return charter, refund.NodeName, desc, err
 }

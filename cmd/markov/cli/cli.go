@@ -81,6 +81,11 @@ type CLI struct {
 	// Stdout receives the commands' output, Stderr errors and usage (nil:
 	// discarded).
 	Stdout, Stderr io.Writer
+	// Stdin is what acp reads the client's messages from (nil: the
+	// process's standard input).
+	Stdin io.Reader
+	// Node is the node acp starts new sessions at (its --node default).
+	Node string
 	// Getenv reads environment variables (serve's secret); nil means
 	// os.Getenv.
 	Getenv func(string) string

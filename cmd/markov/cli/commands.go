@@ -34,6 +34,7 @@ func builtins() []Command {
 		{Name: "cancel", Args: "[-o text|json] <suspend-id> [reason...]", Summary: "cancel a suspension (the call fails with the reason) and run its machine on", Run: Cancel},
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
 		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
+		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},
 		{Name: "version", Args: "[-o text|json]", Summary: "print the program's version and the Go version it was built with", Run: Version},
 	}
 }
