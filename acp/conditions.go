@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 )
@@ -15,15 +16,22 @@ import (
 // This file maps the RFC's resume conditions onto the library's.
 
 // conditionOptions are the suspend options of resume conditions rc
-// (checked by Check).
+// (checked by Check); an event name the library refuses wraps
+// ErrInvalidParams.
 func conditionOptions(rc *ResumeConditions) ([]instance.SuspendOption, error) {
+	if rc == nil {
+		return nil, nil
+	}
 	var opts []instance.SuspendOption
 	ev, err := rc.event()
 	if err != nil {
 		return nil, err
 	}
 	if ev != "" {
-		return nil, fmt.Errorf("%w: resume on an event is not supported yet", ErrInvalidParams)
+		if err := instance.CheckEvent(ev); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+		}
+		opts = append(opts, instance.WithEvent(ev))
 	}
 	if t := rc.Timeout; t != nil {
 		opts = append(opts, instance.WithTimeout(time.Duration(math.Round(t.DurationMinutes*float64(time.Minute)))))
@@ -35,47 +43,55 @@ func conditionOptions(rc *ResumeConditions) ([]instance.SuspendOption, error) {
 			}
 			opts = append(opts, instance.OnTimeoutResume(v, false))
 		case OnTimeoutResumeWithSummary:
-			return nil, fmt.Errorf("%w: resume_with_summary is not supported yet", ErrInvalidParams)
+			opts = append(opts, instance.OnTimeoutSummary())
 		}
 	}
 	return opts, nil
 }
 
-// conditionsOf are the RFC conditions of a call, nil if none.
-func conditionsOf(call instance.SuspendedCall) *ResumeConditions {
-	var rc ResumeConditions
-	if ev := callEvent(call); ev != "" {
-		rc.OnEvent = ev
-	}
-	if !call.Deadline.IsZero() {
-		action := OnTimeoutFail
-		if call.OnTimeout.Resume {
-			action = OnTimeoutResumeWithInput
-		}
-		rc.Timeout = &ResumeTimeoutSpec{DurationMinutes: call.Deadline.Sub(call.SuspendedAt).Minutes(), OnTimeout: action}
-	}
-	if rc.OnEvent == "" && rc.Timeout == nil {
+// rfcConditions are the RFC conditions of c, nil if none.
+func rfcConditions(c instance.Conditions) *ResumeConditions {
+	if c.IsZero() {
 		return nil
 	}
-	return &rc
+	rc := &ResumeConditions{OnEvent: c.Event}
+	if !c.Deadline.IsZero() {
+		rc.Timeout = &ResumeTimeoutSpec{DurationMinutes: c.Timeout.Minutes(), OnTimeout: string(c.OnTimeout)}
+	}
+	return rc
+}
+
+// conditionsOf are the RFC conditions of a call, nil if none.
+func conditionsOf(call instance.SuspendedCall) *ResumeConditions {
+	return rfcConditions(call.Conditions())
 }
 
 // callEvent is the event call waits for, or "".
-func callEvent(instance.SuspendedCall) string { return "" }
+func callEvent(call instance.SuspendedCall) string { return call.Event }
 
 // isEventCause reports whether a signal of the awaited event resolved it.
-func isEventCause(*instance.Event) bool { return false }
+func isEventCause(ev *instance.Event) bool { return ev.Cause == instance.CauseEvent }
 
 // freshTurn reports whether the resume started a fresh turn.
-func freshTurn(*instance.Event) bool { return false }
+func freshTurn(ev *instance.Event) bool { return ev.FreshTurn }
 
 // resumeInput is in, resumed in a fresh turn unless continued.
 func resumeInput(in machine.ResumeInput, continued bool) machine.Input {
-	_ = continued
+	in.FreshTurn = !continued
 	return in
 }
 
-// suspendMachine parks the idle machine id.
-func (c *conn) suspendMachine(context.Context, string, string, []instance.SuspendOption) (instance.SuspendedCall, error) {
-	return instance.SuspendedCall{}, errors.New("acp: suspend is not supported yet")
+// suspendMachine parks machine id's primary leaf for the client
+// (durable.Runner.Suspend): at once when no run holds it, otherwise at
+// the point mode names, waiting for that run to end.
+func (c *conn) suspendMachine(ctx context.Context, id string, req SuspendRequest) (durable.Suspension, error) {
+	opts, err := conditionOptions(req.ResumeWhen)
+	if err != nil {
+		return durable.Suspension{}, err
+	}
+	sus, err := c.a.cfg.Runner.Suspend(ctx, id, req.Reason, durable.WithMode(durable.SuspendMode(req.Mode)), durable.WithConditions(opts...))
+	if errors.Is(err, durable.ErrInvalidSuspend) {
+		return durable.Suspension{}, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+	}
+	return sus, err
 }

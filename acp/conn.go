@@ -117,7 +117,7 @@ func (c *conn) ResumeSession(ctx context.Context, p acpsdk.ResumeSessionRequest)
 	if err != nil {
 		return acpsdk.ResumeSessionResponse{}, reqErr(err)
 	}
-	resp, err := c.resume(ctx, s, req, false)
+	resp, err := c.resume(ctx, s, req)
 	if errors.Is(err, ErrNotSuspended) {
 		return acpsdk.ResumeSessionResponse{}, nil // nothing parked: reattached
 	}
@@ -217,7 +217,7 @@ func (c *conn) HandleExtensionMethod(ctx context.Context, method string, params 
 		if err != nil {
 			return nil, err
 		}
-		resp, err := c.resume(ctx, s, req, true)
+		resp, err := c.resume(ctx, s, req)
 		if err != nil {
 			return nil, reqErr(err)
 		}

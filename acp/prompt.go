@@ -84,9 +84,6 @@ func (c *conn) drive(ctx context.Context, s *session, inputs ...machine.Input) (
 		if err := t.await(ctx); err != nil {
 			return "", err
 		}
-		if t.suspended {
-			return t.stop, nil // a client suspend ended the turn
-		}
 		var err error
 		if inputs, err = c.askAll(ctx, s, t.pending); err != nil {
 			return "", err
@@ -125,8 +122,6 @@ type turn struct {
 	// parked are the self-parks of this run, announced with
 	// session/await_resumption once it ends.
 	parked []instance.SuspendedCall
-	// suspended is set when a client suspend ended the run.
-	suspended bool
 }
 
 // run runs the machine with inputs and streams its events.
@@ -142,12 +137,8 @@ func (t *turn) run(ctx context.Context, inputs []machine.Input) error {
 			continue
 		}
 		t.stepped(e.Step)
-		if o := t.s.due(e.Step); o != nil {
-			t.suspended = true
-			return t.c.commit(ctx, t.s, o)
-		}
 	}
-	return t.c.commitOrder(ctx, t.s) // wait_for_completion, or an order that found no step
+	return nil
 }
 
 // stepped notes how step st leaves the run.
@@ -241,7 +232,17 @@ func (c *conn) announce(ctx context.Context, s *session, call instance.Suspended
 			return err
 		}
 	}
-	if !isPark(call) || (!s.park(call) && live) {
+	if !isPark(call) {
+		return nil
+	}
+	return c.announcePark(ctx, s, call, conditionsOf(call), live)
+}
+
+// announcePark sends the suspended update of park call, waiting for rc:
+// once per connection when live, again on a replay.
+func (c *conn) announcePark(ctx context.Context, s *session, call instance.SuspendedCall, rc *ResumeConditions, live bool) error {
+	s.park(call)
+	if !s.markAnnounced(call.SuspendID) && live {
 		return nil
 	}
 	initiator := InitiatorAgent
@@ -254,7 +255,7 @@ func (c *conn) announce(ctx context.Context, s *session, call instance.Suspended
 		Reason:        call.Reason,
 		Initiator:     initiator,
 		SuspendedAt:   wireTime(call.SuspendedAt),
-		ResumeWhen:    conditionsOf(call),
+		ResumeWhen:    rc,
 	})
 }
 

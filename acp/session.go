@@ -22,10 +22,11 @@ type session struct {
 	// parks are the session's announced parks still pending, by handle,
 	// with the history length when they were seen.
 	parks map[string]park
-	// stopWatch stops the watcher, if one runs.
+	// announced are the parks a suspended update showed on this
+	// connection.
+	announced map[string]bool
+	// unwatch stops the watcher, if one runs.
 	unwatch context.CancelFunc
-	// order is a client suspend waiting for the run in flight.
-	order *suspendOrder
 }
 
 // park is a pending suspension announced with a suspended update.
@@ -34,7 +35,7 @@ type park struct {
 }
 
 func newSession(id string) *session {
-	return &session{id: id, parks: map[string]park{}}
+	return &session{id: id, parks: map[string]park{}, announced: map[string]bool{}}
 }
 
 // begin marks a run in flight and returns its context; ErrBusy if one
@@ -50,7 +51,7 @@ func (s *session) begin(ctx context.Context) (context.Context, func(), error) {
 	return ctx, func() {
 		cancel()
 		s.mu.Lock()
-		s.running, s.stopRun, s.order = false, nil, nil
+		s.running, s.stopRun = false, nil
 		s.mu.Unlock()
 	}, nil
 }
@@ -72,6 +73,18 @@ func (s *session) park(call instance.SuspendedCall) bool {
 		return false
 	}
 	s.parks[call.SuspendID] = park{call: call}
+	return true
+}
+
+// markAnnounced notes that a suspended update showed park handle; false
+// if one had.
+func (s *session) markAnnounced(handle string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.announced[handle] {
+		return false
+	}
+	s.announced[handle] = true
 	return true
 }
 

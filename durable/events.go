@@ -90,3 +90,6 @@ func (s *session) yieldStep(ctx context.Context, st *machine.Step, yield func(ma
 	}
 	return yield(machine.Event{Kind: machine.EventStep, Step: st}, nil)
 }
+
+// Charter is the charter the runner's machines run against.
+func (r *Runner) Charter() *machine.Charter { return r.charter }

@@ -15,8 +15,8 @@
 //     time for a session/suspend to land mid-turn;
 //   - anything else: a reply streamed in small chunks.
 //
-// After a tool result, the model reports it; after a resume that starts
-// a fresh turn it says so.
+// After a tool result, the model reports it; in a fresh turn (a resume
+// with continueTranscript false) it says so first.
 package acpdemo
 
 import (
@@ -186,7 +186,11 @@ func ScriptedModel() *scripted.Model {
 func reply(req *llm.Request) (scripted.Reply, error) {
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == message.Tool {
-		return afterTool(last.Parts[len(last.Parts)-1]), nil
+		r := afterTool(last.Parts[len(last.Parts)-1])
+		if freshTurn(req) && len(r.Calls) == 0 {
+			r.Text = "Fresh turn. " + r.Text
+		}
+		return r, nil
 	}
 	text := strings.TrimSpace(last.Text())
 	verb, arg, _ := strings.Cut(text, " ")
@@ -209,7 +213,7 @@ func reply(req *llm.Request) (scripted.Reply, error) {
 		return r, nil
 	}
 	if freshTurn(req) {
-		return scripted.Text("Fresh turn: " + text), nil
+		return scripted.Text("Fresh turn. You said: " + text), nil
 	}
 	return scripted.Text("You said: " + text + ". That is all I have to say about it."), nil
 }

@@ -66,7 +66,19 @@ const app = client({ name: "markov-e2e" })
 
 const out = {};
 const stream = ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
-await app.connectWith(stream, async (ctx) => {
+try {
+  await app.connectWith(stream, (ctx) => drive(ctx));
+} catch (err) {
+  console.error("failed after", JSON.stringify(out, null, 1));
+  agent.kill();
+  throw err;
+}
+agent.stdin.end();
+await new Promise((resolve) => agent.on("exit", resolve));
+out.exitCode = agent.exitCode;
+console.log(JSON.stringify(out));
+
+async function drive(ctx) {
   const init = await ctx.request(methods.agent.initialize, {
     protocolVersion: 1,
     clientCapabilities: {},
@@ -153,8 +165,4 @@ await app.connectWith(stream, async (ctx) => {
     toolCalls: updatesOf(replay, "tool_call").length,
     text: textOf(replay),
   };
-});
-agent.stdin.end();
-await new Promise((resolve) => agent.on("exit", resolve));
-out.exitCode = agent.exitCode;
-console.log(JSON.stringify(out));
+}
