@@ -88,7 +88,11 @@ var layers = map[string]rule{
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp": {layer: 7, also: []string{"durable"}},
 	// console is the web page for approvers and operators (layer 8).
-	"console":       {layer: 8, also: []string{"durable/fleet"}},
+	"console": {layer: 8, also: []string{"durable/fleet"}},
+	// acp is the Agent Client Protocol agent (layer 8); acp/acpdemo the
+	// charter of its demo, an example.
+	"acp":           {layer: 8},
+	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,
 	// sdkopt builds the request options the SDK adapters share.
