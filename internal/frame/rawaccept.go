@@ -62,24 +62,29 @@ func (a *acceptor) rawValue(s *rawScan, depth int) bool {
 	if depth > maxRawDepth || (a != nil && a.never) {
 		return false
 	}
-	switch c := s.next(); {
-	case c == '{':
+	switch c := s.next(); c {
+	case '{':
 		return a.allows("object") && a.rawObject(s, depth)
-	case c == '[':
+	case '[':
 		return a.allows("array") && a.rawArray(s, depth)
-	case c == '"':
+	case '"':
 		_, ok := s.str()
 		return ok && a.allows("string")
-	case c == 't':
-		return s.literal("true") && a.allows("boolean")
-	case c == 'f':
-		return s.literal("false") && a.allows("boolean")
-	case c == 'n':
-		return s.literal("null") && a.allows("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		return a.rawNumber(s)
+	case 't', 'f', 'n':
+		return a.rawLiteral(s, c)
 	}
-	return false
+	return a.rawNumber(s)
+}
+
+// rawLiteral reads true, false or null, starting with c.
+func (a *acceptor) rawLiteral(s *rawScan, c byte) bool {
+	switch c {
+	case 't':
+		return s.literal("true") && a.allows("boolean")
+	case 'f':
+		return s.literal("false") && a.allows("boolean")
+	}
+	return s.literal("null") && a.allows("null")
 }
 
 func (s *rawScan) literal(w string) bool {
@@ -138,12 +143,14 @@ func (s *rawScan) escape() bool {
 	return false
 }
 
-func isHex(c byte) bool { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') }
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
 
 // rawNumber reads a number and applies the type and numeric bounds.
 func (a *acceptor) rawNumber(s *rawScan) bool {
 	start := s.i
-	if !s.number() {
+	if s.i == len(s.b) || !s.number() {
 		return false
 	}
 	if a == nil {
@@ -156,7 +163,7 @@ func (a *acceptor) rawNumber(s *rawScan) bool {
 	return a.acceptsType(v) && (a.minimum == nil || v >= *a.minimum) && (a.maximum == nil || v <= *a.maximum)
 }
 
-// number reads the JSON number grammar.
+// number reads the JSON number grammar (s.i is before the end).
 func (s *rawScan) number() bool {
 	if s.b[s.i] == '-' {
 		s.i++
