@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/serialize"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/store/postgres"
@@ -96,9 +98,11 @@ func benchStores(b *testing.B) map[string]func() store.Store {
 // history returns n messages of a finished conversation.
 var history = testkit.History
 
-// BenchmarkSaveStep measures a step's save (tree snapshot plus the new
-// history messages) with a short and a long history: the cost must not
-// grow with history length.
+// BenchmarkSaveStep measures a durable step: one round and its save (tree
+// snapshot plus the new history messages), with a short and a long
+// history: the cost must not grow with history length. (The round is
+// timed too: stopping the timer around it would cost more than the round,
+// a stop-the-world memory read each time.)
 func BenchmarkSaveStep(b *testing.B) {
 	c := benchCharter(b)
 	ctx := context.Background()
@@ -122,20 +126,89 @@ func BenchmarkSaveStep(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for range b.N {
-					b.StopTimer()
 					for _, err := range m.Run(ctx) {
 						if err != nil {
 							b.Fatal(err)
 						}
 						break
 					}
-					b.StartTimer()
 					if err := s.save(ctx); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkBareTx is what BenchmarkSaveStep's sqlite runs compare with:
+// one transaction writing the same bytes — a step's tree over the stored
+// one and its two new history messages — to a bare SQLite database with
+// the pragmas the store uses (WAL, synchronous=FULL, BEGIN IMMEDIATE),
+// with none of the store's bookkeeping (revision check, history length,
+// suspension index).
+func BenchmarkBareTx(b *testing.B) {
+	c := benchCharter(b)
+	ctx := context.Background()
+	for _, size := range []int{100, 10_000} {
+		b.Run(fmt.Sprintf("sqlite/history=%d", size), func(b *testing.B) {
+			m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, append(history(size), message.UserText("work")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var added []message.Message
+			for s, err := range m.Run(ctx) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				added = s.Messages
+				break
+			}
+			tree, err := serialize.MarshalTree(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var msgs [][]byte
+			for _, msg := range added {
+				data, err := serialize.MarshalMessage(msg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				msgs = append(msgs, data)
+			}
+			db, err := sql.Open("sqlite", filepath.Join(b.TempDir(), "bare.db")+"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			db.SetMaxOpenConns(1)
+			for _, q := range []string{`CREATE TABLE m (id INTEGER PRIMARY KEY, tree BLOB)`, `CREATE TABLE h (seq INTEGER PRIMARY KEY, data BLOB)`, `INSERT INTO m VALUES (1, x'')`} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			seq := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE m SET tree = ? WHERE id = 1`, tree); err != nil {
+					b.Fatal(err)
+				}
+				for _, data := range msgs {
+					seq++
+					if _, err := tx.ExecContext(ctx, `INSERT INTO h VALUES (?, ?)`, seq, data); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
