@@ -177,3 +177,42 @@ func TimeoutSummary(c *SuspendedCall) string {
 	b.WriteString(". Go on without that result.")
 	return b.String()
 }
+
+// Options returns the suspend options that set c: WithEvent for Event;
+// WithTimeout for Timeout (or WithDeadline for Deadline when Timeout is
+// zero) with the OnTimeout action, input being the payload of
+// TimeoutResumeWithInput. An invalid event fails with ErrInvalidEvent; an
+// unknown action, a negative timeout, an action without a timeout or input
+// with another action, with ErrInvalidInput.
+func (c Conditions) Options(input any) ([]SuspendOption, error) {
+	var opts []SuspendOption
+	if c.Event != "" {
+		if err := CheckEvent(c.Event); err != nil {
+			return nil, err
+		}
+		opts = append(opts, WithEvent(c.Event))
+	}
+	kind, err := ParseTimeoutKind(string(c.OnTimeout))
+	switch {
+	case err != nil:
+		return nil, err
+	case c.Timeout < 0:
+		return nil, fmt.Errorf("%w: negative timeout %s", ErrInvalidInput, c.Timeout)
+	case c.Timeout > 0:
+		opts = append(opts, WithTimeout(c.Timeout))
+	case !c.Deadline.IsZero():
+		opts = append(opts, WithDeadline(c.Deadline))
+	case c.OnTimeout != "":
+		return nil, fmt.Errorf("%w: on-timeout action %s without a timeout", ErrInvalidInput, c.OnTimeout)
+	}
+	if input != nil && kind != TimeoutResumeWithInput {
+		return nil, fmt.Errorf("%w: an on-timeout input goes with %s only", ErrInvalidInput, TimeoutResumeWithInput)
+	}
+	switch kind {
+	case TimeoutResumeWithInput:
+		opts = append(opts, OnTimeoutResume(input, false))
+	case TimeoutResumeWithSummary:
+		opts = append(opts, OnTimeoutSummary())
+	}
+	return opts, nil
+}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"math"
 	"net/http"
 	"time"
 
@@ -152,35 +151,19 @@ func conditionOptions(w *ResumeWhen) ([]instance.SuspendOption, error) {
 	if w == nil {
 		return nil, nil
 	}
-	var opts []instance.SuspendOption
-	if w.OnEvent != "" {
-		if err := instance.CheckEvent(w.OnEvent); err != nil {
-			return nil, err
+	c := instance.Conditions{Event: w.OnEvent}
+	var input any
+	if t := w.Timeout; t != nil {
+		if !(t.DurationMinutes > 0 && t.DurationMinutes <= maxTimeoutMinutes) {
+			return nil, fmt.Errorf("%w: duration_minutes must be positive and at most %d", instance.ErrInvalidInput, maxTimeoutMinutes)
 		}
-		opts = append(opts, instance.WithEvent(w.OnEvent))
+		c.Timeout = time.Duration(t.DurationMinutes * float64(time.Minute))
+		c.OnTimeout = instance.TimeoutKind(t.OnTimeout)
+		if in := rawOrNil(t.Input); in != nil {
+			input = in
+		}
 	}
-	t := w.Timeout
-	if t == nil {
-		return opts, nil
-	}
-	if !(t.DurationMinutes > 0 && t.DurationMinutes <= maxTimeoutMinutes) || math.IsNaN(t.DurationMinutes) {
-		return nil, fmt.Errorf("%w: duration_minutes must be positive and at most %d", instance.ErrInvalidInput, maxTimeoutMinutes)
-	}
-	opts = append(opts, instance.WithTimeout(time.Duration(t.DurationMinutes*float64(time.Minute))))
-	kind, err := instance.ParseTimeoutKind(t.OnTimeout)
-	if err != nil {
-		return nil, err
-	}
-	switch input := rawOrNil(t.Input); kind {
-	case instance.TimeoutResumeWithInput:
-		opts = append(opts, instance.OnTimeoutResume(input, false))
-	case instance.TimeoutResumeWithSummary:
-		opts = append(opts, instance.OnTimeoutSummary())
-	}
-	if kind != instance.TimeoutResumeWithInput && rawOrNil(t.Input) != nil {
-		return nil, fmt.Errorf("%w: input goes with on_timeout resume_with_input only", instance.ErrInvalidInput)
-	}
-	return opts, nil
+	return c.Options(input)
 }
 
 // resumeWhenOf is the echo of conditions, nil when there are none.

@@ -117,7 +117,7 @@ func TestUsage(t *testing.T) {
 		{name: "help", args: []string{"help"}, code: ExitOK, stdout: []string{"usage: markov [--db FILE] <command>", "\n  resume    resume a suspension with a JSON payload", "Every command takes --db FILE"}},
 		{name: "-h", args: []string{"-h"}, code: ExitOK, stdout: []string{"usage: markov", "-o text|json"}, emptyError: true},
 		{name: "--help", args: []string{"--help"}, code: ExitOK, stdout: []string{"usage: markov", "\n  version "}, emptyError: true},
-		{name: "help resume", args: []string{"help", "resume"}, code: ExitOK, stdout: []string{"usage: markov resume [--error] [--text] [-o text|json] <suspend-id> <payload>", "-error", "-text", "-db", "-o format"}, emptyError: true},
+		{name: "help resume", args: []string{"help", "resume"}, code: ExitOK, stdout: []string{"usage: markov resume [--error] [--text] [--fresh-turn] [-o text|json] <suspend-id> <payload>", "-error", "-fresh-turn", "-text", "-db", "-o format"}, emptyError: true},
 		{name: "resume -h", args: []string{"resume", "-h"}, code: ExitOK, stdout: []string{"usage: markov resume", "-error"}, emptyError: true},
 		{name: "invoke --help", args: []string{"invoke", "--help"}, code: ExitOK, stdout: []string{"usage: markov invoke [--instance ID] [-o text|json] <machine-id> <command> [input-json]", "-instance"}, emptyError: true},
 		{name: "help create", args: []string{"help", "create"}, code: ExitOK, stdout: []string{"usage: markov create", "-state"}, emptyError: true},

@@ -30,8 +30,10 @@ func builtins() []Command {
 		{Name: "create", Args: "[--id ID] [--state JSON] [-o text|json] <node>", Summary: "create a stored machine whose root runs the charter's node, and print its ID", Run: Create},
 		{Name: "run", Args: "[-o text|json] <machine-id> [message...]", Summary: "send a machine a user message (none: continue pending work) and run it", Run: RunMachine},
 		{Name: "invoke", Args: "[--instance ID] [-o text|json] <machine-id> <command> [input-json]", Summary: "invoke a command on a stored machine and run it on", Run: Invoke},
-		{Name: "resume", Args: "[--error] [--text] [-o text|json] <suspend-id> <payload>", Summary: "resume a suspension with a JSON payload and run its machine on", Run: Resume},
+		{Name: "resume", Args: "[--error] [--text] [--fresh-turn] [-o text|json] <suspend-id> <payload>", Summary: "resume a suspension with a JSON payload and run its machine on", Run: Resume},
 		{Name: "cancel", Args: "[-o text|json] <suspend-id> [reason...]", Summary: "cancel a suspension (the call fails with the reason) and run its machine on", Run: Cancel},
+		{Name: "signal", Args: "[--text] [-o text|json] <event> [payload]", Summary: "resume every suspension waiting for a named event with the payload, and run their machines on", Run: Signal},
+		{Name: "suspend", Args: "[--mode finish_step|interrupt_immediate|wait_for_completion] [--event NAME] [--timeout D] [--on-timeout ACTION] [--input JSON] [--no-wait] [-o text|json] <machine-id> [reason...]", Summary: "suspend a machine on behalf of the caller and print its handle", Run: Suspend},
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
 		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
 		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},
@@ -221,6 +223,7 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("resume")
 	isError := fs.Bool("error", false, "resolve the call as a failure (the model sees an error result)")
 	text := fs.Bool("text", false, "pass the payload as plain text rather than JSON")
+	fresh := fs.Bool("fresh-turn", false, "resume in a fresh turn: the model sees a digest of the earlier transcript instead of all of it")
 	out := OutputFlag(fs)
 	pos, err := c.Parse(fs, "resume", args)
 	if err != nil {
@@ -235,7 +238,7 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 		return Usagef("resume", "%v", err)
 	}
 	return c.resolve(ctx, id, "resuming", *out, func(db *DB) runSteps {
-		return db.Runner.Resume(ctx, id, payload, *isError)
+		return db.Runner.ResumeWith(ctx, machine.ResumeInput{SuspendID: id, Payload: payload, IsError: *isError, FreshTurn: *fresh})
 	})
 }
 
