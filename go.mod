@@ -25,6 +25,7 @@ require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/riverqueue/river/riverdriver v0.49.0 // indirect
 	github.com/riverqueue/river/rivershared v0.49.0 // indirect
+	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 )
 
 require (

@@ -22,9 +22,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
+	"github.com/markov-agents/markov/internal/telemetry"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
@@ -60,6 +63,13 @@ type Config struct {
 	// leaves a job that finds nothing to do, and no deadline is ever
 	// missed.
 	BeforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
+	// MeterProvider records the runner's OpenTelemetry metrics: the
+	// latency of saves (markov.durable.save.duration) and the pending
+	// suspensions of the store's index, an observable gauge
+	// (markov.suspensions.pending) that lists them at every collection.
+	// The global provider if nil. The charter's MeterProvider records the
+	// machines' own metrics.
+	MeterProvider metric.MeterProvider
 }
 
 // Runner runs machines durably. It is safe for concurrent use; several
@@ -71,6 +81,7 @@ type Runner struct {
 	log        *slog.Logger
 	beforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
 	local      *localLocks
+	met        *telemetry.Metrics
 }
 
 // New returns a Runner.
@@ -81,6 +92,9 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, local: localLocksOf(cfg.Store)}
 	if r.lease <= 0 {
 		r.lease = DefaultLease
+	}
+	if err := r.instrument(cfg.MeterProvider); err != nil {
+		return nil, err
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -452,7 +466,10 @@ func (r *Runner) load(ctx context.Context, id string) (*session, error) {
 
 // save writes the tree, the history added since the last save and the
 // suspension index, conditional on the revision.
-func (s *session) save(ctx context.Context) error {
+func (s *session) save(ctx context.Context) (err error) {
+	if s.r.met.SaveOn(ctx) {
+		defer s.r.met.Save(ctx, time.Now(), &err)
+	}
 	tree, err := serialize.MarshalTree(s.m)
 	if err != nil {
 		return fmt.Errorf("encode machine %s: %w", s.id, err)

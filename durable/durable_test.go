@@ -75,7 +75,9 @@ func newCharter(t testing.TB, model llm.Model) *machine.Charter {
 	return c
 }
 
-func buildCharter(model llm.Model) (*machine.Charter, error) {
+// buildCharter builds the test charter around model; edits change its
+// configuration first (telemetry providers, say).
+func buildCharter(model llm.Model, edits ...func(*machine.CharterConfig)) (*machine.Charter, error) {
 	work := node.NewTool("work", "do a unit of work", func(ctx *node.ToolContext[desk], _ empty) (int, error) {
 		err := ctx.Update(func(d *desk) { d.Done++ })
 		return ctx.State().Done, err
@@ -90,7 +92,11 @@ func buildCharter(model llm.Model) (*machine.Charter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+	cfg := machine.CharterConfig{Model: model, Nodes: []*node.Node{n}}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	return machine.NewCharter(cfg)
 }
 
 // stores returns the stores every durable test runs against.

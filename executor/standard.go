@@ -10,12 +10,14 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/telemetry"
 	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
@@ -52,8 +54,13 @@ type Config struct {
 	NewID func() string
 	// Logger receives debug logs (silent if nil).
 	Logger *slog.Logger
-	// Tracer records spans for model calls and tools (none if nil).
+	// Tracer records spans for model calls and tools (none if nil), named
+	// and attributed after the OpenTelemetry GenAI conventions.
 	Tracer trace.Tracer
+	// Meter records metrics of model calls (gen_ai.client.token.usage,
+	// gen_ai.client.operation.duration) and tools (markov.tool.duration);
+	// none if nil.
+	Meter metric.Meter
 }
 
 // standard is the executor New returns.
@@ -63,7 +70,10 @@ type standard struct {
 	nodes  map[string]*node.Node
 	tools  []*frame.Tool // the charter's
 	tracer trace.Tracer
-	log    *slog.Logger
+	met    *telemetry.Metrics
+	// provider is the model's gen_ai.provider.name.
+	provider string
+	log      *slog.Logger
 
 	// sets caches the tool sets of node chains.
 	mu   sync.RWMutex
@@ -73,7 +83,8 @@ type standard struct {
 // New returns the standard executor. It is safe for concurrent use.
 func New(cfg Config) Executor {
 	e := &standard{cfg: cfg, prompt: cfg.Prompt, nodes: make(map[string]*node.Node, len(cfg.Nodes)),
-		tracer: cfg.Tracer, log: cfg.Logger, sets: map[string]*toolset{}}
+		tracer: cfg.Tracer, met: telemetry.New(cfg.Meter), provider: telemetry.ProviderOf(cfg.Model),
+		log: cfg.Logger, sets: map[string]*toolset{}}
 	if e.prompt == nil {
 		e.prompt = DefaultPrompt
 	}
@@ -183,12 +194,13 @@ func (e *standard) prepare(ctx context.Context, lf *leaf, r *Reply) {
 // generate calls the model inside a span: Generate, or while someone
 // listens to the leaf, a stream.
 func (e *standard) generate(ctx context.Context, req *llm.Request, lf *leaf) (*llm.Response, error) {
-	ctx, span := tracing.Start(ctx, e.tracer, "markov.model")
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("markov.instance", req.InstanceID), attribute.String("markov.node", req.Node),
-			attribute.Int("markov.messages", len(req.Messages)))
-	}
+	ctx, span := e.startModel(ctx, req)
 	defer span.End()
+	var start time.Time
+	metered := e.met.ModelOn(ctx)
+	if metered {
+		start = time.Now()
+	}
 	var resp *llm.Response
 	var err error
 	if lf.events == nil {
@@ -199,16 +211,38 @@ func (e *standard) generate(ctx context.Context, req *llm.Request, lf *leaf) (*l
 	if err == nil && resp == nil {
 		err = ErrNoResponse
 	}
+	if metered {
+		e.met.Model(ctx, e.provider, req, resp, time.Since(start), err)
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+		if span.IsRecording() {
+			span.SetAttributes(telemetry.ErrorAttribute(err))
+		}
 		return nil, err
 	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("markov.stop", string(resp.StopReason)),
 			attribute.Int("markov.tokens.input", resp.Usage.InputTokens), attribute.Int("markov.tokens.output", resp.Usage.OutputTokens))
+		telemetry.SetResponse(span, resp)
 	}
 	return resp, nil
+}
+
+// startModel starts the span of a model call, "chat {model}" with the
+// GenAI request attributes beside markov's, unless the run is untraced.
+func (e *standard) startModel(ctx context.Context, req *llm.Request) (context.Context, trace.Span) {
+	if tracing.Off(ctx) {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	ctx, span := e.tracer.Start(ctx, telemetry.ChatSpanName(req.Settings.Model), trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.instance", req.InstanceID), attribute.String("markov.node", req.Node),
+			attribute.Int("markov.messages", len(req.Messages)))
+		telemetry.SetRequest(span, e.provider, req)
+	}
+	return ctx, span
 }
 
 func withoutToolUses(parts []message.Part) []message.Part {

@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/telemetry"
 	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
@@ -278,24 +282,53 @@ func (e *standard) invoke(ctx context.Context, lf *leaf, ent entry, u message.Pa
 // call runs one tool call inside a span, within the tool's timeout. The
 // frame is nil when the call timed out.
 func (e *standard) call(ctx context.Context, lf *leaf, ent entry, u message.Part, state any, packs map[string]any) (*frame.Frame, any, error) {
-	ctx, span := tracing.Start(ctx, e.tracer, "markov.tool")
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("markov.tool", u.Name), attribute.String("markov.instance", lf.in.ID))
-	}
+	ctx, span := e.startTool(ctx, lf, ent, u)
 	defer span.End()
+	var start time.Time
+	metered := e.met.ToolOn(ctx)
+	if metered {
+		start = time.Now()
+	}
 	f := e.newFrame(ctx, lf, ent, state, packs)
 	f.KeyID = u.ID
 	if ent.tool.Concurrent {
 		f.ReadOnly = true
 	}
 	f, out, err := e.limit(ctx, ent.tool, f, func(f *frame.Frame) (any, error) { return frame.Call(ent.tool.Run, f, u.Data) })
+	if metered {
+		e.met.Tool(ctx, u.Name, outcomeOf(err), time.Since(start))
+	}
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("markov.outcome", outcomeOf(err)))
+		outcome := outcomeOf(err)
+		span.SetAttributes(attribute.String("markov.outcome", outcome))
 		if err != nil && !isSuspension(err) {
+			span.SetAttributes(semconv.ErrorTypeKey.String(toolErrorType(outcome)))
 			span.SetStatus(codes.Error, err.Error())
 		}
 	}
 	return f, out, err
+}
+
+// startTool starts the span of tool call u, "execute_tool {name}" with
+// the GenAI tool attributes beside markov's, unless the run is untraced.
+func (e *standard) startTool(ctx context.Context, lf *leaf, ent entry, u message.Part) (context.Context, trace.Span) {
+	if tracing.Off(ctx) {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	ctx, span := e.tracer.Start(ctx, telemetry.ToolSpanName(u.Name))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("markov.tool", u.Name), attribute.String("markov.instance", lf.in.ID))
+		span.SetAttributes(telemetry.ToolAttributes(u.Name, ent.tool.Spec.Description, u.ID)...)
+	}
+	return ctx, span
+}
+
+// toolErrorType is error.type of a failed tool call's outcome.
+func toolErrorType(outcome string) string {
+	if outcome == "timeout" {
+		return "timeout"
+	}
+	return "tool_error"
 }
 
 func isSuspension(err error) bool {

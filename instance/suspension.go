@@ -131,6 +131,11 @@ type SuspendedCall struct {
 	// A payload it rejects fails the resume with a *PayloadError and
 	// changes nothing. Error payloads (IsError) are not checked.
 	PayloadSchema json.RawMessage
+	// TraceParent is the W3C traceparent of the span in which the call
+	// was suspended ("00-<trace ID>-<span ID>-<flags>"), empty when the
+	// run was not traced. The run that resolves the call carries a span
+	// link to it, so a trace shows the wait, across processes too.
+	TraceParent string
 }
 
 // Expired reports whether the call is pending with a deadline at or before

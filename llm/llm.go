@@ -130,6 +130,19 @@ type Response struct {
 	Message    message.Message
 	StopReason StopReason
 	Usage      Usage
+	// ID is the provider's ID of the reply and Model the model that
+	// wrote it, as the provider reports them (empty when it does not).
+	// They feed telemetry (gen_ai.response.id, gen_ai.response.model)
+	// and are not persisted.
+	ID    string
+	Model string
+}
+
+// ProviderNamer is implemented by models that name the provider they
+// call, for telemetry: OpenTelemetry's gen_ai.provider.name ("anthropic",
+// "openai"). Spans and metrics of a model without it say "unknown".
+type ProviderNamer interface {
+	ProviderName() string
 }
 
 // ToolInput returns a tool use's input as valid JSON, whatever a provider

@@ -10,6 +10,7 @@ import (
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/telemetry"
 	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
@@ -137,15 +138,20 @@ func (t *tx) applyEffect(in *instance.Instance, eff instance.Effect, wake bool) 
 	return false
 }
 
-// suspended records new suspended calls on in.
+// suspended records new suspended calls on in. Each remembers the span
+// of its suspension (TraceParent), for the span link of the run that
+// resolves it.
 func (t *tx) suspended(in *instance.Instance, calls ...instance.SuspendedCall) {
-	addCalls(in, calls...)
-	for _, c := range calls {
+	for i := range calls {
+		c := &calls[i]
 		_, span := tracing.Start(t.ctx, t.tracer, "markov.suspend")
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("markov.suspend_id", c.SuspendID), attribute.String("markov.instance", c.InstanceID),
 				attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.name", c.Name),
 				attribute.String("markov.reason", c.Reason))
+		}
+		if tp := telemetry.TraceParent(span.SpanContext()); tp != "" {
+			c.TraceParent = tp
 		}
 		span.End()
 		t.events = append(t.events, instance.Event{
@@ -153,6 +159,7 @@ func (t *tx) suspended(in *instance.Instance, calls ...instance.SuspendedCall) {
 			Kind: c.Kind, Name: c.Name, Initiator: c.Initiator, Reason: c.Reason, At: c.SuspendedAt,
 		})
 	}
+	addCalls(in, calls...)
 }
 
 func addCalls(in *instance.Instance, calls ...instance.SuspendedCall) {

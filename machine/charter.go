@@ -6,18 +6,20 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/telemetry"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/node"
 )
 
-// TracerName is the instrumentation scope of markov's spans.
-const TracerName = "github.com/markov-agents/markov"
+// TracerName is the instrumentation scope of markov's spans and metrics.
+const TracerName = telemetry.ScopeName
 
 // DefaultMaxSteps bounds the rounds of one Run when CharterConfig.MaxSteps
 // is zero.
@@ -65,10 +67,18 @@ type CharterConfig struct {
 	// TracerProvider records OpenTelemetry spans for runs, steps, model
 	// calls, tools, suspensions and resumes (the global provider if nil).
 	TracerProvider trace.TracerProvider
+	// MeterProvider records OpenTelemetry metrics: tokens in and out and
+	// the latency of model calls (gen_ai.client.token.usage,
+	// gen_ai.client.operation.duration), tool latency
+	// (markov.tool.duration), and suspensions created and resolved by
+	// outcome (markov.suspensions.created, markov.suspensions.resolved).
+	// The global provider if nil, which records nothing until one is
+	// installed.
+	MeterProvider metric.MeterProvider
 	// Executor runs the leaves' steps, resume handlers and commands. Nil
 	// means the standard executor, executor.New with this configuration's
 	// Model, Nodes, Tools, Instructions, Settings, SystemPrompt,
-	// ToolTimeout, Clock, NewID, Logger and tracer. Set it to wrap that
+	// ToolTimeout, Clock, NewID, Logger, tracer and meter. Set it to wrap that
 	// executor (build it with executor.New from the same values) or to
 	// replace it; the charter then uses none of Model, Settings,
 	// Instructions, SystemPrompt and ToolTimeout itself.
@@ -94,6 +104,8 @@ type Charter struct {
 	newID    func() string
 	logger   *slog.Logger
 	tracer   trace.Tracer
+	meter    metric.Meter
+	met      *telemetry.Metrics
 	order    []string // node names in declaration order, for graphs
 	digest   DigestFunc
 }
@@ -128,6 +140,7 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 			NewID:        c.newID,
 			Logger:       c.logger,
 			Tracer:       c.tracer,
+			Meter:        c.meter,
 		})
 	}
 	return c, nil
@@ -163,6 +176,12 @@ func newCharter(cfg CharterConfig) *Charter {
 		tp = otel.GetTracerProvider()
 	}
 	c.tracer = tp.Tracer(TracerName)
+	mp := cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	c.meter = mp.Meter(TracerName)
+	c.met = telemetry.New(c.meter)
 	return c
 }
 

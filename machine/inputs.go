@@ -14,6 +14,7 @@ import (
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
+	"github.com/markov-agents/markov/internal/telemetry"
 	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/message"
 )
@@ -365,6 +366,10 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 			attribute.String("markov.kind", string(c.Kind)), attribute.String("markov.cause", string(r.cause)))
 	}
 	defer span.End()
+	if l, ok := telemetry.Link(c.TraceParent, c.SuspendID); ok {
+		span.AddLink(l)
+		t.links = append(t.links, l)
+	}
 	t.events = append(t.events, instance.Event{
 		Type: r.event, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
 		Name: c.Name, Initiator: c.Initiator, Cause: r.cause, HadPayload: r.payload != nil, At: t.now().UTC(),

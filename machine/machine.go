@@ -6,7 +6,10 @@
 package machine
 
 import (
+	"context"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
@@ -171,6 +174,9 @@ type Machine struct {
 	listener *listener
 	// checkpoints is checkpoint mode (SetCheckpoints).
 	checkpoints bool
+	// links are the span links to the suspensions resolved since the
+	// last run started, for the next run's span.
+	links []trace.Link
 }
 
 func init() {
@@ -229,5 +235,6 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 	}
 	call := frame.NewCall(sr, m.charter.now(), m.charter.newID, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
 	addCalls(leaf, call)
+	m.charter.met.Created(context.Background(), string(call.Kind))
 	return call.SuspendID, nil
 }

@@ -70,6 +70,7 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 		yield(Step{}, err)
 		return
 	}
+	m.linkResumed(span)
 	// What the inputs did stays unreported on the machine until a step
 	// carries it: a round that fails leaves it to the next Run.
 	m.unreported = m.unreported.merge(carry)
@@ -155,6 +156,31 @@ func (m *Machine) lastStep(ctx context.Context, emit func(Step) bool) {
 	case len(m.Pending()) > 0:
 		emit(Step{Reason: AwaitingResume, Done: true})
 	}
+}
+
+// linkResumed links span, a run's, to the spans that created the
+// suspensions resolved since the last run started: by this run's inputs,
+// or by an Apply (a durable runner's) before it.
+func (m *Machine) linkResumed(span trace.Span) {
+	for _, l := range m.links {
+		span.AddLink(l)
+	}
+	m.links = nil
+}
+
+// meter counts the suspensions created and resolved by the events t
+// added since it last committed.
+func (t *tx) meter() {
+	met := t.m.charter.met
+	for _, ev := range t.events[t.metered:] {
+		switch ev.Type {
+		case instance.EventSuspended:
+			met.Created(t.ctx, string(ev.Kind))
+		case instance.EventResumed, instance.EventExpired, instance.EventCancelled:
+			met.Resolved(t.ctx, string(ev.Kind), string(ev.Type))
+		}
+	}
+	t.metered = len(t.events)
 }
 
 // traced records the error a run yields on its span.
@@ -269,6 +295,9 @@ func (m *Machine) commit(t *tx) {
 	m.root = t.root
 	m.history = append(m.history, t.added[t.committed:]...)
 	t.committed = len(t.added)
+	t.meter()
+	m.links = append(m.links, t.links...)
+	t.links = nil
 	for _, id := range t.removed {
 		delete(m.leaves, id)
 	}

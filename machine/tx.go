@@ -38,6 +38,11 @@ type tx struct {
 	usage                               llm.Usage
 	cedes                               []Ceded
 	held                                []message.Message
+	// metered indexes events up to where commit counted them in the
+	// suspension metrics; links are the span links to the suspensions
+	// this transaction resolved, for the run's span.
+	metered int
+	links   []trace.Link
 }
 
 // newTx starts a transaction on root. Messages, events and cedes of carry,
@@ -49,6 +54,7 @@ func (m *Machine) newTx(ctx context.Context, root *instance.Instance, carry *rep
 		t.added = append(t.added, carry.msgs...)
 		t.committed = len(t.added)
 		t.events = append(t.events, carry.events...)
+		t.metered = len(t.events) // counted when their own transaction committed
 		t.cedes = append(t.cedes, carry.cedes...)
 	}
 	return t

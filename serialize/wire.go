@@ -136,6 +136,10 @@ type wireCall struct {
 	// (instance.WithEvent); not interned, so a reader that does not know
 	// the key skips it.
 	Event string `msgpack:"ev,omitempty" json:"ev,omitempty"`
+	// TraceParent is the W3C traceparent of the span that created the
+	// suspension (not interned: a reader that does not know the key
+	// skips it).
+	TraceParent string `msgpack:"tp,omitempty" json:"tp,omitempty"`
 }
 
 // wireTimeout is instance.TimeoutAction; omitted when zero.

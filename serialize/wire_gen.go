@@ -433,9 +433,10 @@ func (d *decoder) fromWireSuspensionFields(w *wireSuspension, v *instance.Suspen
 
 // writeCall writes v as a wireCall.
 func (e *encoder) writeCall(v *instance.SuspendedCall) {
-	e.b = appendMapLen(e.b, count(true, v.InstanceID != "", v.ToolUseID != "", v.Kind != "", v.Initiator != "", v.Name != "", len(v.Input) > 0, len(v.Metadata) > 0, v.Reason != "", !v.SuspendedAt.IsZero(), !v.Deadline.IsZero(), !zeroTimeout(&v.OnTimeout), v.Status != "", v.Stage != 0, len(v.PayloadSchema) > 0, v.Event != ""))
+	e.b = appendMapLen(e.b, count(true, v.InstanceID != "", v.ToolUseID != "", v.Kind != "", v.Initiator != "", v.Name != "", len(v.Input) > 0, len(v.Metadata) > 0, v.Reason != "", !v.SuspendedAt.IsZero(), !v.Deadline.IsZero(), !zeroTimeout(&v.OnTimeout), v.Status != "", v.Stage != 0, len(v.PayloadSchema) > 0, v.Event != "", v.TraceParent != ""))
 	e.writeCallFields(v)
 	e.writeCallFields2(v)
+	e.writeCallFields3(v)
 }
 
 func (e *encoder) writeCallFields(v *instance.SuspendedCall) {
@@ -462,6 +463,10 @@ func (e *encoder) writeCallFields2(v *instance.SuspendedCall) {
 	e.optInt("g", int(v.Stage))
 	e.optBin("ps", v.PayloadSchema)
 	e.optStr("ev", string(v.Event))
+}
+
+func (e *encoder) writeCallFields3(v *instance.SuspendedCall) {
+	e.optStr("tp", string(v.TraceParent))
 }
 
 // readCall reads a wireCall into v.
@@ -510,6 +515,14 @@ func (d *decoder) readCallField2(k []byte, v *instance.SuspendedCall) error {
 	case "ev":
 		return readStr(d, &v.Event)
 	}
+	return d.readCallField3(k, v)
+}
+
+func (d *decoder) readCallField3(k []byte, v *instance.SuspendedCall) error {
+	switch string(k) {
+	case "tp":
+		return readStr(d, &v.TraceParent)
+	}
 	return d.r.skip()
 }
 
@@ -539,6 +552,7 @@ func (d *decoder) readCallList(p *[]instance.SuspendedCall) error {
 func (e *encoder) toWireCall(v *instance.SuspendedCall, w *wireCall) {
 	e.toWireCallFields(v, w)
 	e.toWireCallFields2(v, w)
+	e.toWireCallFields3(v, w)
 }
 
 func (e *encoder) toWireCallFields(v *instance.SuspendedCall, w *wireCall) {
@@ -566,12 +580,19 @@ func (e *encoder) toWireCallFields2(v *instance.SuspendedCall, w *wireCall) {
 	w.Event = string(v.Event)
 }
 
+func (e *encoder) toWireCallFields3(v *instance.SuspendedCall, w *wireCall) {
+	w.TraceParent = string(v.TraceParent)
+}
+
 // fromWireCall converts the wireCall w to v.
 func (d *decoder) fromWireCall(w *wireCall, v *instance.SuspendedCall) error {
 	if err := d.fromWireCallFields(w, v); err != nil {
 		return err
 	}
 	if err := d.fromWireCallFields2(w, v); err != nil {
+		return err
+	}
+	if err := d.fromWireCallFields3(w, v); err != nil {
 		return err
 	}
 	return nil
@@ -602,6 +623,12 @@ func (d *decoder) fromWireCallFields2(w *wireCall, v *instance.SuspendedCall) er
 	setInt(&v.Stage, w.Stage)
 	v.PayloadSchema = nilIfEmpty(w.PayloadSchema)
 	setString(&v.Event, w.Event)
+	return err
+}
+
+func (d *decoder) fromWireCallFields3(w *wireCall, v *instance.SuspendedCall) error {
+	var err error
+	setString(&v.TraceParent, w.TraceParent)
 	return err
 }
 

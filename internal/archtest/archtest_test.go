@@ -62,6 +62,12 @@ var layers = map[string]rule{
 	"instance":            {layer: 1},
 	"internal/frame":      {layer: 1, also: []string{"instance"}},
 	"internal/tracing":    {layer: 0},
+	// telemetry is the OpenTelemetry vocabulary (GenAI conventions,
+	// metrics, traceparent) executor, machine and durable share.
+	"internal/telemetry": {layer: 1},
+	// oteltest reads the SDK's in-memory exporters; only _test.go files
+	// import it.
+	"internal/oteltest": {layer: 1, restricted: true},
 	// testkit is the helpers tests share; only _test.go files import it.
 	"internal/testkit": {layer: 1, stdlib: true},
 	// access hands executor and machine the plumbing node and command keep

@@ -30,3 +30,7 @@ func Start(ctx context.Context, tracer trace.Tracer, name string) (context.Conte
 	}
 	return tracer.Start(ctx, name)
 }
+
+// Off reports whether ctx is inside an untraced run: a span name or
+// attributes built for it would be wasted.
+func Off(ctx context.Context) bool { return ctx.Value(offKey{}) != nil }

@@ -152,6 +152,9 @@ func New(cfg Config) (*Model, error) {
 	}, nil
 }
 
+// ProviderName names the provider for telemetry: "anthropic" (llm.ProviderNamer).
+func (m *Model) ProviderName() string { return "anthropic" }
+
 // Generate sends req to the Messages API and returns the reply. A nil request
 // or a transcript that fails [llm.CheckPairing] is rejected before any
 // request is made ([llm.CheckRequest]).
@@ -385,6 +388,8 @@ func toResponse(r *anthropic.Message, structured bool) *llm.Response {
 		}
 	}
 	return &llm.Response{
+		ID:         r.ID,
+		Model:      string(r.Model),
 		Message:    msg,
 		StopReason: stopReason(r.StopReason),
 		Usage: llm.Usage{

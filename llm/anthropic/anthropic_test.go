@@ -173,6 +173,8 @@ func TestStreaming(t *testing.T) {
 				}},
 				StopReason: llm.ToolUse,
 				Usage:      llm.Usage{InputTokens: 472, OutputTokens: 89, CacheReadTokens: 128},
+				ID:         "msg_01Hq9w938a90dw8x",
+				Model:      "claude-sonnet-4-5-20250929",
 			}
 			if d := cmp.Diff(want, resp); d != "" {
 				t.Fatalf("response (-want +got):\n%s", d)

@@ -171,6 +171,9 @@ func New(cfg Config) (*Model, error) {
 	return m, nil
 }
 
+// ProviderName names the provider for telemetry: "openai" (also for compatible endpoints reached through BaseURL) (llm.ProviderNamer).
+func (m *Model) ProviderName() string { return "openai" }
+
 // Generate sends req to the Chat Completions API and returns the reply. A nil
 // request or a transcript that fails [llm.CheckPairing] is rejected before
 // any request is made ([llm.CheckRequest]).
@@ -409,6 +412,8 @@ func toResponse(c *openai.ChatCompletion, structured bool) (*llm.Response, error
 	cached := int(u.PromptTokensDetails.CachedTokens)
 	written := int(u.PromptTokensDetails.CacheWriteTokens)
 	return &llm.Response{
+		ID:         c.ID,
+		Model:      c.Model,
 		Message:    msg,
 		StopReason: stop,
 		Usage: llm.Usage{

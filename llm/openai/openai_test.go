@@ -60,6 +60,8 @@ func TestToolArguments(t *testing.T) {
 			if d := cmp.Diff(want, resp.Message.Parts); d != "" {
 				t.Fatalf("parts (-want +got):\n%s", d)
 			}
+			require.Equal(t, "c", resp.ID, "the completion's ID, for telemetry")
+			require.Equal(t, "m", resp.Model, "the model that answered, for telemetry")
 		})
 	}
 }

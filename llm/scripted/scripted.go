@@ -112,6 +112,9 @@ func ByNode(scripts map[string][]Reply) *Model {
 // Func returns a model that computes each reply from the request.
 func Func(fn func(req *llm.Request) (Reply, error)) *Model { return &Model{fn: fn} }
 
+// ProviderName names the provider for telemetry: "scripted" (llm.ProviderNamer).
+func (m *Model) ProviderName() string { return "scripted" }
+
 // Generate answers req from the script. Like a provider adapter, it
 // refuses a canceled context and a request that fails [llm.CheckRequest]
 // (nil, or a transcript with unpaired tool uses) before it records the
