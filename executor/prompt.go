@@ -38,7 +38,10 @@ type PromptContext struct {
 // DefaultPrompt is the prompt builder a charter uses unless told
 // otherwise: the charter instructions, the node instructions, the state as
 // JSON, the available transitions, the ancestors' context and the pack
-// states.
+// states. When it is the executor's builder, the executor keeps the last
+// prompt of each node and reuses it while nothing it is built from has
+// changed (a leaf with no ancestors or packs, whose state holds no
+// references and compares equal).
 func DefaultPrompt(p *PromptContext) (string, error) {
 	var b strings.Builder
 	b.Grow(len(p.Instructions) + len(p.Node.Instructions()) + 256)

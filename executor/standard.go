@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -78,6 +79,9 @@ type standard struct {
 	// sets caches the tool sets of node chains.
 	mu   sync.RWMutex
 	sets map[string]*toolset
+	// prompts keeps the last default prompt of each node whose state
+	// holds no references (see systemPrompt); nil with a custom builder.
+	prompts map[string]*atomic.Pointer[promptEntry]
 }
 
 // New returns the standard executor. It is safe for concurrent use.
@@ -102,6 +106,9 @@ func New(cfg Config) Executor {
 	}
 	for _, n := range cfg.Nodes {
 		e.nodes[n.Name()] = n
+	}
+	if cfg.Prompt == nil {
+		e.prompts = promptSlots(cfg.Nodes)
 	}
 	for _, t := range cfg.Tools {
 		e.tools = append(e.tools, access.ToolOf(t))
@@ -138,7 +145,7 @@ func (e *standard) Step(ctx context.Context, req *StepRequest) (*StepResult, err
 // reply asks the model for the leaf's reply.
 func (e *standard) reply(ctx context.Context, lf *leaf) (Reply, error) {
 	in := lf.in
-	system, err := e.prompt(&PromptContext{
+	system, err := e.systemPrompt(&PromptContext{
 		Instructions: e.cfg.Instructions,
 		Node:         lf.node,
 		InstanceID:   in.ID,

@@ -199,6 +199,10 @@ func copyMap(v reflect.Value, depth int) reflect.Value {
 	return out
 }
 
+// Plain reports whether values of t hold no references: copying one is a
+// deep copy, and == compares them without a panic.
+func Plain(t reflect.Type) bool { return plain(t, 0) }
+
 // plain reports whether t holds no references.
 func plain(t reflect.Type, depth int) bool {
 	if depth > 16 {
