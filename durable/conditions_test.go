@@ -70,6 +70,12 @@ var workRuns atomic.Int64
 // condCharter has tools that suspend with each resume condition.
 func condCharter(t testing.TB, model llm.Model, clock *testkit.Clock) *machine.Charter {
 	t.Helper()
+	c, err := buildCondCharter(model, clock.Now)
+	require.NoError(t, err)
+	return c
+}
+
+func buildCondCharter(model llm.Model, now func() time.Time) (*machine.Charter, error) {
 	suspendTool := func(name string, opts ...instance.SuspendOption) node.Tool[desk] {
 		return node.NewTool(name, name, func(ctx *node.ToolContext[desk], _ empty) (string, error) {
 			return "", ctx.Suspend("waiting for "+name, opts...)
@@ -87,10 +93,10 @@ func condCharter(t testing.TB, model llm.Model, clock *testkit.Clock) *machine.C
 		suspendTool("input", instance.WithTimeout(time.Hour), instance.OnTimeoutResume("default", false)),
 		work,
 	}})
-	require.NoError(t, err)
-	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: clock.Now})
-	require.NoError(t, err)
-	return c
+	if err != nil {
+		return nil, err
+	}
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: now})
 }
 
 type condEnv struct {

@@ -36,8 +36,11 @@ func TestMain(m *testing.M) {
 }
 
 func child(role string) int {
-	if role == "checkpoint" {
+	switch role {
+	case "checkpoint":
 		return childCheckpoint()
+	case "signal":
+		return childSignal()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

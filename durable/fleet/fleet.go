@@ -265,6 +265,7 @@ const (
 	inCancel  = "cancel"
 	inCommand = "command"
 	inMessage = "message"
+	inSignal  = "signal"
 )
 
 // entry is an inbox row's body.
@@ -277,6 +278,7 @@ type entry struct {
 	Input      json.RawMessage `json:"input,omitempty"`
 	InstanceID string          `json:"instance_id,omitempty"`
 	Message    []byte          `json:"message,omitempty"`
+	Event      string          `json:"event,omitempty"`
 }
 
 func (e entry) input(kind string) (machine.Input, error) {
@@ -289,6 +291,8 @@ func (e entry) input(kind string) (machine.Input, error) {
 		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID}, nil
 	case inMessage:
 		return serialize.UnmarshalMessage(e.Message)
+	case inSignal:
+		return machine.SignalInput{Event: e.Event, Payload: e.Payload, SuspendID: e.SuspendID}, nil
 	}
 	return nil, fmt.Errorf("%w: inbox entry of kind %q", ErrCorruptInbox, kind)
 }

@@ -336,23 +336,9 @@ func diagnose(t *testing.T, f *fleet.Fleet, s *postgres.Store, mode map[string]s
 // is accepted and the others fail with instance.ErrAlreadyResolved; the
 // resume handler runs once.
 func TestConcurrentResumes(t *testing.T) {
-	url, schema := testDB(t)
+	f, s := startFleet(t)
 	ctx := context.Background()
-	f, s, err := openFleet(ctx, url, schema)
-	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
-		CREATE TABLE {s}.effects (key text PRIMARY KEY);
-		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`))
-	require.NoError(t, err)
-	require.NoError(t, f.Start(ctx))
-	defer f.Stop(ctx)
-
-	_, err = f.Runner().Create(ctx, "race", "desk", nil)
-	require.NoError(t, err)
-	steps, err := drainSteps(f.Runner().Run(ctx, "race", machine.UserText("resume")))
-	require.NoError(t, err)
-	id := steps[len(steps)-1].Suspensions[0].SuspendID
+	id := parkOne(t, f, "race")
 
 	const racers = 50
 	errs := make([]error, racers)
@@ -384,6 +370,36 @@ func TestConcurrentResumes(t *testing.T) {
 	var runs int
 	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.handler_runs`)).Scan(&runs))
 	require.Equal(t, 1, runs, "the resume handler runs once")
+}
+
+// startFleet opens a fleet in a schema of its own, with the side tables
+// of the charter's tools, and starts it; both end with the test.
+func startFleet(t *testing.T) (*fleet.Fleet, *postgres.Store) {
+	t.Helper()
+	url, schema := testDB(t)
+	ctx := context.Background()
+	f, s, err := openFleet(ctx, url, schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	_, err = s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
+		CREATE TABLE {s}.effects (key text PRIMARY KEY);
+		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`))
+	require.NoError(t, err)
+	require.NoError(t, f.Start(ctx))
+	t.Cleanup(func() { f.Stop(ctx) })
+	return f, s
+}
+
+// parkOne creates machine id and runs it until its ask tool suspends, and
+// returns the suspend ID.
+func parkOne(t *testing.T, f *fleet.Fleet, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := f.Runner().Create(ctx, id, "desk", nil)
+	require.NoError(t, err)
+	steps, err := drainSteps(f.Runner().Run(ctx, id, machine.UserText("resume")))
+	require.NoError(t, err)
+	return steps[len(steps)-1].Suspensions[0].SuspendID
 }
 
 func drainSteps(seq func(func(machine.Step, error) bool)) ([]machine.Step, error) {

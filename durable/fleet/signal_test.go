@@ -1,0 +1,59 @@
+package fleet_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/store"
+)
+
+// TestSignal: of concurrent signals of one event, each waiting suspension
+// is accepted once, and the fleet's job wakes it.
+func TestSignal(t *testing.T) {
+	f, _ := startFleet(t)
+	ctx := context.Background()
+	var handles []string
+	for _, id := range []string{"a", "b", "c"} {
+		parkOne(t, f, id)
+		sus, err := f.Runner().Suspend(ctx, id, "wait for CI", durable.WithConditions(instance.WithEvent("ci.passed")))
+		require.NoError(t, err)
+		require.True(t, sus.Applied)
+		handles = append(handles, sus.ID)
+	}
+	const racers = 8
+	accepted := make([]int, racers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			n, err := f.Signal(ctx, "ci.passed", "green")
+			if err != nil {
+				t.Error(err)
+			}
+			accepted[i] = n
+		})
+	}
+	close(start)
+	wg.Wait()
+	total := 0
+	for _, n := range accepted {
+		total += n
+	}
+	require.Equal(t, len(handles), total, "each waiting suspension accepted once")
+	for _, h := range handles {
+		require.Eventually(t, func() bool {
+			sus, err := f.Runner().Suspension(ctx, h)
+			require.NoError(t, err)
+			return sus.Status == store.StatusResolved
+		}, 30*time.Second, 20*time.Millisecond, "the fleet wakes %s", h)
+	}
+	_, err := f.Signal(ctx, "bad\nevent", nil)
+	require.ErrorIs(t, err, instance.ErrInvalidEvent)
+}
