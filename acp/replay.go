@@ -30,9 +30,12 @@ func (c *conn) replay(ctx context.Context, s *session) error {
 	return nil
 }
 
-// replayAfter re-emits the history from the message that resolved handle
-// on: what a resume elsewhere added.
-func (c *conn) replayAfter(ctx context.Context, s *session, handle string) error {
+// follow shows what the run of park handle, resolved elsewhere, added to
+// the history since the shown messages from the resolving one on, until
+// the run has settled: its last message a reply with no tool call, or a
+// call pending again (which it then shows). A history without the
+// resolving message has nothing to show.
+func (c *conn) follow(ctx context.Context, s *session, handle string, shown int) error {
 	m, _, err := c.a.cfg.Runner.Load(ctx, s.id)
 	if err != nil {
 		return err
@@ -42,13 +45,22 @@ func (c *conn) replayAfter(ctx context.Context, s *session, handle string) error
 		return slices.ContainsFunc(msg.Parts, func(p message.Part) bool { return p.SuspendID == handle })
 	})
 	if i < 0 {
+		s.setFollow(handle, -1)
 		return nil
 	}
-	if err := c.replayMessages(ctx, s.id, h[i:]); err != nil {
+	added := h[min(i+shown, len(h)):]
+	if err := c.replayMessages(ctx, s.id, added); err != nil {
 		return err
 	}
-	for _, call := range m.Pending() {
-		if err := c.announce(ctx, s, call, false); err != nil {
+	pending := m.Pending()
+	last := h[len(h)-1]
+	if len(pending) == 0 && (last.Role != message.Assistant || len(last.ToolUses()) > 0) {
+		s.setFollow(handle, shown+len(added)) // the run goes on
+		return nil
+	}
+	s.setFollow(handle, -1)
+	for _, call := range pending {
+		if err := c.announce(ctx, s, call, true); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package acp
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -22,6 +23,10 @@ type session struct {
 	// parks are the session's announced parks still pending, by handle,
 	// with the history length when they were seen.
 	parks map[string]park
+	// follows are the parks resolved elsewhere whose runs are being
+	// shown, by handle, with how many messages from the resolving one on
+	// were shown.
+	follows map[string]int
 	// announced are the parks a suspended update showed on this
 	// connection.
 	announced map[string]bool
@@ -35,7 +40,7 @@ type park struct {
 }
 
 func newSession(id string) *session {
-	return &session{id: id, parks: map[string]park{}, announced: map[string]bool{}}
+	return &session{id: id, parks: map[string]park{}, announced: map[string]bool{}, follows: map[string]int{}}
 }
 
 // begin marks a run in flight and returns its context; ErrBusy if one
@@ -187,11 +192,32 @@ func (c *conn) check(ctx context.Context, s *session) {
 		case callEvent(p.call) != "":
 			cause = CauseConditionFired
 		}
-		c.resumed(ctx, s.id, h, cause, false, true, time.Now())
-		if err := c.replayAfter(ctx, s, h); err != nil && ctx.Err() == nil {
-			c.a.log.LogAttrs(ctx, slog.LevelWarn, "replay after resume", strAttr("handle", h), strAttr("error", err.Error()))
+		if err := c.resumed(ctx, s.id, h, cause, false, true, time.Now()); err != nil {
+			return
+		}
+		s.setFollow(h, 0)
+	}
+	for h, shown := range s.following() {
+		if err := c.follow(ctx, s, h, shown); err != nil && ctx.Err() == nil {
+			c.a.log.LogAttrs(ctx, slog.LevelWarn, "show a resume from elsewhere", strAttr("handle", h), strAttr("error", err.Error()))
 		}
 	}
+}
+
+func (s *session) setFollow(handle string, shown int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shown < 0 {
+		delete(s.follows, handle)
+		return
+	}
+	s.follows[handle] = shown
+}
+
+func (s *session) following() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.follows)
 }
 
 func (s *session) isRunning() bool {
