@@ -157,7 +157,7 @@ func TestTypeScriptClient(t *testing.T) {
 	require.Equal(t, "agent", r.Await.SuspendedUpdates[0]["initiator"])
 
 	require.Equal(t, "condition_fired", r.Signal.Resumed["cause"])
-	require.Equal(t, true, r.Signal.Resumed["hadResumeInput"])
+	require.Equal(t, "signal ci.passed woke 1 suspension(s)", r.Signal.Stdout)
 	require.Contains(t, r.Signal.Text, `Done: ci.passed happened: "green"`)
 
 	require.Equal(t, "hello there", r.Load.User[0])
