@@ -81,7 +81,7 @@ func (f *Fleet) Overview(ctx context.Context, limit int) (Overview, error) {
 
 // work describes job j.
 func work(j *rivertype.JobRow) Work {
-	var a expireArgs // a superset of runArgs
+	var a expireArgs                      // a superset of runArgs
 	_ = json.Unmarshal(j.EncodedArgs, &a) // our own args; a foreign row shows without IDs
 	w := Work{Job: j.ID, Kind: j.Kind, MachineID: a.MachineID, SuspendID: a.SuspendID, Attempt: j.Attempt, At: j.ScheduledAt}
 	switch {
