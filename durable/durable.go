@@ -388,6 +388,9 @@ type session struct {
 	// parked are the caller suspensions applied since the last step
 	// yielded, which the next one reports.
 	parked []instance.SuspendedCall
+	// rec collects the events of the next save (nil when the store keeps
+	// no event log, or outside a run).
+	rec *recorder
 }
 
 // eventStatus is the index status of each resolution event.
@@ -520,7 +523,11 @@ func (s *session) save(ctx context.Context) (err error) {
 		return err
 	}
 	index = append(index, done[:min(len(done), ResolvedKept)]...)
-	rev, err := s.r.store.Save(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index})
+	events, err := s.rec.take(s.rev + 1)
+	if err != nil {
+		return fmt.Errorf("save machine %s: %w", s.id, err)
+	}
+	rev, err := s.r.store.Save(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events})
 	if err != nil {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}
@@ -549,7 +556,12 @@ func (s *session) announce(ctx context.Context, pending []store.Suspension) erro
 	return nil
 }
 
+// run applies inputs and runs the machine, yielding each step once it is
+// saved. It runs the machine through Machine.Events so that the recorder
+// logs every event with the save it belongs to.
 func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(machine.Step, error) bool) {
+	s.rec = s.r.newRecorder(s.id)
+	defer s.rec.close()
 	steps, err := s.apply(ctx, inputs)
 	if err != nil {
 		yield(machine.Step{}, err)
@@ -560,11 +572,16 @@ func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(ma
 			return
 		}
 	}
-	for st, err := range s.m.Run(ctx) {
+	for e, err := range s.m.Events(ctx) {
 		if err != nil {
 			yield(machine.Step{}, err)
 			return
 		}
+		s.rec.add(ctx, e, s.rev)
+		if e.Kind != machine.EventStep {
+			continue
+		}
+		st := *e.Step
 		keep, err := s.saveStep(ctx, &st)
 		if err != nil {
 			yield(machine.Step{}, err)
@@ -589,6 +606,9 @@ func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.
 		return nil, err
 	}
 	s.noteEvents(steps...)
+	for i := range steps {
+		s.rec.add(ctx, machine.Event{Kind: machine.EventStep, Step: &steps[i]}, s.rev)
+	}
 	if len(inputs) > 0 {
 		if err := s.save(ctx); err != nil {
 			return nil, err

@@ -18,6 +18,10 @@ var (
 	// failing command): the machine is unchanged. A coordinator drops such
 	// an input rather than retrying it.
 	ErrRejected = errors.New("durable: input rejected")
+	// ErrEventFormat reports a logged or live event that does not decode:
+	// malformed, or of a format version (EventFormat) this package does
+	// not know.
+	ErrEventFormat = errors.New("durable: malformed event")
 )
 
 // ErrInvalidSuspend reports a Runner.Suspend request that cannot be made:

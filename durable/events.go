@@ -44,6 +44,8 @@ func (r *Runner) RunEvents(ctx context.Context, id string, inputs ...machine.Inp
 }
 
 func (s *session) runEvents(ctx context.Context, inputs []machine.Input, yield func(machine.Event, error) bool) {
+	s.rec = s.r.newRecorder(s.id)
+	defer s.rec.close()
 	steps, err := s.apply(ctx, inputs)
 	if err != nil {
 		yield(machine.Event{}, err)
@@ -59,6 +61,7 @@ func (s *session) runEvents(ctx context.Context, inputs []machine.Input, yield f
 			yield(machine.Event{}, err)
 			return
 		}
+		s.rec.add(ctx, e, s.rev)
 		if e.Kind == machine.EventStep && !s.yieldStep(ctx, e.Step, yield) {
 			return
 		}

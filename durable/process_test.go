@@ -41,6 +41,8 @@ func child(role string) int {
 		return childCheckpoint()
 	case "signal":
 		return childSignal()
+	case "watch":
+		return childWatch()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

@@ -151,6 +151,11 @@ func (l *listener) step(s Step, err error) bool {
 	if !l.flush() {
 		return false
 	}
+	if s.Reason == Replied {
+		// A checkpoint reports nothing: what the inputs applied comes
+		// with the round's step.
+		return l.emit(Event{Kind: EventStep, Step: &s}, nil)
+	}
 	events, cedes := s.Events[min(l.events, len(s.Events)):], s.Cedes[min(l.cedes, len(s.Cedes)):]
 	l.events, l.cedes = 0, 0
 	if !l.reported(s.Root, events, cedes) {

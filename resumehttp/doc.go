@@ -15,6 +15,8 @@
 //	POST   /machines/{id}/commands/{name}  {"input": <any JSON>, "instance_id": "…"}  → Summary
 //	POST   /machines/{id}/suspend          SuspendRequest                             → SuspendResult (200; 202 if not applied yet)
 //	POST   /events/{name}                  {"payload": <any JSON>}                    → SignalResult
+//	GET    /machines/{id}/events?after=N                                              → text/event-stream
+//	GET    /suspensions/events?after=N                                                → text/event-stream
 //
 // POST /suspensions/{id}/resume with "continue_transcript": false resumes
 // in a fresh turn: the resumed instance sees a digest of its earlier
@@ -72,6 +74,39 @@
 // The run is detached from the request's cancellation: once a result is
 // accepted, a client that hangs up does not leave the machine halfway
 // through its run. Bound long runs with the model's own timeouts.
+//
+// # Event streams
+//
+// The two event endpoints answer with Server-Sent Events (the only
+// answers that are not JSON) and need a [Watcher] (501 not_implemented
+// without one, or when the runner's store keeps no event log).
+// GET /machines/{id}/events streams durable.Runner.Watch: each logged event
+// with "id:" its sequence number, "event:" its kind ("text_delta",
+// "tool_started", "suspended", "step", …) and "data:" the durable.Event as
+// JSON; live events (a text delta as the model streams it) have no id, so
+// a client's Last-Event-ID stays on the last logged event; a logged event
+// the client already received live is an id line alone. GET
+// /suspensions/events streams the suspension feed (what an approvals
+// inbox needs): "id:" the feed cursor, "event:" the new status (pending,
+// resolved, expired, cancelled), "data:" a [SuspensionChange]. A stream
+// resumes after the Last-Event-ID header (sent by a reconnecting
+// EventSource) or, on a first connection, the "after" query parameter (a
+// malformed one is 400 bad_request; [ParseCursor]). A comment line goes
+// out every Config.Heartbeat (default 15 s) when nothing else does, so
+// that proxies keep the stream open, and each write extends the
+// connection's write deadline (the server's WriteTimeout does not cut a
+// stream). A failure mid-stream sends an "error" event with an
+// [ErrorBody] and ends the stream. See docs/events.md for the wire format.
+//
+// Event streams authenticate like every request. A browser's EventSource
+// cannot set headers: the page's server (the console, which knows its
+// user from its session cookie) signs the URL with [SignURL], which puts
+// the timestamp and signature in the QueryTimestamp and QuerySignature
+// query parameters of a GET; the handler accepts them within
+// Config.Window, as it does the headers. Such a URL is a bearer
+// credential for that stream until the window ends; when an EventSource
+// reconnects after it and gets 401, the page asks its server for a fresh
+// URL, with ?after= the last id it received.
 //
 // # Errors
 //

@@ -110,7 +110,7 @@ func (w *jsonWriter) WriteHeader(status int) {
 		return
 	}
 	w.wrote = true
-	if w.Header().Get("Content-Type") == "application/json" {
+	if ct := w.Header().Get("Content-Type"); ct == "application/json" || ct == "text/event-stream" {
 		w.ResponseWriter.WriteHeader(status)
 		return
 	}
@@ -184,3 +184,8 @@ var ErrInvalidConfig = errors.New("resumehttp: invalid config")
 // is not RFC 3339); the handler answers it with 400 bad_request and the
 // error's message.
 var ErrBadQuery = errors.New("resumehttp: bad query")
+
+// ErrBadCursor reports a Last-Event-ID header or an "after" query
+// parameter of an event stream that is not a sequence number
+// ([ParseCursor]); the endpoint answers 400 bad_request.
+var ErrBadCursor = errors.New("resumehttp: bad event cursor")

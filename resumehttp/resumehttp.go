@@ -153,6 +153,10 @@ type Config struct {
 	// module), so that every handler sharing the store refuses it;
 	// otherwise each handler remembers in its own memory.
 	Replays store.ReplayGuard
+	// Heartbeat is how often an event stream that has nothing to send
+	// sends a comment line, so that proxies keep it open
+	// (DefaultHeartbeat if zero).
+	Heartbeat time.Duration
 	// Logger receives a record of every request handled: failures of
 	// authentication at Warn, internal errors (with their details) at Error,
 	// the rest at Info (silent if nil).
@@ -172,6 +176,8 @@ type Handler struct {
 	replays store.ReplayGuard
 	limit   failureLimit
 	client  func(*http.Request) string
+	// heartbeat is Config.Heartbeat with its default.
+	heartbeat time.Duration
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -185,6 +191,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("%w: Window is negative", ErrInvalidConfig)
 	case cfg.MaxBody < 0:
 		return nil, fmt.Errorf("%w: MaxBody is negative", ErrInvalidConfig)
+	case cfg.Heartbeat < 0:
+		return nil, fmt.Errorf("%w: Heartbeat is negative", ErrInvalidConfig)
 	case cfg.FailureBurst < 0 || cfg.FailureRefill < 0 || cfg.MaxClients < 0:
 		return nil, fmt.Errorf("%w: FailureBurst, FailureRefill or MaxClients is negative", ErrInvalidConfig)
 	}
@@ -192,13 +200,14 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("%w: Secret: %w", ErrInvalidConfig, err)
 	}
 	h := &Handler{
-		runner:  cfg.Runner,
-		secret:  bytes.Clone(cfg.Secret),
-		window:  cfg.Window,
-		maxBody: cfg.MaxBody,
-		now:     cfg.Clock,
-		log:     cfg.Logger,
-		client:  cfg.ClientKey,
+		runner:    cfg.Runner,
+		secret:    bytes.Clone(cfg.Secret),
+		window:    cfg.Window,
+		maxBody:   cfg.MaxBody,
+		now:       cfg.Clock,
+		log:       cfg.Logger,
+		client:    cfg.ClientKey,
+		heartbeat: heartbeatOf(cfg.Heartbeat),
 		limit: failureLimit{
 			burst:   float64(orDefault(cfg.FailureBurst, DefaultFailureBurst)),
 			refill:  orDefault(cfg.FailureRefill, DefaultFailureRefill),
@@ -254,6 +263,8 @@ func (h *Handler) routes() *http.ServeMux {
 	mux.HandleFunc("POST /machines/{id}/commands/{name}", needs(h, h.invoke))
 	mux.HandleFunc("POST /machines/{id}/suspend", needs(h, h.suspend))
 	mux.HandleFunc("POST /events/{name...}", needs(h, h.signal))
+	mux.HandleFunc("GET /machines/{id}/events", h.machineEvents)
+	mux.HandleFunc("GET /suspensions/events", h.suspensionEvents)
 	// Patterns without a method catch the other methods of each path, so
 	// that a 405 has a JSON body too; "/" catches unknown paths.
 	for path, allow := range map[string]string{
@@ -264,6 +275,7 @@ func (h *Handler) routes() *http.ServeMux {
 		"/machines/{id}/commands/{name}": "POST",
 		"/machines/{id}/suspend":         "POST",
 		"/events/{name...}":              "POST",
+		"/machines/{id}/events":          "GET, HEAD",
 	} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)

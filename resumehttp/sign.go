@@ -62,10 +62,25 @@ func signedPath(u *url.URL) string {
 	if p == "" {
 		p = "/"
 	}
-	if u.RawQuery != "" {
-		p += "?" + u.RawQuery
+	if q := withoutQueryAuth(u.RawQuery); q != "" {
+		p += "?" + q
 	}
 	return p
+}
+
+// withoutQueryAuth is the raw query without the QueryTimestamp and
+// QuerySignature parameters (SignURL), the others in their order.
+func withoutQueryAuth(raw string) string {
+	if !strings.Contains(raw, QueryTimestamp+"=") && !strings.Contains(raw, QuerySignature+"=") {
+		return raw
+	}
+	var kept []string
+	for part := range strings.SplitSeq(raw, "&") {
+		if !strings.HasPrefix(part, QueryTimestamp+"=") && !strings.HasPrefix(part, QuerySignature+"=") {
+			kept = append(kept, part)
+		}
+	}
+	return strings.Join(kept, "&")
 }
 
 // replayCache is the in-process replay guard, for a runner whose store
@@ -110,6 +125,14 @@ func replayKey(sig []byte) string { return "resumehttp:" + hex.EncodeToString(si
 // timestamp and the decoded signature.
 func checkHeaders(r *http.Request, now time.Time, window time.Duration) (string, []byte, *authError) {
 	ts, sig := r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature)
+	if ts == "" && sig == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// A browser's EventSource cannot set headers: a GET may carry
+		// them in its query (SignURL).
+		q := r.URL.Query()
+		if qts, qsig := q.Get(QueryTimestamp), q.Get(QuerySignature); qts != "" && qsig != "" {
+			ts, sig = qts, signaturePrefix+qsig
+		}
+	}
 	if ts == "" || sig == "" {
 		return "", nil, &authError{"missing_signature", "missing " + HeaderTimestamp + " or " + HeaderSignature + " header"}
 	}

@@ -66,7 +66,7 @@ func Write(w io.Writer, st machine.Step) error {
 		if ev.Type == instance.EventSuspended {
 			continue // the pending calls are written on their own
 		}
-		p.printf("suspension %s %s (%s %s)\n", ev.SuspendID, ev.Type, ev.Kind, ev.Name)
+		p.lifecycle(ev)
 	}
 	for _, msg := range st.Messages {
 		p.message("", msg)

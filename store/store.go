@@ -136,6 +136,10 @@ type Save struct {
 	// suspend ID that was already in the index, so a save does not release a
 	// suspension a sweeper is working on.
 	Suspensions []Suspension
+	// Events are encoded events to append to the machine's event log, in
+	// the save's transaction, oldest first (stores that are an
+	// [EventLog]; others ignore them).
+	Events [][]byte
 }
 
 // Validate reports a malformed save, wrapping [ErrInvalid]. Stores call it

@@ -95,16 +95,14 @@ func demoSuspend(ctx context.Context, c *cli.CLI, db *cli.DB, path string) (stri
 	}
 	fmt.Fprintf(w, "created machine %s (node %s)\n", id, refund.NodeName)
 	fmt.Fprintf(w, "customer: %s\n", refund.CustomerRequest)
-	last, err := steptext.WriteAll(w, db.Runner.Run(ctx, id, machine.UserText(refund.CustomerRequest)))
+	// The run's events as they happen: text as the model streams it,
+	// the tool call, the suspension.
+	last, err := steptext.WriteEvents(w, db.Runner.RunEvents(ctx, id, machine.UserText(refund.CustomerRequest)))
 	if err != nil {
 		return "", nil, err
 	}
 	if !last.NeedsResume() {
 		return "", nil, fmt.Errorf("the model ended its turn without requesting a refund, so there is nothing to resume (%s)", c.Model)
-	}
-	for _, call := range last.Suspensions {
-		fmt.Fprintln(w)
-		steptext.WriteCall(w, call)
 	}
 	_, rev, err := db.Runner.Load(ctx, id)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/markov-agents/markov/internal/livehub"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -34,6 +35,12 @@ type Store struct {
 	replays map[string]time.Time
 	// requests are the suspend requests of each machine, oldest first.
 	requests map[string][]store.SuspendRequest
+	// feed is the suspension feed, oldest first; cursor is the last
+	// cursor given.
+	feed   []store.SuspensionChange
+	cursor int64
+	// hub wakes the subscriptions (events.go).
+	hub livehub.Hub
 }
 
 type machine struct {
@@ -43,6 +50,8 @@ type machine struct {
 	updatedAt time.Time
 	// suspensions are the IDs of the machine's entries in Store.suspensions.
 	suspensions []string
+	// events is the machine's event log, oldest first.
+	events []store.LogEvent
 }
 
 // Store implements the core interface and every optional capability.
@@ -53,6 +62,7 @@ var (
 	_ store.ReplayGuard   = (*Store)(nil)
 
 	_ store.SuspendRequester = (*Store)(nil)
+	_ store.EventLog         = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -155,16 +165,28 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		m.history = append(m.history, clone(e))
 	}
 	m.updatedAt = s.now()
-	s.replaceSuspensionsLocked(m, sv)
+	for _, e := range sv.Events {
+		m.events = append(m.events, store.LogEvent{Seq: int64(len(m.events)) + 1, Data: clone(e), At: m.updatedAt})
+	}
+	changed := s.replaceSuspensionsLocked(m, sv)
+	if len(sv.Events) > 0 {
+		s.hub.Notify(sv.MachineID)
+	}
+	if changed {
+		s.hub.Notify(feedKey)
+	}
 	return m.revision, nil
 }
 
 // replaceSuspensionsLocked replaces the index entries of m with those of
-// sv, keeping the claim lease of suspend IDs that stay.
-func (s *Store) replaceSuspensionsLocked(m *machine, sv store.Save) {
+// sv, keeping the claim lease of suspend IDs that stay, and adds the
+// changes to the feed; it reports whether there were any.
+func (s *Store) replaceSuspensionsLocked(m *machine, sv store.Save) (changed bool) {
 	claims := make(map[string]time.Time, len(m.suspensions))
+	was := make(map[string]store.Status, len(m.suspensions))
 	for _, id := range m.suspensions {
 		claims[id] = s.suspensions[id].ClaimedUntil
+		was[id] = s.suspensions[id].Status
 		delete(s.suspensions, id)
 	}
 	m.suspensions = m.suspensions[:0]
@@ -175,7 +197,15 @@ func (s *Store) replaceSuspensionsLocked(m *machine, sv store.Save) {
 		sp.ClaimedUntil = claims[sp.ID]
 		s.suspensions[sp.ID] = &sp
 		m.suspensions = append(m.suspensions, sp.ID)
+		if st, ok := was[sp.ID]; !ok || st != sp.Status {
+			s.cursor++
+			ch := sp
+			ch.ClaimedUntil = time.Time{}
+			s.feed = append(s.feed, store.SuspensionChange{Cursor: s.cursor, Suspension: ch, At: m.updatedAt})
+			changed = true
+		}
 	}
+	return changed
 }
 
 // Delete implements [store.Store].
@@ -193,6 +223,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 	}
 	delete(s.machines, machineID)
 	delete(s.requests, machineID)
+	s.feed = slices.DeleteFunc(s.feed, func(c store.SuspensionChange) bool { return c.Suspension.MachineID == machineID })
 	return nil
 }
 

@@ -54,6 +54,34 @@
 //	    created_at timestamptz NOT NULL DEFAULT now()
 //	);
 //	CREATE INDEX suspend_requests_machine_idx ON suspend_requests (machine_id, created_at);
+//	CREATE TABLE events (                           -- store.EventLog: the event log
+//	    machine_id text NOT NULL REFERENCES machines (id) ON DELETE CASCADE,
+//	    seq        bigint NOT NULL,                 -- 1, 2, 3, ... per machine
+//	    data       bytea NOT NULL,
+//	    at         timestamptz NOT NULL,
+//	    PRIMARY KEY (machine_id, seq)
+//	);
+//	CREATE TABLE suspension_feed (                  -- store.EventLog: the suspension feed
+//	    cursor     bigint PRIMARY KEY,              -- from feed_cursor, in commit order
+//	    suspend_id text NOT NULL,
+//	    machine_id text NOT NULL,
+//	    status     text NOT NULL,
+//	    kind       text NOT NULL,
+//	    name       text NOT NULL,
+//	    reason     text NOT NULL,
+//	    deadline   timestamptz,
+//	    created_at timestamptz,
+//	    at         timestamptz NOT NULL
+//	);
+//	CREATE INDEX suspension_feed_machine_idx ON suspension_feed (machine_id);
+//	CREATE TABLE feed_cursor (one boolean PRIMARY KEY CHECK (one), last bigint NOT NULL);
+//
+// Watchers ([Store.Subscribe]) LISTEN on a dedicated connection each: a
+// save NOTIFYs, in its transaction, the channel of its machine when it
+// logs events and the feed's channel when it changes suspensions, and
+// [Store.Publish] sends live payloads as NOTIFY payloads. Channels are
+// named from a hash of the schema and the machine ID, so stores in other
+// schemas of the database do not wake each other.
 //
 // A save costs a constant number of round trips (the history append is one
 // INSERT over unnest) and does not grow with the history. IDs are ordered
@@ -115,6 +143,7 @@ var (
 	_ store.ExpiryClaimer = (*Store)(nil)
 	_ store.ReplayGuard   = (*Store)(nil)
 	_ store.Pinger        = (*Store)(nil)
+	_ store.EventLog      = (*Store)(nil)
 )
 
 // Open connects (unless cfg.Pool is set) and brings the schema up to date.
@@ -217,6 +246,31 @@ var migrations = [...]string{
 		created_at timestamptz NOT NULL DEFAULT now()
 	);
 	CREATE INDEX suspend_requests_machine_idx ON {s}.suspend_requests (machine_id, created_at);`,
+	// 6: the event log and the suspension feed (store.EventLog). The
+	// feed's cursors come from the one row of feed_cursor, which a save
+	// holds locked until it commits: cursors are given in commit order.
+	`CREATE TABLE {s}.events (
+		machine_id text NOT NULL REFERENCES {s}.machines (id) ON DELETE CASCADE,
+		seq        bigint NOT NULL,
+		data       bytea NOT NULL,
+		at         timestamptz NOT NULL,
+		PRIMARY KEY (machine_id, seq)
+	);
+	CREATE TABLE {s}.suspension_feed (
+		cursor     bigint PRIMARY KEY,
+		suspend_id text NOT NULL,
+		machine_id text NOT NULL,
+		status     text NOT NULL,
+		kind       text NOT NULL,
+		name       text NOT NULL,
+		reason     text NOT NULL,
+		deadline   timestamptz,
+		created_at timestamptz,
+		at         timestamptz NOT NULL
+	);
+	CREATE INDEX suspension_feed_machine_idx ON {s}.suspension_feed (machine_id);
+	CREATE TABLE {s}.feed_cursor (one boolean PRIMARY KEY CHECK (one), last bigint NOT NULL);
+	INSERT INTO {s}.feed_cursor VALUES (true, 0);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -285,7 +339,7 @@ func newQueries(schema string) queries {
 		RETURNING history_len - $4`)
 	q.appendHistory = q.expand(`INSERT INTO {s}.history (machine_id, seq, data)
 		SELECT $1, $2 + t.ord - 1, t.data FROM unnest($3::bytea[]) WITH ORDINALITY AS t (data, ord)`)
-	q.deleteSuspensions = q.expand(`DELETE FROM {s}.suspensions WHERE machine_id = $1 RETURNING id, claimed_until`)
+	q.deleteSuspensions = q.expand(`DELETE FROM {s}.suspensions WHERE machine_id = $1 RETURNING id, status, claimed_until`)
 	q.insertSuspensions = q.expand(`INSERT INTO {s}.suspensions (` + suspensionColumns + `)
 		SELECT t.id, $1, t.status, t.kind, t.name, t.reason, t.deadline, t.created_at, t.claimed_until, t.event
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
@@ -293,7 +347,8 @@ func newQueries(schema string) queries {
 			AS t (id, status, kind, name, reason, deadline, created_at, claimed_until, event)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id`)
-	q.deleteMachine = q.expand(`DELETE FROM {s}.machines WHERE id = $1`)
+	q.deleteMachine = q.expand(`WITH f AS (DELETE FROM {s}.suspension_feed WHERE machine_id = $1)
+		DELETE FROM {s}.machines WHERE id = $1`)
 	q.listMachines = q.expand(`SELECT id FROM {s}.machines ORDER BY id COLLATE "C"`)
 	q.findSuspension = q.expand(`SELECT ` + suspensionColumns + ` FROM {s}.suspensions WHERE id = $1`)
 	q.listSuspensions = q.expand(`SELECT ` + suspensionColumns + ` FROM {s}.suspensions
@@ -408,6 +463,9 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 				return err
 			}
 		}
+		if err := s.appendEvents(ctx, tx, sv.MachineID, sv.Events, now); err != nil {
+			return err
+		}
 		return s.replaceSuspensions(ctx, tx, sv)
 	})
 	if err != nil {
@@ -424,10 +482,11 @@ func (s *Store) replaceSuspensions(ctx context.Context, tx pgx.Tx, sv store.Save
 		return err
 	}
 	claims := map[string]pgtype.Timestamptz{}
-	var id string
+	was := map[string]string{}
+	var id, status string
 	var until pgtype.Timestamptz
-	if _, err := pgx.ForEachRow(rows, []any{&id, &until}, func() error {
-		claims[id] = until
+	if _, err := pgx.ForEachRow(rows, []any{&id, &status, &until}, func() error {
+		claims[id], was[id] = until, status
 		return nil
 	}); err != nil {
 		return err
@@ -435,6 +494,9 @@ func (s *Store) replaceSuspensions(ctx context.Context, tx pgx.Tx, sv store.Save
 	n := len(sv.Suspensions)
 	if n == 0 {
 		return nil
+	}
+	if err := s.feedChanges(ctx, tx, sv, was); err != nil {
+		return err
 	}
 	var (
 		ids, statuses, kinds, names, reasons = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)

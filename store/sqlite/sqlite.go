@@ -59,6 +59,40 @@
 //	    created_at INTEGER NOT NULL               -- unix microseconds
 //	);
 //	CREATE INDEX suspend_requests_machine ON suspend_requests (machine_id, created_at);
+//	CREATE TABLE events (                         -- store.EventLog: the event log
+//	    machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+//	    seq        INTEGER NOT NULL,              -- 1, 2, 3, ... per machine
+//	    data       BLOB NOT NULL,
+//	    at         INTEGER NOT NULL,              -- unix microseconds
+//	    PRIMARY KEY (machine_id, seq)
+//	) WITHOUT ROWID;
+//	CREATE TABLE suspension_feed (                -- store.EventLog: the suspension feed
+//	    cursor     INTEGER PRIMARY KEY AUTOINCREMENT,
+//	    suspend_id TEXT NOT NULL,
+//	    machine_id TEXT NOT NULL,
+//	    status     TEXT NOT NULL,
+//	    kind       TEXT NOT NULL,
+//	    name       TEXT NOT NULL,
+//	    reason     TEXT NOT NULL,
+//	    deadline   INTEGER,
+//	    created_at INTEGER,
+//	    at         INTEGER NOT NULL
+//	);
+//	CREATE INDEX suspension_feed_machine ON suspension_feed (machine_id);
+//	CREATE TABLE live_events (                    -- store.EventLog: live payloads, kept a minute
+//	    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+//	    machine_id TEXT NOT NULL,
+//	    data       BLOB NOT NULL,
+//	    at         INTEGER NOT NULL
+//	);
+//	CREATE INDEX live_events_machine ON live_events (machine_id, id);
+//	CREATE INDEX live_events_at ON live_events (at);
+//
+// Watchers ([Store.Subscribe]) in this process are woken at once when a
+// save commits or a payload is published; those in other processes find
+// out by polling, every 20ms while things happen, backing off to once a
+// second when nothing does. Live payloads cross processes through the
+// live_events table, which keeps each for a minute.
 //
 // A save costs one machine row update, one insert per appended history
 // entry and a rewrite of the machine's few suspension rows: it does not grow
@@ -73,10 +107,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/markov-agents/markov/internal/livehub"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -116,6 +152,10 @@ type Store struct {
 	readOnly bool
 	// writeSem serializes this process's write transactions.
 	writeSem chan struct{}
+	// hub wakes this process's subscriptions (events.go); pruned is when
+	// live_events was last pruned (unix microseconds).
+	hub    livehub.Hub
+	pruned atomic.Int64
 }
 
 // Store implements the core interface and every optional capability.
@@ -125,6 +165,7 @@ var (
 	_ store.ExpiryClaimer = (*Store)(nil)
 	_ store.ReplayGuard   = (*Store)(nil)
 	_ store.Pinger        = (*Store)(nil)
+	_ store.EventLog      = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
@@ -245,6 +286,36 @@ var migrations = [...]string{
 		created_at INTEGER NOT NULL
 	);
 	CREATE INDEX suspend_requests_machine ON suspend_requests (machine_id, created_at);`,
+	// 5: the event log, the suspension feed and the live events
+	// (store.EventLog).
+	`CREATE TABLE events (
+		machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+		seq        INTEGER NOT NULL,
+		data       BLOB NOT NULL,
+		at         INTEGER NOT NULL,
+		PRIMARY KEY (machine_id, seq)
+	) WITHOUT ROWID;
+	CREATE TABLE suspension_feed (
+		cursor     INTEGER PRIMARY KEY AUTOINCREMENT,
+		suspend_id TEXT NOT NULL,
+		machine_id TEXT NOT NULL,
+		status     TEXT NOT NULL,
+		kind       TEXT NOT NULL,
+		name       TEXT NOT NULL,
+		reason     TEXT NOT NULL,
+		deadline   INTEGER,
+		created_at INTEGER,
+		at         INTEGER NOT NULL
+	);
+	CREATE INDEX suspension_feed_machine ON suspension_feed (machine_id);
+	CREATE TABLE live_events (
+		id         INTEGER PRIMARY KEY AUTOINCREMENT,
+		machine_id TEXT NOT NULL,
+		data       BLOB NOT NULL,
+		at         INTEGER NOT NULL
+	);
+	CREATE INDEX live_events_machine ON live_events (machine_id, id);
+	CREATE INDEX live_events_at ON live_events (at);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -404,6 +475,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		return 0, err
 	}
 	var rev int64
+	var changed bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var stored, histLen int64
 		err := tx.QueryRowContext(ctx, `SELECT revision, history_len FROM machines WHERE id = ?`, sv.MachineID).Scan(&stored, &histLen)
@@ -432,10 +504,20 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		if err := appendHistory(ctx, tx, sv.MachineID, histLen, sv.Append); err != nil {
 			return err
 		}
-		return replaceSuspensions(ctx, tx, sv)
+		if err := appendEvents(ctx, tx, sv.MachineID, sv.Events, now); err != nil {
+			return err
+		}
+		changed, err = replaceSuspensions(ctx, tx, sv, now)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: save machine %q: %w", sv.MachineID, err)
+	}
+	if len(sv.Events) > 0 {
+		s.hub.Notify(sv.MachineID)
+	}
+	if changed {
+		s.hub.Notify(feedKey)
 	}
 	return rev, nil
 }
@@ -463,45 +545,62 @@ func appendHistory(ctx context.Context, tx *sql.Tx, machineID string, base int64
 }
 
 // replaceSuspensions replaces the machine's index entries, keeping the claim
-// lease of suspend IDs that stay.
-func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save) error {
-	claims := map[string]sql.NullInt64{}
-	rows, err := tx.QueryContext(ctx, `SELECT id, claimed_until FROM suspensions WHERE machine_id = ? AND claimed_until IS NOT NULL`, sv.MachineID)
+// lease of suspend IDs that stay, and adds the changes to the suspension
+// feed; it reports whether there were any.
+func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save, now int64) (changed bool, err error) {
+	type old struct {
+		status string
+		claim  sql.NullInt64
+	}
+	was := map[string]old{}
+	rows, err := tx.QueryContext(ctx, `SELECT id, status, claimed_until FROM suspensions WHERE machine_id = ?`, sv.MachineID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for rows.Next() {
 		var id string
-		var until sql.NullInt64
-		if err := rows.Scan(&id, &until); err != nil {
+		var o old
+		if err := rows.Scan(&id, &o.status, &o.claim); err != nil {
 			rows.Close()
-			return err
+			return false, err
 		}
-		claims[id] = until
+		was[id] = o
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return false, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM suspensions WHERE machine_id = ?`, sv.MachineID); err != nil {
-		return err
+		return false, err
 	}
 	for _, sp := range sv.Suspensions {
+		o, stayed := was[sp.ID]
 		res, err := tx.ExecContext(ctx, `INSERT INTO suspensions
 			(id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			sp.ID, sv.MachineID, string(sp.Status), sp.Kind, sp.Name, sp.Reason,
-			micros(sp.Deadline), micros(sp.CreatedAt), claims[sp.ID], sp.Event)
+			micros(sp.Deadline), micros(sp.CreatedAt), o.claim, sp.Event)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return false, err
 		} else if n == 0 {
-			return fmt.Errorf("%w: suspend ID %q belongs to another machine", store.ErrInvalid, sp.ID)
+			return false, fmt.Errorf("%w: suspend ID %q belongs to another machine", store.ErrInvalid, sp.ID)
 		}
+		if stayed && o.status == string(sp.Status) {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO suspension_feed
+			(suspend_id, machine_id, status, kind, name, reason, deadline, created_at, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sp.ID, sv.MachineID, string(sp.Status), sp.Kind, sp.Name, sp.Reason,
+			micros(sp.Deadline), micros(sp.CreatedAt), now); err != nil {
+			return false, err
+		}
+		changed = true
 	}
-	return nil
+	return changed, nil
 }
 
 // Delete implements [store.Store].
@@ -524,11 +623,13 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM history WHERE machine_id = ?`, machineID); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM suspend_requests WHERE machine_id = ?`, machineID); err != nil {
-			return err
+		for _, q := range []string{`DELETE FROM suspend_requests WHERE machine_id = ?`, `DELETE FROM suspensions WHERE machine_id = ?`,
+			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, machineID); err != nil {
+				return err
+			}
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM suspensions WHERE machine_id = ?`, machineID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: delete machine %q: %w", machineID, err)

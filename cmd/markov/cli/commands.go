@@ -34,6 +34,7 @@ func builtins() []Command {
 		{Name: "cancel", Args: "[-o text|json] <suspend-id> [reason...]", Summary: "cancel a suspension (the call fails with the reason) and run its machine on", Run: Cancel},
 		{Name: "signal", Args: "[--text] [-o text|json] <event> [payload]", Summary: "resume every suspension waiting for a named event with the payload, and run their machines on", Run: Signal},
 		{Name: "suspend", Args: "[--mode finish_step|interrupt_immediate|wait_for_completion] [--event NAME] [--timeout D] [--on-timeout ACTION] [--input JSON] [--no-wait] [-o text|json] <machine-id> [reason...]", Summary: "suspend a machine on behalf of the caller and print its handle", Run: Suspend},
+		{Name: "watch", Args: "[--after N] [--until-done] [-o text|json] <machine-id>", Summary: "print a machine's events as they happen (from any process): its log, then live text, tool calls, suspensions", Run: Watch},
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
 		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
 		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},

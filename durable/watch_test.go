@@ -1,0 +1,221 @@
+package durable_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
+)
+
+// chattyText is the final answer of the chatty model: long enough to
+// stream in many chunks.
+const chattyText = "All done: the work is finished, approved, and written down — merci beaucoup."
+
+// chattyModel says something before each call: a work call, the approval
+// call, then chattyText, streamed in chunks of 5 runes with latency
+// between them.
+func chattyModel(latency time.Duration) llm.Model {
+	return scripted.New(
+		scripted.Reply{Text: "working", Calls: []scripted.Call{{ID: "w1", Name: "work", Input: empty{}}}},
+		scripted.Reply{Thinking: "should ask", Signature: "sig", Calls: []scripted.Call{{ID: "a1", Name: "ask", Input: empty{}}}},
+		scripted.Reply{Text: chattyText},
+	).Configure(scripted.Config{ChunkSize: 5, ChunkLatency: latency})
+}
+
+// watchUntilDone collects w's events until a Done step has come after
+// the resume (the second Done step), then stops.
+func watchUntilDone(t testing.TB, w func(yield func(durable.Event, error) bool), dones int) []durable.Event {
+	t.Helper()
+	var out []durable.Event
+	for e, err := range w {
+		require.NoError(t, err)
+		out = append(out, e)
+		if e.Kind == machine.EventStep && e.Step.Done {
+			if dones--; dones == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// checkWatched checks a watcher's events: sequence numbers increase by one
+// from after+1, and the text deltas add up to each block's text once.
+func checkWatched(t testing.TB, events []durable.Event, after int64) string {
+	t.Helper()
+	var text strings.Builder
+	seq := after
+	for _, e := range events {
+		if !e.Live {
+			require.Equal(t, seq+1, e.Seq, "log events come in order, without gaps or duplicates")
+			seq = e.Seq
+		}
+		if e.Kind == machine.EventTextDelta {
+			text.WriteString(e.Text)
+		}
+	}
+	return text.String()
+}
+
+func kinds(events []durable.Event) map[machine.EventKind]int {
+	out := map[machine.EventKind]int{}
+	for _, e := range events {
+		if !e.Live && !e.Echo {
+			out[e.Kind]++
+		}
+	}
+	return out
+}
+
+func TestWatchReplaysTheLogAndResumesFromASequenceNumber(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRunner(t, open(t), chattyModel(0))
+			id := suspended(t, r, "m1")
+			_, err := drain(r.Resume(ctx, id, "approved", false))
+			require.NoError(t, err)
+
+			all := watchUntilDone(t, r.Watch(ctx, "m1", 0), 2)
+			require.Equal(t, "working"+chattyText, checkWatched(t, all, 0))
+			k := kinds(all)
+			require.Equal(t, 2, k[machine.EventTextDelta], "one coalesced delta per block")
+			require.Equal(t, 1, k[machine.EventThinkingDelta])
+			require.Equal(t, 2, k[machine.EventToolStarted])
+			require.Equal(t, 2, k[machine.EventToolFinished])
+			require.Equal(t, 1, k[machine.EventSuspended])
+			require.Equal(t, 1, k[machine.EventResumed])
+			require.Positive(t, k[machine.EventStateChanged])
+			for _, e := range all {
+				require.False(t, e.Live)
+				if e.Kind == machine.EventSuspended {
+					require.Equal(t, id, e.Call.SuspendID)
+				}
+				if e.Kind == machine.EventStep {
+					require.NotEqual(t, machine.Replied, e.Step.Reason, "checkpoints are not logged as steps")
+				}
+			}
+
+			// Reconnect after the suspension: exactly the rest.
+			var cut int
+			for i, e := range all {
+				if e.Kind == machine.EventStep && e.Step.Done {
+					cut = i + 1
+					break
+				}
+			}
+			rest := watchUntilDone(t, r.Watch(ctx, "m1", all[cut-1].Seq), 1)
+			require.Equal(t, all[cut:], rest)
+		})
+	}
+}
+
+func TestWatchReceivesLiveDeltasOnce(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := open(t)
+			r := newRunner(t, s, chattyModel(2*time.Millisecond))
+			id := suspended(t, r, "m1")
+			got := make(chan []durable.Event)
+			ready := make(chan struct{})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				var out []durable.Event
+				for e, err := range r.Watch(wctx, "m1", 0) {
+					if err != nil {
+						break
+					}
+					out = append(out, e)
+					if e.Kind == machine.EventSuspended {
+						close(ready)
+					}
+					if e.Kind == machine.EventStep && e.Step.Done && len(out) > 0 && e.Seq > 0 && hasResumed(out) {
+						break
+					}
+				}
+				got <- out
+			}()
+			<-ready // the watcher is subscribed and has read the log
+			_, err := drain(r.Resume(ctx, id, "approved", false))
+			require.NoError(t, err)
+			events := <-got
+			require.Equal(t, "working"+chattyText, checkWatched(t, events, 0))
+			live := 0
+			for _, e := range events {
+				if e.Live && e.Kind == machine.EventTextDelta {
+					live++
+				}
+			}
+			require.Greater(t, live, 1, "the final answer streams live, in several deltas")
+		})
+	}
+}
+
+func hasResumed(events []durable.Event) bool {
+	for _, e := range events {
+		if e.Kind == machine.EventResumed {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWatchSuspensionsFeedsEveryLifecycleChange(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRunner(t, open(t), agentModel(0))
+			id := suspended(t, r, "m1")
+			_, err := drain(r.Resume(ctx, id, "approved", false))
+			require.NoError(t, err)
+			id2 := suspended(t, r, "m2")
+			_, err = drain(r.Cancel(ctx, id2, "no"))
+			require.NoError(t, err)
+
+			var got []store.SuspensionChange
+			for c, err := range r.WatchSuspensions(ctx, 0) {
+				require.NoError(t, err)
+				got = append(got, c)
+				if len(got) == 4 {
+					break
+				}
+			}
+			want := []struct {
+				id     string
+				status store.Status
+			}{{id, store.StatusPending}, {id, store.StatusResolved}, {id2, store.StatusPending}, {id2, store.StatusCancelled}}
+			for i, w := range want {
+				require.Equal(t, w.id, got[i].Suspension.ID)
+				require.Equal(t, w.status, got[i].Suspension.Status)
+				if i > 0 {
+					require.Greater(t, got[i].Cursor, got[i-1].Cursor)
+				}
+			}
+			// From a cursor: the rest only.
+			for c, err := range r.WatchSuspensions(ctx, got[2].Cursor) {
+				require.NoError(t, err)
+				require.Equal(t, got[3], c)
+				break
+			}
+			// Deleting a machine deletes its log and its changes.
+			require.NoError(t, r.Delete(ctx, "m1"))
+			for c, err := range r.WatchSuspensions(ctx, 0) {
+				require.NoError(t, err)
+				require.Equal(t, "m2", c.Suspension.MachineID)
+				break
+			}
+			l := any(r).(interface{ CanWatch() bool })
+			require.True(t, l.CanWatch())
+		})
+	}
+}

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// LogEvent is one entry of a machine's event log ([EventLog]).
+type LogEvent struct {
+	// Seq is the entry's sequence number: 1 for the machine's first
+	// event, one more for each next one, never reused while the machine
+	// exists.
+	Seq int64
+	// Data is the encoded event, as [Save.Events] carried it.
+	Data []byte
+	// At is when the save that appended it was written (store clock, UTC).
+	At time.Time
+}
+
+// SuspensionChange is one entry of the suspension feed ([EventLog]): a
+// suspension that entered the index, or whose status changed, in a save.
+type SuspensionChange struct {
+	// Cursor orders the feed across all machines of the store: every change
+	// has a larger cursor than every change committed before it.
+	Cursor int64
+	// Suspension is the index entry after the change (ClaimedUntil is
+	// zero).
+	Suspension Suspension
+	// At is when the save was written (store clock, UTC).
+	At time.Time
+}
+
+// Notice is what a [Subscription] wakes its holder with.
+type Notice struct {
+	// Live holds the payloads [EventLog.Publish] sent since the last
+	// notice, oldest first. A subscriber that falls far behind may miss
+	// some: live payloads are best effort; the log is the record.
+	Live [][]byte
+	// Appended reports that the log (or the feed) may have grown: false
+	// only when the store knows the notice carries nothing but Live.
+	Appended bool
+}
+
+// Subscription wakes its holder when the event log (or the suspension
+// feed) it watches may have grown, and hands over live payloads. It is
+// used by one goroutine at a time.
+type Subscription interface {
+	// Next waits until something may have happened since the previous
+	// call (or since Subscribe): an event appended, a change in the feed,
+	// a live payload. The holder then reads the log after its cursor. A
+	// notice may come with nothing new to read. ctx ends the wait with
+	// ctx.Err().
+	Next(ctx context.Context) (Notice, error)
+	// Close releases the subscription. Calling it again does nothing.
+	Close() error
+}
+
+// MaxLivePayload is the largest payload, in bytes, that
+// [EventLog.Publish] accepts (PostgreSQL's NOTIFY takes under 8000).
+const MaxLivePayload = 7000
+
+// EventLog is the optional capability of a [Store] that keeps an event
+// log per machine, a suspension feed across machines, and hands both to
+// watchers in any process that shares the store.
+//
+// The log is written by [Snapshots.Save]: the entries of [Save.Events] are
+// appended in the save's transaction, so a save and its events commit
+// together or not at all. The feed is written by saves too: each
+// suspension of [Save.Suspensions] that is new to the index, or whose
+// status differs from the stored one, adds one change. [Snapshots.Delete]
+// deletes the machine's log and its changes from the feed.
+//
+// Live payloads ([EventLog.Publish]) are not stored in the log: they reach
+// the subscriptions open at the time, in this process and in others —
+// through NOTIFY in PostgreSQL, a short-lived table polled in SQLite — and
+// a watcher that misses them finds the record of what they said in the
+// log.
+type EventLog interface {
+	// ReadEvents returns up to limit (no cap if limit <= 0) entries of
+	// machineID's log with Seq > afterSeq, oldest first. A machine
+	// without entries, or that does not exist, gives an empty list.
+	ReadEvents(ctx context.Context, machineID string, afterSeq int64, limit int) ([]LogEvent, error)
+
+	// ReadSuspensionChanges returns up to limit (no cap if limit <= 0)
+	// changes of the suspension feed with Cursor > afterCursor, oldest
+	// first.
+	ReadSuspensionChanges(ctx context.Context, afterCursor int64, limit int) ([]SuspensionChange, error)
+
+	// Publish hands payloads to the subscriptions of machineID open now,
+	// in every process, in order; nothing is stored. A payload longer
+	// than MaxLivePayload, or that is not valid UTF-8, is ErrInvalid and
+	// nothing is published.
+	Publish(ctx context.Context, machineID string, payloads [][]byte) error
+
+	// Subscribe opens a subscription to machineID's log and live
+	// payloads, or to the suspension feed when machineID is empty.
+	// Subscribe before the first read, so that nothing committed between
+	// the read and the wait goes unnoticed.
+	Subscribe(ctx context.Context, machineID string) (Subscription, error)
+}
+
+// CheckLive returns an error wrapping [ErrInvalid] if a payload cannot be
+// published ([EventLog.Publish]).
+func CheckLive(payloads [][]byte) error {
+	for i, p := range payloads {
+		if len(p) > MaxLivePayload {
+			return fmt.Errorf("%w: live payload %d is %d bytes, over %d", ErrInvalid, i, len(p), MaxLivePayload)
+		}
+		if !validText(p) {
+			return fmt.Errorf("%w: live payload %d is not valid UTF-8 text without NUL bytes", ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+// validText reports whether p is valid UTF-8 without NUL bytes.
+func validText(p []byte) bool { return utf8.Valid(p) && bytes.IndexByte(p, 0) < 0 }

@@ -1,0 +1,197 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/markov-agents/markov/store"
+)
+
+// logStore is a store that keeps an event log.
+type logStore interface {
+	store.Store
+	store.EventLog
+}
+
+var eventLogChecks = []check[logStore]{
+	{"AppendAndRead", testEventsAppend},
+	{"AtomicWithSave", testEventsAtomic},
+	{"Feed", testSuspensionFeed},
+	{"DeletedWithMachine", testEventsDeleted},
+	{"Notify", testEventsNotify},
+	{"Publish", testPublish},
+	{"PublishInvalid", testPublishInvalid},
+}
+
+// readAll reads machineID's log after afterSeq.
+func readAll(t testing.TB, s store.EventLog, machineID string, afterSeq int64, limit int) []string {
+	t.Helper()
+	evs, err := s.ReadEvents(context.Background(), machineID, afterSeq, limit)
+	if err != nil {
+		t.Fatalf("ReadEvents(%q, %d): %v", machineID, afterSeq, err)
+	}
+	var out []string
+	for i, e := range evs {
+		if e.Seq != afterSeq+int64(i)+1 {
+			t.Fatalf("ReadEvents(%q, %d): entry %d has Seq %d", machineID, afterSeq, i, e.Seq)
+		}
+		out = append(out, string(e.Data))
+	}
+	return out
+}
+
+func wantStrings(t testing.TB, what string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+		t.Fatalf("%s = %q, want %q", what, got, want)
+	}
+}
+
+func testEventsAppend(t *testing.T, s logStore) {
+	rev := mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("a", "b")})
+	mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Events: bs("c")})
+	mustSave(t, s, store.Save{MachineID: "m2", Tree: []byte("t"), Events: bs("x")})
+	wantStrings(t, "m1 log", readAll(t, s, "m1", 0, 0), "a", "b", "c")
+	wantStrings(t, "m1 log after 1", readAll(t, s, "m1", 1, 0), "b", "c")
+	wantStrings(t, "m1 log after 1, limit 1", readAll(t, s, "m1", 1, 1), "b")
+	wantStrings(t, "m1 log after 3", readAll(t, s, "m1", 3, 0))
+	wantStrings(t, "m2 log", readAll(t, s, "m2", 0, 0), "x")
+	wantStrings(t, "unknown machine", readAll(t, s, "nope", 0, 0))
+	wantStrings(t, "malformed ID", readAll(t, s, "", 0, 0))
+}
+
+func testEventsAtomic(t *testing.T, s logStore) {
+	rev := mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("a")})
+	_, err := s.Save(context.Background(), store.Save{MachineID: "m1", Revision: rev + 5, Tree: []byte("u"), Events: bs("lost")})
+	wantErr(t, "stale save", err, store.ErrConflict)
+	wantStrings(t, "log after a failed save", readAll(t, s, "m1", 0, 0), "a")
+}
+
+func testSuspensionFeed(t *testing.T, s logStore) {
+	ctx := context.Background()
+	rev := mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Suspensions: []store.Suspension{pending("s1", time.Time{})}})
+	// Unchanged: no new change.
+	rev = mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Suspensions: []store.Suspension{pending("s1", time.Time{})}})
+	done := pending("s1", time.Time{})
+	done.Status = store.StatusResolved
+	mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Suspensions: []store.Suspension{done, pending("s2", t0)}})
+	changes, err := s.ReadSuspensionChanges(ctx, 0, 0)
+	if err != nil {
+		t.Fatalf("ReadSuspensionChanges: %v", err)
+	}
+	var got []string
+	for i, c := range changes {
+		if i > 0 && c.Cursor <= changes[i-1].Cursor {
+			t.Fatalf("cursors not increasing: %d after %d", c.Cursor, changes[i-1].Cursor)
+		}
+		if c.Suspension.MachineID != "m1" || c.Suspension.Name != "approve" {
+			t.Fatalf("change %d: %+v", i, c.Suspension)
+		}
+		got = append(got, c.Suspension.ID+":"+string(c.Suspension.Status))
+	}
+	wantStrings(t, "feed", got, "s1:pending", "s1:resolved", "s2:pending")
+	if !changes[2].Suspension.Deadline.Equal(norm(t0)) {
+		t.Fatalf("feed deadline = %v, want %v", changes[2].Suspension.Deadline, norm(t0))
+	}
+	rest, err := s.ReadSuspensionChanges(ctx, changes[0].Cursor, 1)
+	if err != nil || len(rest) != 1 || rest[0].Cursor != changes[1].Cursor {
+		t.Fatalf("ReadSuspensionChanges(after %d, limit 1) = %+v, %v", changes[0].Cursor, rest, err)
+	}
+}
+
+func testEventsDeleted(t *testing.T, s logStore) {
+	ctx := context.Background()
+	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("a"), Suspensions: []store.Suspension{pending("s1", time.Time{})}})
+	mustSave(t, s, store.Save{MachineID: "m2", Tree: []byte("t"), Events: bs("b"), Suspensions: []store.Suspension{pending("s2", time.Time{})}})
+	if err := s.Delete(ctx, "m1"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	wantStrings(t, "deleted machine's log", readAll(t, s, "m1", 0, 0))
+	wantStrings(t, "other machine's log", readAll(t, s, "m2", 0, 0), "b")
+	changes, err := s.ReadSuspensionChanges(ctx, 0, 0)
+	if err != nil || len(changes) != 1 || changes[0].Suspension.ID != "s2" {
+		t.Fatalf("feed after Delete = %+v, %v; want s2's change only", changes, err)
+	}
+	// A new machine of the same ID starts a new log.
+	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("new")})
+	wantStrings(t, "recreated machine's log", readAll(t, s, "m1", 0, 0), "new")
+}
+
+// next waits for a notice, failing after a while.
+func next(t testing.TB, sub store.Subscription) store.Notice {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := sub.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return n
+}
+
+func subscribe(t testing.TB, s store.EventLog, machineID string) store.Subscription {
+	t.Helper()
+	sub, err := s.Subscribe(context.Background(), machineID)
+	if err != nil {
+		t.Fatalf("Subscribe(%q): %v", machineID, err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	return sub
+}
+
+func testEventsNotify(t *testing.T, s logStore) {
+	sub := subscribe(t, s, "m1")
+	feed := subscribe(t, s, "")
+	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("a"), Suspensions: []store.Suspension{pending("s1", time.Time{})}})
+	for !next(t, sub).Appended {
+	}
+	wantStrings(t, "log after a notice", readAll(t, s, "m1", 0, 0), "a")
+	for !next(t, feed).Appended {
+	}
+	// A cancelled wait ends with the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := sub.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with a cancelled context: %v", err)
+	}
+}
+
+func testPublish(t *testing.T, s logStore) {
+	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t")})
+	sub := subscribe(t, s, "m1")
+	other := subscribe(t, s, "m2")
+	big := strings.Repeat("é", store.MaxLivePayload/2)
+	if err := s.Publish(context.Background(), "m1", bs("one", "two", big)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	var got []string
+	for len(got) < 3 {
+		got = append(got, strs(next(t, sub).Live)...)
+	}
+	wantStrings(t, "live payloads", got, "one", "two", big)
+	wantStrings(t, "log after Publish", readAll(t, s, "m1", 0, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if n, err := other.Next(ctx); err == nil && len(n.Live) > 0 {
+		t.Fatalf("another machine's subscription got %q", n.Live)
+	}
+}
+
+func testPublishInvalid(t *testing.T, s logStore) {
+	ctx := context.Background()
+	for name, p := range map[string][]byte{
+		"too long":  []byte(strings.Repeat("x", store.MaxLivePayload+1)),
+		"not UTF-8": {0xff, 0xfe},
+		"NUL":       []byte("a\x00b"),
+	} {
+		if err := s.Publish(ctx, "m1", [][]byte{[]byte("ok"), p}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Publish %s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if err := s.Publish(ctx, "", bs("x")); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("Publish to an empty machine ID: %v, want ErrInvalid", err)
+	}
+}
