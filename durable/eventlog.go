@@ -310,4 +310,3 @@ func (p *publisher) close() {
 	close(p.ch)
 	<-p.done
 }
-
