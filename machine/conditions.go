@@ -53,33 +53,12 @@ const (
 // how many times each; the last assistant text; and what the resumed
 // suspension waited for. Long texts are cut, with "…".
 func DefaultDigest(in DigestInput) string {
+	f := digestFactsOf(in.Transcript)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Digest of the conversation so far (%d earlier messages are not shown):", len(in.Transcript))
-	var users []string
-	var lastAssistant string
-	tools := map[string]int{}
-	var toolOrder []string
-	for _, m := range in.Transcript {
-		switch m.Role {
-		case message.User:
-			if t := m.Text(); t != "" {
-				users = append(users, t)
-			}
-		case message.Assistant:
-			if t := m.Text(); t != "" {
-				lastAssistant = t
-			}
-			for _, u := range m.ToolUses() {
-				if tools[u.Name] == 0 {
-					toolOrder = append(toolOrder, u.Name)
-				}
-				tools[u.Name]++
-			}
-		}
-	}
-	if len(users) > 0 {
-		fmt.Fprintf(&b, "\n- The request: %s", cut(users[0], digestAsk))
-		later := users[1:]
+	if len(f.users) > 0 {
+		fmt.Fprintf(&b, "\n- The request: %s", cut(f.users[0], digestAsk))
+		later := f.users[1:]
 		if len(later) > digestUsers {
 			later = later[len(later)-digestUsers:]
 		}
@@ -87,23 +66,54 @@ func DefaultDigest(in DigestInput) string {
 			fmt.Fprintf(&b, "\n- Later the user said: %s", cut(u, digestLater))
 		}
 	}
-	if len(toolOrder) > 0 {
+	if len(f.toolOrder) > 0 {
 		b.WriteString("\n- Tools called:")
-		for i, name := range toolOrder {
+		for i, name := range f.toolOrder {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, " %s ×%d", name, tools[name])
+			fmt.Fprintf(&b, " %s ×%d", name, f.tools[name])
 		}
 	}
-	if lastAssistant != "" {
-		fmt.Fprintf(&b, "\n- Your last reply: %s", cut(lastAssistant, digestLast))
+	if f.lastAssistant != "" {
+		fmt.Fprintf(&b, "\n- Your last reply: %s", cut(f.lastAssistant, digestLast))
 	}
 	if in.Call.Reason != "" {
 		fmt.Fprintf(&b, "\n- Then the work paused, waiting for: %s", cut(in.Call.Reason, digestLater))
 	}
 	b.WriteString("\nIt resumes now in a fresh turn.")
 	return b.String()
+}
+
+// digestFacts is what DefaultDigest keeps of a transcript.
+type digestFacts struct {
+	users         []string
+	lastAssistant string
+	tools         map[string]int
+	toolOrder     []string
+}
+
+func digestFactsOf(transcript []message.Message) digestFacts {
+	f := digestFacts{tools: map[string]int{}}
+	for _, m := range transcript {
+		switch m.Role {
+		case message.User:
+			if t := m.Text(); t != "" {
+				f.users = append(f.users, t)
+			}
+		case message.Assistant:
+			if t := m.Text(); t != "" {
+				f.lastAssistant = t
+			}
+			for _, u := range m.ToolUses() {
+				if f.tools[u.Name] == 0 {
+					f.toolOrder = append(f.toolOrder, u.Name)
+				}
+				f.tools[u.Name]++
+			}
+		}
+	}
+	return f
 }
 
 // cut shortens s to at most n bytes, on a rune boundary, marking the cut.

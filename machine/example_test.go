@@ -219,3 +219,24 @@ func ExampleMachine_Events() {
 	// It is su|nny in P|aris, 21|°C.|
 	// step end_turn (done: true)
 }
+
+// DefaultDigest is what a fresh-turn resume puts in place of an
+// instance's earlier transcript, unless the charter sets its own Digest.
+func ExampleDefaultDigest() {
+	fmt.Println(machine.DefaultDigest(machine.DigestInput{
+		Transcript: []message.Message{
+			message.UserText("deploy the release"),
+			{Role: message.Assistant, Parts: []message.Part{message.Text("Running the checks first."), message.ToolUse("t1", "run_ci", nil)}},
+			{Role: message.Tool, Parts: []message.Part{message.ToolResult("t1", "green", false)}},
+			{Role: message.Assistant, Parts: []message.Part{message.ToolUse("t2", "deploy", nil)}},
+		},
+		Call: instance.SuspendedCall{Reason: "a manager's approval"},
+	}))
+	// Output:
+	// Digest of the conversation so far (4 earlier messages are not shown):
+	// - The request: deploy the release
+	// - Tools called: run_ci ×1, deploy ×1
+	// - Your last reply: Running the checks first.
+	// - Then the work paused, waiting for: a manager's approval
+	// It resumes now in a fresh turn.
+}

@@ -201,7 +201,10 @@ func (g *gen) suspension(instanceID string) *instance.SuspensionState {
 			c.TraceParent = fmt.Sprintf("00-%032x-%016x-01", g.r.Uint64(), g.r.Uint64())
 		}
 		if g.chance(0.3) {
-			c.OnTimeout = instance.TimeoutAction{Resume: g.chance(0.5), Payload: g.validRaw(), IsError: g.chance(0.5)}
+			c.OnTimeout = instance.TimeoutAction{Resume: g.chance(0.5), Payload: g.validRaw(), IsError: g.chance(0.5), Summarize: g.chance(0.5)}
+		}
+		if g.chance(0.3) {
+			c.Event = g.str(10)
 		}
 		s.Calls = append(s.Calls, c)
 	}
