@@ -269,21 +269,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, watch func(ctx 
 		var b strings.Builder
 		select {
 		case e := <-events:
-			if err := e.write(&b); err != nil {
+			if err := writeQueued(&b, e, events); err != nil {
 				h.streamFailed(w, r, err, write)
 				return
-			}
-			// Take what else is queued into the same write.
-			for more := true; more; {
-				select {
-				case e := <-events:
-					if err := e.write(&b); err != nil {
-						h.streamFailed(w, r, err, write)
-						return
-					}
-				default:
-					more = false
-				}
 			}
 		case <-beat.C:
 			b.WriteString(": heartbeat\n\n")
@@ -296,6 +284,21 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, watch func(ctx 
 		beat.Reset(h.heartbeat)
 		if !write(b.String()) {
 			return
+		}
+	}
+}
+
+// writeQueued writes e and what else is queued on events into b, for one
+// write.
+func writeQueued(b *strings.Builder, e sseEvent, events <-chan sseEvent) error {
+	for {
+		if err := e.write(b); err != nil {
+			return err
+		}
+		select {
+		case e = <-events:
+		default:
+			return nil
 		}
 	}
 }

@@ -69,16 +69,46 @@ func (ew *EventWriter) Write(e machine.Event) error {
 		p.printf("→ %s %s\n", e.Tool.Name, e.Tool.Input)
 	case machine.EventToolFinished:
 		ew.toolFinished(e)
-	case machine.EventSuspended:
-		if e.Call != nil {
-			_ = WriteCall(p.w, *e.Call)
-		} else if e.Lifecycle != nil {
-			p.lifecycle(*e.Lifecycle)
+	case machine.EventSuspended, machine.EventResumed, machine.EventExpired, machine.EventCancelled:
+		ew.suspension(e)
+	case machine.EventStep:
+		if e.Step.Reason == machine.Replied {
+			break // a checkpoint: the reply came as deltas, its tools come next
 		}
-	case machine.EventResumed, machine.EventExpired, machine.EventCancelled:
-		if e.Lifecycle != nil {
-			p.lifecycle(*e.Lifecycle)
+		p.printf("[step: %s, done: %v]\n", e.Step.Reason, e.Step.Done)
+		if e.Step.Command != nil {
+			p.printf("command result: %s\n", jsonText(e.Step.Command))
 		}
+	default:
+		ew.tree(e)
+	}
+	return p.err
+}
+
+// suspension writes a suspension lifecycle event: the pending call of a
+// suspension, a line for the others.
+func (ew *EventWriter) suspension(e machine.Event) {
+	switch {
+	case e.Kind == machine.EventSuspended && e.Call != nil:
+		ew.p.err = cmpErr(ew.p.err, WriteCall(ew.p.w, *e.Call))
+	case e.Lifecycle != nil:
+		ew.p.lifecycle(*e.Lifecycle)
+	}
+}
+
+// cmpErr is the first of two errors.
+func cmpErr(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
+}
+
+// tree writes what an event did to the tree: a state change, a
+// transition, a spawn, a cede.
+func (ew *EventWriter) tree(e machine.Event) {
+	p := &ew.p
+	switch e.Kind {
 	case machine.EventStateChanged:
 		if e.Pack != "" {
 			p.printf("pack %s state: %s\n", e.Pack, jsonText(e.State))
@@ -91,16 +121,7 @@ func (ew *EventWriter) Write(e machine.Event) error {
 		p.printf("%s (%s) spawns %s\n", e.Node, e.InstanceID, jsonText(e.Effect.Children))
 	case machine.EventCede:
 		p.printf("%s (%s) cedes to %s: %s\n", e.Node, e.InstanceID, e.Cede.To, jsonText(e.Cede.Content))
-	case machine.EventStep:
-		if e.Step.Reason == machine.Replied {
-			break // a checkpoint: the reply came as deltas, its tools come next
-		}
-		p.printf("[step: %s, done: %v]\n", e.Step.Reason, e.Step.Done)
-		if e.Step.Command != nil {
-			p.printf("command result: %s\n", jsonText(e.Step.Command))
-		}
 	}
-	return p.err
 }
 
 // EndLine ends the line of a content block being written, if any, and
