@@ -1,10 +1,22 @@
 // markov console: progressive enhancement. Pages work without this file;
-// with it, the inbox and machine pages follow a server-sent change stream
-// and swap in their fresh content, and the charter graph is drawn.
+// with it, the inbox follows the suspension feed and the machine page
+// follows the machine's events (server-sent events): tokens appear as the
+// model streams them, every event is added to the timeline, and the page
+// swaps in its fresh content when a step or a suspension changes it. The
+// charter graph is drawn.
 (function () {
   "use strict";
   var body = document.body;
   var prefix = body.dataset.prefix || "/ui/";
+
+  // The kinds of a machine's events, and the statuses of the suspension
+  // feed: the names of the server-sent events.
+  var KINDS = ["text_delta", "thinking_delta", "tool_started", "tool_finished",
+    "suspended", "resumed", "expired", "cancelled", "state_changed",
+    "transition", "spawn", "cede", "step"];
+  var STATUSES = ["pending", "resolved", "expired", "cancelled"];
+  // Events after which the page shows something new.
+  var CHANGES = { step: 1, suspended: 1, resumed: 1, expired: 1, cancelled: 1, transition: 1, spawn: 1, cede: 1, state_changed: 1 };
 
   function drawGraph() {
     var el = document.getElementById("graph");
@@ -29,7 +41,19 @@
     window.mermaid.run({ nodes: [el] });
   }
 
+  // keep moves the element id of the current page into the fresh one, so
+  // what this script built (the drawn graph, the timeline) survives.
+  function keep(fresh, id) {
+    var old = document.getElementById(id);
+    var repl = fresh.querySelector("#" + id);
+    if (old && repl) repl.replaceWith(old);
+    return repl;
+  }
+
+  var refreshing = false, again = false;
   function refresh() {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
     fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
@@ -38,25 +62,107 @@
         var fresh = doc.getElementById("live");
         var live = document.getElementById("live");
         if (!fresh || !live) return;
-        var graph = document.getElementById("graph");
         var freshGraph = fresh.querySelector("#graph");
         var source = freshGraph ? freshGraph.textContent : null;
-        if (graph && freshGraph) freshGraph.replaceWith(graph); // keep the drawn SVG
+        keep(fresh, "graph");
+        keep(fresh, "timeline");
+        keep(fresh, "stream");
         live.replaceWith(fresh);
         if (source !== null) redrawGraph(source);
         body.dataset.refreshed = String(Number(body.dataset.refreshed || 0) + 1);
+      })
+      .finally(function () {
+        refreshing = false;
+        if (again) { again = false; refresh(); }
       });
   }
 
-  function follow(what) {
+  // soon coalesces the calls of fn within ms into one.
+  function soon(fn, ms) {
+    var t = null;
+    return function () {
+      if (t) return;
+      t = setTimeout(function () { t = null; fn(); }, ms);
+    };
+  }
+  var refreshSoon = soon(refresh, 100);
+
+  function open(url, names, on) {
     if (!window.EventSource) return;
-    var url = prefix + "events" + (what === "inbox" ? "" : "?machine=" + encodeURIComponent(what));
     var es = new EventSource(url);
-    es.addEventListener("change", refresh);
+    names.forEach(function (n) { es.addEventListener(n, on); });
     es.onopen = function () { body.dataset.following = "1"; };
+  }
+
+  function followInbox() {
+    var after = document.getElementById("inbox").dataset.after || "0";
+    open(prefix + "events?after=" + encodeURIComponent(after), STATUSES, refreshSoon);
+  }
+
+  function clock(at) {
+    var d = at ? new Date(at) : new Date();
+    return isNaN(d) ? "" : d.toLocaleTimeString();
+  }
+
+  // summary is one line about event e for the timeline.
+  function summary(e) {
+    switch (e.kind) {
+      case "tool_started": return e.tool.name + " " + (e.tool.input ? JSON.stringify(e.tool.input) : "");
+      case "tool_finished": return e.tool.name + (e.tool.suspend_id ? " suspended" : (e.tool.is_error ? " failed: " : " → ") + (e.tool.result || ""));
+      case "suspended": return (e.call && e.call.reason) || "";
+      case "resumed": case "expired": case "cancelled":
+        return e.lifecycle ? [e.lifecycle.suspend_id, e.lifecycle.cause, e.lifecycle.initiator].filter(Boolean).join(" ") : "";
+      case "transition": return e.effect ? "→ " + e.effect.target : "";
+      case "state_changed": return JSON.stringify(e.state);
+      case "step": return e.step ? e.step.Reason || e.step.reason || "" : "";
+      default: return "";
+    }
+  }
+
+  function followMachine(id) {
+    var timeline = document.getElementById("timeline");
+    var stream = document.getElementById("stream");
+    if (!timeline || !stream) return;
+    var last = null; // the timeline entry the next delta of its block extends
+    function add(e) {
+      var delta = e.kind === "text_delta" || e.kind === "thinking_delta";
+      var key = delta ? [e.kind, e.instance_id, e.block || 0].join(" ") : null;
+      if (delta && last && last.dataset.key === key) {
+        last.querySelector(".text").textContent += e.text;
+        return;
+      }
+      var li = document.createElement("li");
+      li.className = "ev " + e.kind;
+      var t = document.createElement("time");
+      t.textContent = clock(e.at);
+      var k = document.createElement("b");
+      k.textContent = e.kind.replace("_", " ");
+      var s = document.createElement("span");
+      s.className = "text";
+      s.textContent = delta ? e.text : summary(e);
+      li.append(t, " ", k, " ", s);
+      if (key) li.dataset.key = key;
+      last = key ? li : null;
+      timeline.append(li);
+      timeline.dataset.count = String(timeline.children.length);
+    }
+    open(prefix + "events?machine=" + encodeURIComponent(id), KINDS, function (m) {
+      var e = JSON.parse(m.data);
+      add(e);
+      if (e.kind === "text_delta" && e.live) {
+        stream.hidden = false;
+        stream.textContent += e.text;
+      }
+      var shown = Number((document.getElementById("revision") || {}).dataset.revision || 0);
+      if (CHANGES[e.kind] && !e.live && e.rev > shown) {
+        if (e.kind === "step") { stream.textContent = ""; stream.hidden = true; }
+        refreshSoon();
+      }
+    });
   }
 
   var g = document.getElementById("graph");
   if (g) { g.dataset.source = g.textContent; drawGraph(); }
-  if (body.dataset.live) follow(body.dataset.live);
+  if (body.dataset.live === "inbox") followInbox();
+  else if (body.dataset.live) followMachine(body.dataset.live);
 })();
