@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -133,6 +134,38 @@ func TestBrowserLiveInbox(t *testing.T) {
 	require.NoError(t, err, "child: %s", out)
 
 	require.Equal(t, "refund 7700 for order 77", text(t, ctx, `tr[data-suspension] a.decide`))
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.notReloaded`))
+	require.NoError(t, err)
+	require.Equal(t, "yes", marker, "the page was reloaded")
+}
+
+// TestBrowserMachineLive: a machine page follows the machine's events. A
+// resume made by another runner on the same database shows on the page
+// without a reload: the events on its timeline (the resume, the model's
+// text, the step), then the final answer.
+func TestBrowserMachineLive(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s := newStack(t, console.Config{})
+	id := s.park(t, "m-live", 5)
+	require.NoError(t, chromedp.Do(ctx,
+		signInAs(s, "ada"),
+		chromedp.Navigate(s.srv.URL+"/ui/machines/m-live"),
+		chromedp.WaitVisible(css(`body[data-following="1"]`)),
+		chromedp.WaitVisible(css(`#timeline li.ev.suspended`)), // the log so far
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[any](`window.notReloaded = "yes"`)(ctx, tg)
+			return err
+		}),
+	))
+
+	other := openRunner(t, s.path)
+	_, err := testkit.Collect(other.Resume(context.Background(), id, map[string]any{"approved": true, "note": "live"}, false))
+	require.NoError(t, err)
+
+	require.Contains(t, text(t, ctx, `#timeline li.ev.resumed`), id)
+	require.Contains(t, text(t, ctx, `#timeline li.ev.text_delta`), "Refund approved")
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`#timeline li.ev.step`))))
+	require.Contains(t, text(t, ctx, `#answer`), "Refund approved")
 	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.notReloaded`))
 	require.NoError(t, err)
 	require.Equal(t, "yes", marker, "the page was reloaded")

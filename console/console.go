@@ -51,8 +51,6 @@ type Config struct {
 	// Prefix is the path the console is mounted at (DefaultPrefix if
 	// empty); it must start and end with "/".
 	Prefix string
-	// Changes drives the live updates (a PollChanges on Runner if nil).
-	Changes Changes
 	// Fleet, if set, adds the fleet view: runs in progress, queued and
 	// scheduled work, failures (a *fleet.Fleet, on PostgreSQL).
 	Fleet FleetView
@@ -72,7 +70,7 @@ type Console struct {
 	runner     *durable.Runner
 	charter    *machine.Charter
 	prefix     string
-	changes    Changes
+	streams    *streams
 	fleet      FleetView
 	runTimeout time.Duration
 	now        func() time.Time
@@ -90,16 +88,12 @@ func New(cfg Config) (*Console, error) {
 	case len(cfg.Secret) == 0 && cfg.IdentityHeader == "":
 		return nil, fmt.Errorf("%w: a Secret or an IdentityHeader is required", ErrInvalidConfig)
 	}
-	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, changes: cfg.Changes,
-		fleet: cfg.Fleet, runTimeout: cfg.RunTimeout, now: cfg.Now, log: cfg.Logger}
+	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, fleet: cfg.Fleet, runTimeout: cfg.RunTimeout, now: cfg.Now, log: cfg.Logger}
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
 	}
 	if !strings.HasPrefix(c.prefix, "/") || !strings.HasSuffix(c.prefix, "/") {
 		return nil, fmt.Errorf("%w: prefix %q must start and end with /", ErrInvalidConfig, c.prefix)
-	}
-	if c.changes == nil {
-		c.changes = &PollChanges{Runner: cfg.Runner}
 	}
 	if c.runTimeout <= 0 {
 		c.runTimeout = DefaultRunTimeout
@@ -120,6 +114,10 @@ func New(cfg Config) (*Console, error) {
 	} else {
 		c.auth.key = make([]byte, 32)
 		_, _ = rand.Read(c.auth.key)
+	}
+	var err error
+	if c.streams, err = newStreams(cfg.Runner, Config{Now: c.now, Logger: c.log}); err != nil {
+		return nil, err
 	}
 	c.routes()
 	return c, nil

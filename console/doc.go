@@ -31,9 +31,11 @@
 // cookie nonce, HMAC-signed with the identity). Every decision names who
 // made it (machine.ResumeInput.By), and the machine's history records it.
 //
-// Live updates come from a Changes source. PollChanges, the one this
-// package ships, polls the store's suspension index and the machine's
-// revision; it is temporary, until the durable event log's endpoints
-// (GET /suspensions/events, GET /machines/{id}/events) replace it behind
-// the same interface.
+// Live updates follow the durable event log through the event streams of
+// package resumehttp (GET /suspensions/events for the inbox, GET
+// /machines/{id}/events for a machine page), which the console serves
+// in-process under its prefix ("events") to a signed-in person: the inbox
+// refreshes when a suspension is created or decided anywhere, and a machine
+// page shows the model's tokens as they stream, every event on a timeline,
+// and its fresh state after each step.
 package console

@@ -117,9 +117,6 @@ func newStack(t testing.TB, cfg console.Config) *stack {
 	if cfg.Secret == nil && cfg.IdentityHeader == "" {
 		cfg.Secret = []byte(secret)
 	}
-	if cfg.Changes == nil {
-		cfg.Changes = &console.PollChanges{Runner: cfg.Runner, Interval: 50 * time.Millisecond}
-	}
 	c, err := console.New(cfg)
 	require.NoError(t, err)
 	mux := http.NewServeMux()

@@ -36,12 +36,15 @@ type inboxData struct {
 	Status, Node, Tool, Text string
 	Statuses                 []store.Status
 	Rows                     []Row
+	// Rendered is when the page was made: the live updates ignore the
+	// feed's changes from before it.
+	Rendered time.Time
 }
 
 func (c *Console) inbox(w http.ResponseWriter, r *http.Request, who string) {
 	q := r.URL.Query()
 	d := inboxData{Status: cmp.Or(q.Get("status"), string(instance.StatusPending)), Node: q.Get("node"),
-		Tool: q.Get("tool"), Text: q.Get("q"), Statuses: store.Statuses()}
+		Tool: q.Get("tool"), Text: q.Get("q"), Statuses: store.Statuses(), Rendered: c.now()}
 	rows, err := c.rows(r.Context(), d)
 	if err != nil {
 		c.fail(w, r, err)

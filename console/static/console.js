@@ -94,9 +94,16 @@
     es.onopen = function () { body.dataset.following = "1"; };
   }
 
+  // followInbox refreshes the inbox when the suspension feed brings a
+  // change. The feed starts from its beginning; changes saved well before
+  // the page was made are already on it.
   function followInbox() {
-    var after = document.getElementById("inbox").dataset.after || "0";
-    open(prefix + "events?after=" + encodeURIComponent(after), STATUSES, refreshSoon);
+    var inbox = document.getElementById("inbox");
+    var since = Date.parse(inbox ? inbox.dataset.rendered : "") - 5000;
+    open(prefix + "events", STATUSES, function (m) {
+      var c = JSON.parse(m.data);
+      if (!(Date.parse(c.at) < since)) refreshSoon();
+    });
   }
 
   function clock(at) {
