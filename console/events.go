@@ -59,7 +59,7 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request, _ string) 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), StreamLifetime)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, http.NoBody)
 	if err != nil {
 		c.fail(w, r, err)
 		return
