@@ -116,7 +116,7 @@
     switch (e.kind) {
       case "tool_started": return e.tool.name + " " + (e.tool.input ? JSON.stringify(e.tool.input) : "");
       case "tool_finished": return e.tool.name + (e.tool.suspend_id ? " suspended" : (e.tool.is_error ? " failed: " : " → ") + (e.tool.result || ""));
-      case "suspended": return (e.call && e.call.reason) || "";
+      case "suspended": return (e.call && e.call.Reason) || (e.lifecycle && e.lifecycle.reason) || "";
       case "resumed": case "expired": case "cancelled":
         return e.lifecycle ? [e.lifecycle.suspend_id, e.lifecycle.cause, e.lifecycle.initiator].filter(Boolean).join(" ") : "";
       case "transition": return e.effect ? "→ " + e.effect.target : "";
