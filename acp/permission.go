@@ -9,6 +9,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/schematype"
 	"github.com/markov-agents/markov/machine"
 )
 
@@ -26,21 +27,7 @@ type payloadSchema struct {
 }
 
 // typeName is the schema's one type other than null, or "".
-func (s *payloadSchema) typeName() string {
-	var one string
-	if json.Unmarshal(s.Type, &one) == nil {
-		return one
-	}
-	var many []string
-	if json.Unmarshal(s.Type, &many) != nil {
-		return ""
-	}
-	many = slices.DeleteFunc(many, func(t string) bool { return t == "null" })
-	if len(many) == 1 {
-		return many[0]
-	}
-	return ""
-}
+func (s *payloadSchema) typeName() string { return schematype.Of(s.Type) }
 
 // YesNo reports whether a suspension's resume payload schema is answered
 // by a yes or a no — the way the console finds its approve / reject

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/markov-agents/markov/internal/schematype"
 )
 
 // Field kinds a form offers.
@@ -39,21 +41,7 @@ type schema struct {
 }
 
 // typeName is the schema's one type other than null, or "".
-func (s *schema) typeName() string {
-	var one string
-	if json.Unmarshal(s.Type, &one) == nil {
-		return one
-	}
-	var many []string
-	if json.Unmarshal(s.Type, &many) != nil {
-		return ""
-	}
-	many = slices.DeleteFunc(many, func(t string) bool { return t == "null" })
-	if len(many) == 1 {
-		return many[0]
-	}
-	return ""
-}
+func (s *schema) typeName() string { return schematype.Of(s.Type) }
 
 // Field is one input of a payload form.
 type Field struct {

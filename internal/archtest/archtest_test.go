@@ -59,6 +59,8 @@ var layers = map[string]rule{
 	"llm":                 {layer: 0, also: []string{"message"}, stdlib: true},
 	"internal/mergepatch": {layer: 0, stdlib: true},
 	"internal/archtest":   {layer: 0, stdlib: true},
+	// schematype reads a JSON Schema's type (console, acp).
+	"internal/schematype": {layer: 0, stdlib: true},
 	"instance":            {layer: 1},
 	"internal/frame":      {layer: 1, also: []string{"instance"}},
 	"internal/tracing":    {layer: 0},
