@@ -49,14 +49,29 @@ func (benchModel) Generate(_ context.Context, req *llm.Request) (*llm.Response, 
 	return &llm.Response{Message: message.Message{Parts: []message.Part{message.ToolUse(id, "echo", []byte(`{"text":"hi"}`))}}, StopReason: llm.ToolUse}, nil
 }
 
-func benchCharter(b *testing.B) *machine.Charter {
+// stepModel calls echo on a user message and ends the turn on the tool's
+// result: a run through one tool round.
+type stepModel struct{}
+
+func (stepModel) Generate(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	if req.Messages[len(req.Messages)-1].Role == message.User {
+		return &llm.Response{Message: message.Message{Parts: []message.Part{message.ToolUse("t1", "echo", []byte(`{"text":"hi"}`))}}, StopReason: llm.ToolUse}, nil
+	}
+	return &llm.Response{Message: message.Message{Parts: []message.Part{message.Text("done")}}, StopReason: llm.EndTurn}, nil
+}
+
+func benchCharter(b *testing.B) *machine.Charter { return modelCharter(b, benchModel{}) }
+
+// modelCharter is the benchmarks' charter (node desk with tools echo and
+// ask) on model.
+func modelCharter(b *testing.B, model llm.Model) *machine.Charter {
 	echo := node.NewTool("echo", "", func(_ *node.ToolContext[benchState], in benchIn) (string, error) { return in.Text, nil })
 	ask := node.NewTool("ask", "", func(ctx *node.ToolContext[benchState], _ benchIn) (string, error) { return "", ctx.Suspend("approval") })
 	n, err := node.New("desk", node.Config[benchState]{Tools: []node.Tool[benchState]{echo, ask}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := machine.NewCharter(machine.CharterConfig{Model: benchModel{}, Nodes: []*node.Node{n}, MaxSteps: 1 << 30})
+	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, MaxSteps: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -152,41 +167,8 @@ func BenchmarkBareTx(b *testing.B) {
 	ctx := context.Background()
 	for _, size := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("sqlite/history=%d", size), func(b *testing.B) {
-			m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, append(history(size), message.UserText("work")))
-			if err != nil {
-				b.Fatal(err)
-			}
-			var added []message.Message
-			for s, err := range m.Run(ctx) {
-				if err != nil {
-					b.Fatal(err)
-				}
-				added = s.Messages
-				break
-			}
-			tree, err := serialize.MarshalTree(m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var msgs [][]byte
-			for _, msg := range added {
-				data, err := serialize.MarshalMessage(msg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				msgs = append(msgs, data)
-			}
-			db, err := sql.Open("sqlite", filepath.Join(b.TempDir(), "bare.db")+"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { db.Close() })
-			db.SetMaxOpenConns(1)
-			for _, q := range []string{`CREATE TABLE m (id INTEGER PRIMARY KEY, tree BLOB)`, `CREATE TABLE h (seq INTEGER PRIMARY KEY, data BLOB)`, `INSERT INTO m VALUES (1, x'')`} {
-				if _, err := db.ExecContext(ctx, q); err != nil {
-					b.Fatal(err)
-				}
-			}
+			tree, msgs := stepBytes(b, c, size)
+			db := bareDB(b)
 			seq := 0
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -212,6 +194,52 @@ func BenchmarkBareTx(b *testing.B) {
 	}
 }
 
+// stepBytes returns what a step's save writes for a machine with a
+// history of size messages: the tree after one round, and the round's
+// new history messages, encoded.
+func stepBytes(b *testing.B, c *machine.Charter, size int) (tree []byte, msgs [][]byte) {
+	m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, append(history(size), message.UserText("work")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var added []message.Message
+	for s, err := range m.Run(context.Background()) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		added = s.Messages
+		break
+	}
+	if tree, err = serialize.MarshalTree(m); err != nil {
+		b.Fatal(err)
+	}
+	for _, msg := range added {
+		data, err := serialize.MarshalMessage(msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs = append(msgs, data)
+	}
+	return tree, msgs
+}
+
+// bareDB opens a bare SQLite database with the store's pragmas, a table m
+// holding one tree and a table h for history messages.
+func bareDB(b *testing.B) *sql.DB {
+	db, err := sql.Open("sqlite", filepath.Join(b.TempDir(), "bare.db")+"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{`CREATE TABLE m (id INTEGER PRIMARY KEY, tree BLOB)`, `CREATE TABLE h (seq INTEGER PRIMARY KEY, data BLOB)`, `INSERT INTO m VALUES (1, x'')`} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db
+}
+
 // BenchmarkResume measures durable resumes: find the machine by suspend
 // ID, load, apply, save, run to the end, save.
 func BenchmarkResume(b *testing.B) {
@@ -219,16 +247,8 @@ func BenchmarkResume(b *testing.B) {
 	ctx := context.Background()
 	for name, open := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
-			r, err := New(Config{Store: open(), Charter: c})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ids := make([]string, b.N)
-			for i := range ids {
-				id := "m" + strconv.Itoa(i)
-				if _, err := r.Create(ctx, id, "desk", nil); err != nil {
-					b.Fatal(err)
-				}
+			r, ids := benchMachines(b, c, open(), b.N)
+			for i, id := range ids {
 				for s, err := range r.Run(ctx, id, machine.UserText("approve")) {
 					if err != nil {
 						b.Fatal(err)
@@ -251,4 +271,43 @@ func BenchmarkResume(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "resumes/s")
 		})
 	}
+}
+
+// BenchmarkDurableStep measures a durable step as a caller of Run sees it:
+// a user message to a machine at rest — load, apply the message and save,
+// one agent+tool round (the model's reply, the echo tool), the final
+// answer, and their saves. Each iteration uses a fresh machine.
+func BenchmarkDurableStep(b *testing.B) {
+	c := modelCharter(b, stepModel{})
+	ctx := context.Background()
+	for name, open := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			r, ids := benchMachines(b, c, open(), b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for _, id := range ids {
+				for _, err := range r.Run(ctx, id, machine.UserText("work")) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// benchMachines returns a Runner on st and n machines it created at node
+// desk.
+func benchMachines(b *testing.B, c *machine.Charter, st store.Store, n int) (*Runner, []string) {
+	r, err := New(Config{Store: st, Charter: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		if ids[i], err = r.Create(context.Background(), "m"+strconv.Itoa(i), "desk", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return r, ids
 }

@@ -35,6 +35,10 @@ var (
 	workers  = flag.Int("fleet.workers", 3, "worker processes of the fleet test")
 )
 
+// latencyEnv, when set to a duration, is the model's latency in this
+// process and in the worker processes it starts (2 ms if unset).
+const latencyEnv = "FLEET_MODEL_LATENCY"
+
 // The test binary doubles as a worker process: with FLEET_WORKER set it
 // runs a fleet worker until SIGTERM (or SIGKILL).
 func TestMain(m *testing.M) {
@@ -96,6 +100,10 @@ func charter() (*machine.Charter, error) {
 // model is deterministic from the transcript: tool-use IDs come from its
 // length, so a retry after a crash makes the same calls.
 func model() llm.Model {
+	latency, err := time.ParseDuration(os.Getenv(latencyEnv))
+	if err != nil {
+		latency = 2 * time.Millisecond
+	}
 	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
 		results, mode := 0, ""
 		for _, m := range req.Messages {
@@ -107,7 +115,7 @@ func model() llm.Model {
 			}
 		}
 		id := fmt.Sprintf("t%d", len(req.Messages))
-		r := scripted.Reply{Latency: 2 * time.Millisecond}
+		r := scripted.Reply{Latency: latency}
 		switch results {
 		case 0:
 			r.Calls = []scripted.Call{{ID: id, Name: "effect", Input: effectIn{Key: "before"}}}
@@ -213,14 +221,7 @@ func TestFleet(t *testing.T) {
 	f, s, err := openFleet(ctx, url, schema)
 	require.NoError(t, err)
 	defer s.Close()
-	for _, sql := range []string{
-		`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL)`,
-		`CREATE TABLE {s}.effects (key text PRIMARY KEY)`,
-		`CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`,
-	} {
-		_, err := s.Pool().Exec(ctx, side(sql))
-		require.NoError(t, err)
-	}
+	require.NoError(t, createSideTables(ctx, s))
 
 	procs := make([]*exec.Cmd, *workers)
 	for i := range procs {
@@ -229,8 +230,7 @@ func TestFleet(t *testing.T) {
 	}
 	defer func() {
 		for _, p := range procs {
-			p.Process.Signal(syscall.SIGTERM)
-			p.Wait()
+			stopWorker(p)
 		}
 	}()
 
@@ -381,13 +381,18 @@ func startFleet(t *testing.T) (*fleet.Fleet, *postgres.Store) {
 	f, s, err := openFleet(ctx, url, schema)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	_, err = s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
-		CREATE TABLE {s}.effects (key text PRIMARY KEY);
-		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`))
-	require.NoError(t, err)
+	require.NoError(t, createSideTables(ctx, s))
 	require.NoError(t, f.Start(ctx))
 	t.Cleanup(func() { f.Stop(ctx) })
 	return f, s
+}
+
+// createSideTables creates the tables the charter's tools record in.
+func createSideTables(ctx context.Context, s *postgres.Store) error {
+	_, err := s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
+		CREATE TABLE {s}.effects (key text PRIMARY KEY);
+		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`))
+	return err
 }
 
 // parkOne creates machine id and runs it until its ask tool suspends, and
