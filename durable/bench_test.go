@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
@@ -21,7 +19,7 @@ import (
 	"github.com/markov-agents/markov/serialize"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
-	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
@@ -90,20 +88,9 @@ func benchStores(b *testing.B) map[string]func() store.Store {
 			return s
 		},
 	}
-	if url := os.Getenv("MARKOV_TEST_POSTGRES"); url != "" {
+	if os.Getenv(pgtest.EnvVar) != "" {
 		out["postgres"] = func() store.Store {
-			schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-			s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				s.Close()
-				if conn, err := pgx.Connect(context.Background(), url); err == nil {
-					conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-					conn.Close(context.Background())
-				}
-			})
+			s, _, _ := pgtest.Open(b)
 			return s
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/durable"
@@ -24,7 +23,7 @@ import (
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
-	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
@@ -110,19 +109,9 @@ func stores(t *testing.T) map[string]func(t *testing.T) store.Store {
 			return s
 		},
 	}
-	if url := os.Getenv("MARKOV_TEST_POSTGRES"); url != "" {
+	if os.Getenv(pgtest.EnvVar) != "" {
 		out["postgres"] = func(t *testing.T) store.Store {
-			schema := fmt.Sprintf("durable_%d", time.Now().UnixNano())
-			s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				s.Close()
-				conn, err := pgx.Connect(context.Background(), url)
-				if err == nil {
-					conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-					conn.Close(context.Background())
-				}
-			})
+			s, _, _ := pgtest.Open(t)
 			return s
 		}
 	}

@@ -2,19 +2,16 @@ package resumehttp_test
 
 import (
 	"context"
-	"crypto/rand"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store"
-	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
@@ -33,26 +30,8 @@ func twoSQLite(t *testing.T) (store.Store, store.Store) {
 }
 
 func twoPostgres(t *testing.T) (store.Store, store.Store) {
-	url := os.Getenv("MARKOV_TEST_POSTGRES")
-	if url == "" {
-		t.Skip("MARKOV_TEST_POSTGRES is not set: skipping PostgreSQL tests")
-	}
-	schema := "resumehttp_fleet_" + rand.Text()
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, url)
-		require.NoError(t, err)
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		require.NoError(t, err)
-	})
-	open := func() store.Store {
-		s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	return open(), open()
+	a, url, schema := pgtest.Open(t)
+	return a, pgtest.OpenIn(t, url, schema)
 }
 
 // Two servers (two handlers, two runners, two store handles) on one

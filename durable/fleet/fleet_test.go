@@ -21,6 +21,7 @@ import (
 
 	"github.com/markov-agents/markov/durable/fleet"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -28,6 +29,7 @@ import (
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 )
 
 var (
@@ -173,20 +175,19 @@ func worker() int {
 	return 0
 }
 
-func testDB(t *testing.T) (url, schema string) {
-	url = os.Getenv("MARKOV_TEST_POSTGRES")
-	if url == "" {
-		t.Skip("MARKOV_TEST_POSTGRES is not set: skipping the fleet tests (source .ci/pg.sh to set it)")
-	}
-	schema = fmt.Sprintf("fleet_test_%x", rand.Uint64())
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), url)
-		if err == nil {
-			conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
-	return url, schema
+// openTestFleet opens a fleet (not started) in a schema of its own, with
+// the side tables of the charter's tools; the store closes when the test
+// ends. It returns the connection string and schema for worker processes.
+func openTestFleet(t testing.TB) (f *fleet.Fleet, s *postgres.Store, url, schema string) {
+	t.Helper()
+	url = pgtest.URL(t)
+	schema = pgtest.Schema(t, url)
+	ctx := context.Background()
+	f, s, err := openFleet(ctx, url, schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, createSideTables(ctx, s))
+	return f, s, url, schema
 }
 
 // startWorker starts a worker process and waits until it works jobs.
@@ -216,13 +217,10 @@ func startWorker(url, schema string) (*exec.Cmd, error) {
 // meant to, and no idempotency key has two completed effects.
 // Re-executions of a tool (same key, only after a kill) are reported.
 func TestFleet(t *testing.T) {
-	url, schema := testDB(t)
+	f, s, url, schema := openTestFleet(t)
 	ctx := context.Background()
-	f, s, err := openFleet(ctx, url, schema)
-	require.NoError(t, err)
-	defer s.Close()
-	require.NoError(t, createSideTables(ctx, s))
 
+	var err error
 	procs := make([]*exec.Cmd, *workers)
 	for i := range procs {
 		procs[i], err = startWorker(url, schema)
@@ -376,12 +374,8 @@ func TestConcurrentResumes(t *testing.T) {
 // of the charter's tools, and starts it; both end with the test.
 func startFleet(t *testing.T) (*fleet.Fleet, *postgres.Store) {
 	t.Helper()
-	url, schema := testDB(t)
+	f, s, _, _ := openTestFleet(t)
 	ctx := context.Background()
-	f, s, err := openFleet(ctx, url, schema)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	require.NoError(t, createSideTables(ctx, s))
 	require.NoError(t, f.Start(ctx))
 	t.Cleanup(func() { f.Stop(ctx) })
 	return f, s
@@ -402,20 +396,9 @@ func parkOne(t *testing.T, f *fleet.Fleet, id string) string {
 	ctx := context.Background()
 	_, err := f.Runner().Create(ctx, id, "desk", nil)
 	require.NoError(t, err)
-	steps, err := drainSteps(f.Runner().Run(ctx, id, machine.UserText("resume")))
+	steps, err := testkit.Collect(f.Runner().Run(ctx, id, machine.UserText("resume")))
 	require.NoError(t, err)
 	return steps[len(steps)-1].Suspensions[0].SuspendID
-}
-
-func drainSteps(seq func(func(machine.Step, error) bool)) ([]machine.Step, error) {
-	var out []machine.Step
-	for s, err := range seq {
-		if err != nil {
-			return out, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
 }
 
 // answerUntilDone answers each resume/cancel suspension once, as it

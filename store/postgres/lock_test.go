@@ -12,7 +12,7 @@ func TestLockMachine(t *testing.T) {
 	ctx := context.Background()
 	a, url, schema := pgtest.Open(t)
 	defer a.Close()
-	b := openIn(t, url, schema)
+	b := pgtest.OpenIn(t, url, schema)
 	defer b.Close()
 
 	unlock, ok, err := a.LockMachine(ctx, "m1", true)

@@ -25,16 +25,6 @@ func open(tb testing.TB) store.Store {
 	return s
 }
 
-// openIn opens a store on url in schema, failing tb on error.
-func openIn(tb testing.TB, url, schema string) *postgres.Store {
-	tb.Helper()
-	s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
-	if err != nil {
-		tb.Fatalf("Open: %v", err)
-	}
-	return s
-}
-
 func TestConformance(t *testing.T) {
 	pgtest.URL(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })

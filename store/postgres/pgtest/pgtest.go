@@ -59,10 +59,17 @@ func Open(tb testing.TB) (s *postgres.Store, url, schema string) {
 	tb.Helper()
 	url = URL(tb)
 	schema = Schema(tb, url)
+	return OpenIn(tb, url, schema), url, schema
+}
+
+// OpenIn opens another store on url in schema, as a second process would,
+// closed when tb ends.
+func OpenIn(tb testing.TB, url, schema string) *postgres.Store {
+	tb.Helper()
 	s, err := postgres.Open(context.Background(), postgres.Config{ConnString: url, Schema: schema})
 	if err != nil {
 		tb.Fatalf("postgres.Open: %v", err)
 	}
 	tb.Cleanup(func() { _ = s.Close() })
-	return s, url, schema
+	return s
 }
