@@ -15,6 +15,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/serialize"
 )
 
 type state struct {
@@ -196,7 +197,9 @@ func (s *scriptedPair) Generate(_ context.Context, req *llm.Request) (*llm.Respo
 	return &r, nil
 }
 
-func BenchmarkSuspendResume(b *testing.B) {
+// askCharter returns a charter whose node "desk" calls the tool ask,
+// which suspends, and answers with text once the call is resumed.
+func askCharter() *machine.Charter {
 	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[state], in echoIn) (string, error) {
 		return "", ctx.Suspend("approval")
 	})
@@ -205,23 +208,51 @@ func BenchmarkSuspendResume(b *testing.B) {
 		call: toolReply("ask").resp,
 		text: llm.Response{Message: message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("done")}}, StopReason: llm.EndTurn},
 	}
-	c := must(machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}}))
+	return must(machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}}))
+}
+
+// suspended runs the user's request on m until the tool suspends, and
+// returns the suspend ID.
+func suspended(b *testing.B, m *machine.Machine) string {
+	var id string
+	for s, err := range m.Run(context.Background(), machine.UserText("approve")) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		id = s.Suspensions[0].SuspendID
+	}
+	return id
+}
+
+// resumed resumes the suspension id of m and runs it to the end.
+func resumed(b *testing.B, m *machine.Machine, id string) {
+	for _, err := range m.Run(context.Background(), machine.ResumeInput{SuspendID: id, Payload: "yes"}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSuspendCycle is a suspension parked in bytes and resumed in a
+// new machine, 1,000 messages of history: Restore an idle machine, run
+// the user's request until its tool suspends, serialize.Marshal it,
+// serialize.Unmarshal the bytes into a new machine, resume, finish.
+func BenchmarkSuspendCycle(b *testing.B) {
+	c := askCharter()
+	h := roomy(history(1000))
+	b.ReportAllocs()
+	for b.Loop() {
+		m := must(machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: state{}, Idle: true}, h))
+		id := suspended(b, m)
+		data := must(serialize.Marshal(m))
+		resumed(b, must(serialize.Unmarshal(c, data)), id)
+	}
+}
+
+func BenchmarkSuspendResume(b *testing.B) {
+	c := askCharter()
 	fresh := func() *machine.Machine {
 		return must(machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: state{}, Idle: true}, history(100)))
 	}
-	ctx := context.Background()
-	loop(b, 1000, fresh, func(m *machine.Machine) {
-		var id string
-		for s, err := range m.Run(ctx, machine.UserText("approve")) {
-			if err != nil {
-				b.Fatal(err)
-			}
-			id = s.Suspensions[0].SuspendID
-		}
-		for _, err := range m.Run(ctx, machine.ResumeInput{SuspendID: id, Payload: "yes"}) {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	loop(b, 1000, fresh, func(m *machine.Machine) { resumed(b, m, suspended(b, m)) })
 }

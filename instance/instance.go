@@ -8,6 +8,7 @@ package instance
 
 import (
 	"iter"
+	"slices"
 
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
@@ -107,12 +108,22 @@ func (in *Instance) Find(id string) *Instance {
 // Path returns the chain of instances from the root (in) to the instance id,
 // inclusive, or nil when id is not in the tree.
 func (in *Instance) Path(id string) []*Instance {
+	path := in.pathTo(id, 1)
+	if path != nil {
+		slices.Reverse(path)
+	}
+	return path
+}
+
+// pathTo returns the path from the instance id up to in, in at depth
+// depth, with room for the ancestors of in: one allocation however deep.
+func (in *Instance) pathTo(id string, depth int) []*Instance {
 	if in.ID == id {
-		return []*Instance{in}
+		return append(make([]*Instance, 0, depth), in)
 	}
 	for _, c := range in.Children {
-		if p := c.Path(id); p != nil {
-			return append([]*Instance{in}, p...)
+		if p := c.pathTo(id, depth+1); p != nil {
+			return append(p, in)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ package machine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
@@ -50,10 +51,74 @@ func (m *Machine) transcript(id string, c *leafCache) []message.Message {
 			return m.history[:c.next:c.next]
 		}
 	}
-	for ; c.next < len(m.history); c.next++ {
-		c.own = extendTranscript(c.own, &m.history[c.next], id)
+	if c.next < m.fresh.from {
+		for ; c.next < len(m.history); c.next++ {
+			c.own = extendTranscript(c.own, &m.history[c.next], id)
+		}
+	} else {
+		m.fresh.each(id, c.next, func(i int) { c.own = extendTranscript(c.own, &m.history[i], id) })
+		c.next = len(m.history)
 	}
 	return c.own[:len(c.own):len(c.own)]
+}
+
+// freshIndex sorts the messages history gained since from by whose
+// transcript they may enter: scoped ones (Source.To) by instance, the
+// rest (shared messages, unscoped records) in one list. A transcript
+// up to date at from or later takes in the shared messages and its own,
+// without looking at the other leaves' exchanges: a round of n leaves
+// costs each leaf its own messages, not n leaves' worth.
+type freshIndex struct {
+	from   int
+	shared []int
+	scoped map[string][]int
+}
+
+// add indexes history[i].
+func (x *freshIndex) add(h *message.Message, i int) {
+	if h.Source.To == "" {
+		x.shared = append(x.shared, i)
+		return
+	}
+	if x.scoped == nil {
+		x.scoped = map[string][]int{}
+	}
+	x.scoped[h.Source.To] = append(x.scoped[h.Source.To], i)
+}
+
+// reset empties the index, which starts again at from. It keeps the
+// lists' room for the next round, and forgets instances that got no
+// message since the last reset.
+func (x *freshIndex) reset(from int) {
+	x.from, x.shared = from, x.shared[:0]
+	for id, s := range x.scoped {
+		if len(s) == 0 {
+			delete(x.scoped, id)
+		} else {
+			x.scoped[id] = s[:0]
+		}
+	}
+}
+
+// each calls fn, in history order, with the index of every message
+// since next (at least from) that may enter the transcript of id.
+func (x *freshIndex) each(id string, next int, fn func(i int)) {
+	shared, own := after(x.shared, next), after(x.scoped[id], next)
+	for len(shared) > 0 || len(own) > 0 {
+		if len(own) == 0 || len(shared) > 0 && shared[0] < own[0] {
+			fn(shared[0])
+			shared = shared[1:]
+		} else {
+			fn(own[0])
+			own = own[1:]
+		}
+	}
+}
+
+// after returns the indexes of s, sorted, from next on.
+func after(s []int, next int) []int {
+	i, _ := slices.BinarySearch(s, next)
+	return s[i:]
 }
 
 // ownTranscript copies the shared prefix of a transcript into an array of
@@ -91,6 +156,9 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID)), Reply: l.Reply})
 		}
 	}
+	// Every active leaf has seen all of history; one that has not (idle,
+	// suspended) catches up by reading history when it next runs.
+	m.fresh.reset(len(m.history))
 	if primaries > 1 {
 		return nil, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)
 	}

@@ -168,6 +168,9 @@ type Machine struct {
 	// call Suspend.
 	atBoundary atomic.Bool
 	leaves     map[string]*leafCache
+	// fresh indexes what history gained since the last round's
+	// transcripts were built.
+	fresh freshIndex
 	// unreported is what Apply added that the next Run reports.
 	unreported *report
 	// listener hears the run while Events runs it (nil otherwise).
@@ -187,7 +190,7 @@ func init() {
 }
 
 func newMachine(c *Charter, root *instance.Instance, history []message.Message) *Machine {
-	return &Machine{charter: c, root: root, history: history, leaves: map[string]*leafCache{}}
+	return &Machine{charter: c, root: root, history: history, leaves: map[string]*leafCache{}, fresh: freshIndex{from: len(history)}}
 }
 
 // Charter returns the machine's charter.

@@ -1,0 +1,104 @@
+package machine_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+)
+
+// transcriptRecorder calls the leaf's tool (ask for the instance
+// "asker", tick for the others) on every request and keeps the
+// transcript each leaf was sent.
+type transcriptRecorder struct {
+	mu   sync.Mutex
+	n    int
+	sent map[string][]message.Message
+}
+
+func (r *transcriptRecorder) Generate(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	r.sent[req.InstanceID] = req.Messages
+	name := "tick"
+	if req.InstanceID == "asker" {
+		name = "ask"
+	}
+	use := message.ToolUse("toolu_"+strconv.Itoa(r.n), name, []byte(`{"what":"x"}`))
+	return &llm.Response{Message: message.Message{Parts: []message.Part{message.Text("on it"), use}}, StopReason: llm.ToolUse}, nil
+}
+
+// TestTranscriptsOfManyLeaves checks each leaf's transcript, kept
+// incrementally round after round (each leaf taking in the shared
+// messages and its own, and a leaf that sat out rounds catching up),
+// against history filtered from scratch.
+func TestTranscriptsOfManyLeaves(t *testing.T) {
+	tick := node.NewTool("tick", "tick", func(*node.ToolContext[empty], askIn) (string, error) { return "ticked", nil })
+	chat := mustNode(t, "chat", node.Config[empty]{Tools: []node.Tool[empty]{tick}})
+	worker := mustNode(t, "worker", node.Config[empty]{Worker: true, Tools: []node.Tool[empty]{tick, askTool[empty]("ask")}})
+	root := mustNode(t, "root", node.Config[empty]{})
+	model := &transcriptRecorder{sent: map[string][]message.Message{}}
+	c := charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{root, chat, worker}, MaxSteps: 1 << 20})
+	tree := &instance.Instance{ID: "root", Node: "root", State: empty{}, Children: []*instance.Instance{
+		{ID: "chat", Node: "chat", State: empty{}}, {ID: "asker", Node: "worker", State: empty{}},
+		{ID: "w1", Node: "worker", State: empty{}}, {ID: "w2", Node: "worker", State: empty{}},
+	}}
+	m, err := machine.Restore(c, tree, []message.Message{message.UserText("hello")})
+	require.NoError(t, err)
+	oneRound := func(inputs ...machine.Input) {
+		for _, err := range m.Run(context.Background(), inputs...) {
+			require.NoError(t, err)
+			break
+		}
+	}
+	check := func(h []message.Message) {
+		t.Helper()
+		for id, got := range model.sent {
+			var want []message.Message
+			for i := range h {
+				if h[i].VisibleTo(id) {
+					want = append(want, h[i])
+				}
+			}
+			require.Equal(t, want, got, "transcript of %s", id)
+		}
+		clear(model.sent)
+	}
+	for round := range 6 {
+		var inputs []machine.Input
+		if round == 3 { // the asker, suspended since round 0, resumes
+			inputs = append(inputs, machine.ResumeInput{SuspendID: m.Pending()[0].SuspendID, Payload: "yes"})
+		}
+		if round%2 == 1 {
+			inputs = append(inputs, machine.UserText("more "+strconv.Itoa(round)))
+		}
+		before := model.n
+		oneRound(inputs...)
+		require.NotEmpty(t, model.sent)
+		check(roundStart(m.History(), before))
+	}
+	require.Len(t, m.Pending(), 1, "the asker asked again")
+}
+
+// roundStart returns the history the round saw: h up to the first reply
+// to a model call after the first before.
+func roundStart(h []message.Message, before int) []message.Message {
+	for i, msg := range h {
+		for _, p := range msg.Parts {
+			if n, err := strconv.Atoi(strings.TrimPrefix(p.ID, "toolu_")); err == nil && p.Kind == message.KindToolUse && n > before {
+				return h[:i]
+			}
+		}
+	}
+	return h
+}
