@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/openai"
 	"github.com/markov-agents/markov/machine"
@@ -27,12 +27,7 @@ import (
 // The test binary doubles as the watcher process of
 // BenchmarkFirstDelta/watch-postgres: with MARKOV_BENCH_WATCH set it
 // watches that machine and exits.
-func TestMain(m *testing.M) {
-	if id := os.Getenv("MARKOV_BENCH_WATCH"); id != "" {
-		os.Exit(watchChild(id))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, "MARKOV_BENCH_WATCH", watchChild) }
 
 // fixture is the recorded OpenAI Chat Completions stream the fake
 // provider serves.
@@ -169,9 +164,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 type watchProc struct{ sc *bufio.Scanner }
 
 func startWatchChild(b *testing.B, id, schema string) *watchProc {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MARKOV_BENCH_WATCH="+id, "MARKOV_BENCH_SCHEMA="+schema)
-	cmd.Stderr = os.Stderr
+	cmd := testkit.ChildCommand("MARKOV_BENCH_WATCH="+id, "MARKOV_BENCH_SCHEMA="+schema)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -165,12 +165,7 @@ func (s *stack) park(t testing.TB, id string, order int) string {
 // TestMain lets the test binary be the other process of the cross-process
 // test: with MARKOV_CONSOLE_CHILD set it suspends one machine in the
 // SQLite file MARKOV_DB and exits.
-func TestMain(m *testing.M) {
-	if id := os.Getenv("MARKOV_CONSOLE_CHILD"); id != "" {
-		os.Exit(child(id))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, "MARKOV_CONSOLE_CHILD", child) }
 
 func child(id string) int {
 	return testkit.Child[*sqlite.Store, *machine.Charter, *durable.Runner]{

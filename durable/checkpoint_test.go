@@ -112,7 +112,7 @@ func runPay(r *durable.Runner, kill string) int {
 // runPayChild runs a checkpoint child and reports whether it was killed.
 func runPayChild(t *testing.T, db, calls, execs, kill string) bool {
 	t.Helper()
-	err := childCmd(t, "checkpoint", db, "MARKOV_CALLS="+calls, "MARKOV_EXECS="+execs, "MARKOV_KILL="+kill).Run()
+	err := childCmd("checkpoint", db, "MARKOV_CALLS="+calls, "MARKOV_EXECS="+execs, "MARKOV_KILL="+kill).Run()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
 		return true

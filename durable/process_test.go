@@ -1,17 +1,14 @@
 package durable_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,12 +25,7 @@ import (
 
 // The test binary doubles as the child process of the cross-process tests:
 // with MARKOV_CHILD set, it runs one child role and exits.
-func TestMain(m *testing.M) {
-	if role := os.Getenv("MARKOV_CHILD"); role != "" {
-		os.Exit(child(role))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, "MARKOV_CHILD", child) }
 
 func child(role string) int {
 	switch role {
@@ -56,15 +48,14 @@ func child(role string) int {
 		})
 }
 
-// withRunner sets up a child process's runner over the SQLite file
-// MARKOV_DB with the charter from charter, and returns body's exit code.
+// withRunner sets up a child process's runner over the store it is told
+// of (see openChildStore) with the charter from charter, and returns
+// body's exit code.
 func withRunner(charter func() (*machine.Charter, error), body func(*durable.Runner) int) int {
-	return testkit.Child[*sqlite.Store, *machine.Charter, *durable.Runner]{
-		Open: func() (*sqlite.Store, error) {
-			return sqlite.Open(context.Background(), sqlite.Config{Path: os.Getenv("MARKOV_DB")})
-		},
+	return testkit.Child[closingStore, *machine.Charter, *durable.Runner]{
+		Open:    openChildStore,
 		Charter: charter,
-		Runner: func(s *sqlite.Store, c *machine.Charter) (*durable.Runner, error) {
+		Runner: func(s closingStore, c *machine.Charter) (*durable.Runner, error) {
 			return durable.New(durable.Config{Store: s, Charter: c})
 		},
 	}.Run(body)
@@ -73,8 +64,7 @@ func withRunner(charter func() (*machine.Charter, error), body func(*durable.Run
 // childResume waits for "go" on stdin, then resumes the suspension and
 // reports how it went: "won" or "lost".
 func childResume(ctx context.Context, r *durable.Runner) int {
-	fmt.Println("ready")
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+	if err := testkit.AwaitGo(); err != nil {
 		return 2
 	}
 	_, err := drain(r.Resume(ctx, os.Getenv("MARKOV_SUSPEND_ID"), "from pid "+strconv.Itoa(os.Getpid()), false))
@@ -124,11 +114,9 @@ func childCrash(ctx context.Context, r *durable.Runner) int {
 	return 0
 }
 
-func childCmd(t *testing.T, role, db string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), append([]string{"MARKOV_CHILD=" + role, "MARKOV_DB=" + db}, env...)...)
-	cmd.Stderr = os.Stderr
-	return cmd
+// childCmd is a child process playing role on the SQLite file db.
+func childCmd(role, db string, env ...string) *exec.Cmd {
+	return testkit.ChildCommand(append([]string{"MARKOV_CHILD=" + role, "MARKOV_DB=" + db}, env...)...)
 }
 
 func openSQLite(t *testing.T, path string) *sqlite.Store {
@@ -143,36 +131,10 @@ func TestTwoProcessesResumeOnce(t *testing.T) {
 	r := newRunner(t, openSQLite(t, db), agentModel(0))
 	id := suspended(t, r, "race")
 
-	type proc struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Reader
-	}
-	procs := make([]proc, 2)
-	for i := range procs {
-		cmd := childCmd(t, "resume", db, "MARKOV_SUSPEND_ID="+id)
-		stdin, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		procs[i] = proc{cmd, stdin, bufio.NewReader(stdout)}
-		line, err := procs[i].out.ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "ready\n", line)
-	}
-	// Release both at once.
-	for _, p := range procs {
-		_, err := io.WriteString(p.stdin, "go\n")
-		require.NoError(t, err)
-	}
-	var results []string
-	for _, p := range procs {
-		line, err := p.out.ReadString('\n')
-		require.NoError(t, err)
-		results = append(results, strings.TrimSpace(line))
-		require.NoError(t, p.cmd.Wait())
-	}
+	results, err := testkit.RaceChildren(
+		childCmd("resume", db, "MARKOV_SUSPEND_ID="+id),
+		childCmd("resume", db, "MARKOV_SUSPEND_ID="+id))
+	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"won", "lost"}, results)
 
 	m, _, err := r.Load(context.Background(), "race")
@@ -192,7 +154,7 @@ func TestCrashRecovery(t *testing.T) {
 	for i := 0; kills < 100; i++ {
 		require.Less(t, i, 400, "too few kills landed")
 		delay := time.Duration(rng.IntN(30_000)) * time.Microsecond
-		err := childCmd(t, "crash", db, "MARKOV_KILL_AFTER="+delay.String()).Run()
+		err := childCmd("crash", db, "MARKOV_KILL_AFTER="+delay.String()).Run()
 		var exit *exec.ExitError
 		switch {
 		case err == nil:

@@ -1,10 +1,8 @@
 package durable_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,26 +17,15 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
-	"github.com/markov-agents/markov/store/postgres"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
 )
 
 // childSignal is a process that signals ci.passed once told to: it opens
-// the PostgreSQL schema MARKOV_PG_SCHEMA of MARKOV_PG_URL, says "ready",
-// waits for a line on stdin, signals with its pid as the payload and
-// prints "woken N".
+// the store it is told of, waits to be released (testkit.AwaitGo),
+// signals with its pid as the payload and prints "woken N".
 func childSignal() int {
-	return testkit.Child[*postgres.Store, *machine.Charter, *durable.Runner]{
-		Open: func() (*postgres.Store, error) {
-			return postgres.Open(context.Background(), postgres.Config{ConnString: os.Getenv("MARKOV_PG_URL"), Schema: os.Getenv("MARKOV_PG_SCHEMA")})
-		},
-		Charter: func() (*machine.Charter, error) { return buildCondCharter((&condModel{}).model(), time.Now) },
-		Runner: func(s *postgres.Store, c *machine.Charter) (*durable.Runner, error) {
-			return durable.New(durable.Config{Store: s, Charter: c})
-		},
-	}.Run(func(r *durable.Runner) int {
-		fmt.Println("ready")
-		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+	return withRunner(func() (*machine.Charter, error) { return buildCondCharter((&condModel{}).model(), time.Now) }, func(r *durable.Runner) int {
+		if err := testkit.AwaitGo(); err != nil {
 			return 2
 		}
 		woken, err := r.Signal(context.Background(), "ci.passed", "pid "+strconv.Itoa(os.Getpid()))
@@ -55,44 +42,20 @@ func childSignal() int {
 // database: every waiting suspension is woken exactly once, by one of
 // them, and the counts they report add up.
 func TestSignalFromTwoProcesses(t *testing.T) {
-	s, url, schema := pgtest.Open(t)
+	s, _, schema := pgtest.Open(t)
 	e := newCondEnv(t, s)
 	const machines = 12
 	for i := range machines {
 		e.start(t, "m"+strconv.Itoa(i), "call ci")
 	}
-	type proc struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Reader
-	}
-	procs := make([]proc, 2)
-	for i := range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "MARKOV_CHILD=signal", "MARKOV_PG_URL="+url, "MARKOV_PG_SCHEMA="+schema)
-		cmd.Stderr = os.Stderr
-		stdin, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		procs[i] = proc{cmd, stdin, bufio.NewReader(stdout)}
-		line, err := procs[i].out.ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "ready\n", line)
-	}
-	for _, p := range procs {
-		_, err := io.WriteString(p.stdin, "go\n")
-		require.NoError(t, err)
-	}
+	cmd := func() *exec.Cmd { return testkit.ChildCommand("MARKOV_CHILD=signal", "MARKOV_PG_SCHEMA="+schema) }
+	lines, err := testkit.RaceChildren(cmd(), cmd())
+	require.NoError(t, err)
 	total := 0
-	for _, p := range procs {
-		line, err := p.out.ReadString('\n')
-		require.NoError(t, err)
-		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "woken "))
+	for _, line := range lines {
+		n, err := strconv.Atoi(strings.TrimPrefix(line, "woken "))
 		require.NoError(t, err, line)
 		total += n
-		require.NoError(t, p.cmd.Wait())
 	}
 	require.Equal(t, machines, total, "each suspension woken by exactly one process")
 

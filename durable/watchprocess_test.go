@@ -28,7 +28,7 @@ import (
 // openChildStore opens the store a child process is told of: the
 // PostgreSQL schema MARKOV_PG_SCHEMA of MARKOV_TEST_POSTGRES when set,
 // else the SQLite file MARKOV_DB.
-func openChildStore() (store.Store, error) {
+func openChildStore() (closingStore, error) {
 	if schema := os.Getenv("MARKOV_PG_SCHEMA"); schema != "" {
 		return postgres.Open(context.Background(), postgres.Config{ConnString: os.Getenv(pgtest.EnvVar), Schema: schema})
 	}
@@ -46,19 +46,7 @@ type closingStore interface {
 // MARKOV_STOP_LIVE live text deltas when that is set (a watcher that goes
 // away mid-stream), else after the first Done step.
 func childWatch() int {
-	return testkit.Child[closingStore, *machine.Charter, *durable.Runner]{
-		Open: func() (closingStore, error) {
-			s, err := openChildStore()
-			if err != nil {
-				return nil, err
-			}
-			return s.(closingStore), nil
-		},
-		Charter: func() (*machine.Charter, error) { return buildCharter(chattyModel(0)) },
-		Runner: func(s closingStore, c *machine.Charter) (*durable.Runner, error) {
-			return durable.New(durable.Config{Store: s, Charter: c})
-		},
-	}.Run(func(r *durable.Runner) int {
+	return withRunner(func() (*machine.Charter, error) { return buildCharter(chattyModel(0)) }, func(r *durable.Runner) int {
 		after, _ := strconv.ParseInt(os.Getenv("MARKOV_AFTER"), 10, 64)
 		stopLive, _ := strconv.Atoi(os.Getenv("MARKOV_STOP_LIVE"))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -93,10 +81,8 @@ type watcherProc struct {
 
 func startWatcher(t *testing.T, env []string, after int64, stopLive int) *watcherProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), append(env, "MARKOV_CHILD=watch", "MARKOV_MACHINE=m1",
+	cmd := testkit.ChildCommand(append(env, "MARKOV_CHILD=watch", "MARKOV_MACHINE=m1",
 		"MARKOV_AFTER="+strconv.FormatInt(after, 10), "MARKOV_STOP_LIVE="+strconv.Itoa(stopLive))...)
-	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

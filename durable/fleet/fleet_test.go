@@ -43,12 +43,7 @@ const latencyEnv = "FLEET_MODEL_LATENCY"
 
 // The test binary doubles as a worker process: with FLEET_WORKER set it
 // runs a fleet worker until SIGTERM (or SIGKILL).
-func TestMain(m *testing.M) {
-	if os.Getenv("FLEET_WORKER") != "" {
-		os.Exit(worker())
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, "FLEET_WORKER", func(string) int { return worker() }) }
 
 type desk struct{}
 
@@ -192,9 +187,7 @@ func openTestFleet(t testing.TB) (f *fleet.Fleet, s *postgres.Store, url, schema
 
 // startWorker starts a worker process and waits until it works jobs.
 func startWorker(url, schema string) (*exec.Cmd, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FLEET_WORKER=1", "FLEET_URL="+url, "FLEET_SCHEMA="+schema)
-	cmd.Stderr = os.Stderr
+	cmd := testkit.ChildCommand("FLEET_WORKER=1", "FLEET_URL="+url, "FLEET_SCHEMA="+schema)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
