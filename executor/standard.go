@@ -145,7 +145,7 @@ func (e *standard) Step(ctx context.Context, req *StepRequest) (*StepResult, err
 // reply asks the model for the leaf's reply.
 func (e *standard) reply(ctx context.Context, lf *leaf) (Reply, error) {
 	in := lf.in
-	system, err := e.systemPrompt(&PromptContext{
+	lf.prompt = PromptContext{
 		Instructions: e.cfg.Instructions,
 		Node:         lf.node,
 		InstanceID:   in.ID,
@@ -153,11 +153,13 @@ func (e *standard) reply(ctx context.Context, lf *leaf) (Reply, error) {
 		Ancestors:    lf.ancestors,
 		Packs:        lf.root.Packs,
 		Transitions:  lf.tools.transitions,
-	})
+	}
+	system, err := e.systemPrompt(&lf.prompt)
 	if err != nil {
 		return Reply{}, fmt.Errorf("system prompt for %s: %w", in.ID, err)
 	}
-	req := &llm.Request{
+	req := &lf.req
+	*req = llm.Request{
 		System:     system,
 		Messages:   lf.transcript,
 		Tools:      lf.tools.specs,

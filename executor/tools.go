@@ -34,6 +34,12 @@ type leaf struct {
 	tools      *toolset
 	// events hears the step's events (nil: nobody listens).
 	events Sink
+	// prompt and req are the step's prompt context and model request,
+	// and calls holds the suspended calls of a reply of a few tool uses:
+	// kept here, they cost the step no allocations of their own.
+	prompt PromptContext
+	req    llm.Request
+	calls  [4]*instance.SuspendedCall
 }
 
 // leaf resolves instance in of root.
@@ -174,7 +180,11 @@ func (ts *toolset) lookup(name string) (entry, bool) {
 // seeing the state the previous one left.
 func (e *standard) runTools(ctx context.Context, lf *leaf, r *StepResult, uses []message.Part) {
 	r.Results = make([]message.Part, len(uses))
-	calls := make([]*instance.SuspendedCall, len(uses))
+	calls := lf.calls[:0]
+	if len(uses) > len(lf.calls) {
+		calls = make([]*instance.SuspendedCall, 0, len(uses))
+	}
+	calls = calls[:len(uses)]
 	wg := e.startConcurrent(ctx, lf, r, uses, calls)
 	transitions := 0
 	for i, u := range uses {

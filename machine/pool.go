@@ -17,28 +17,40 @@ import (
 // idleFor is how long a goroutine waits for another leaf before it exits.
 const idleFor = 2 * time.Second
 
-// tasks hands work to the waiting goroutines.
-var tasks = make(chan func())
+// task is one call fn(i) of a runAll, done when it returns.
+type task struct {
+	fn   func(int)
+	i    int
+	done *sync.WaitGroup
+}
 
-// goRun runs fn on a waiting goroutine, or on a new one.
-func goRun(fn func()) {
+func (t task) run() {
+	defer t.done.Done()
+	t.fn(t.i)
+}
+
+// tasks hands work to the waiting goroutines.
+var tasks = make(chan task)
+
+// goRun runs t on a waiting goroutine, or on a new one.
+func goRun(t task) {
 	select {
-	case tasks <- fn:
+	case tasks <- t:
 	default:
-		go serve(fn)
+		go serve(t)
 	}
 }
 
-// serve runs fn, then the work handed to it, until none comes for idleFor.
-func serve(fn func()) {
-	t := time.NewTimer(idleFor)
-	defer t.Stop()
+// serve runs t, then the work handed to it, until none comes for idleFor.
+func serve(t task) {
+	timer := time.NewTimer(idleFor)
+	defer timer.Stop()
 	for {
-		fn()
-		t.Reset(idleFor)
+		t.run()
+		timer.Reset(idleFor)
 		select {
-		case fn = <-tasks:
-		case <-t.C:
+		case t = <-tasks:
+		case <-timer.C:
 			return
 		}
 	}
@@ -49,10 +61,7 @@ func runAll(n int, fn func(i int)) {
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := range n {
-		goRun(func() {
-			defer wg.Done()
-			fn(i)
-		})
+		goRun(task{fn: fn, i: i, done: &wg})
 	}
 	wg.Wait()
 }
