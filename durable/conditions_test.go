@@ -140,36 +140,34 @@ func (e *condEnv) lastText(t *testing.T, id string) string {
 }
 
 func TestSignalWakesEachWaitingSuspensionOnce(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			e := newCondEnv(t, open(t))
-			ctx := context.Background()
-			for _, id := range []string{"a", "b", "c"} {
-				e.start(t, id, "call ci")
-			}
-			e.start(t, "other", "call deploy")
-			waiting, err := e.r.Pending(ctx, store.Filter{Event: "ci.passed"})
-			require.NoError(t, err)
-			require.Len(t, waiting, 3)
-			require.Equal(t, "ci.passed", waiting[0].Event)
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		e := newCondEnv(t, s)
+		ctx := context.Background()
+		for _, id := range []string{"a", "b", "c"} {
+			e.start(t, id, "call ci")
+		}
+		e.start(t, "other", "call deploy")
+		waiting, err := e.r.Pending(ctx, store.Filter{Event: "ci.passed"})
+		require.NoError(t, err)
+		require.Len(t, waiting, 3)
+		require.Equal(t, "ci.passed", waiting[0].Event)
 
-			woken, err := e.r.Signal(ctx, "ci.passed", "green")
+		woken, err := e.r.Signal(ctx, "ci.passed", "green")
+		require.NoError(t, err)
+		require.Equal(t, 3, woken)
+		for _, id := range []string{"a", "b", "c"} {
+			require.Equal(t, "done: green", e.lastText(t, id))
+			m, _, err := e.r.Load(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, 3, woken)
-			for _, id := range []string{"a", "b", "c"} {
-				require.Equal(t, "done: green", e.lastText(t, id))
-				m, _, err := e.r.Load(ctx, id)
-				require.NoError(t, err)
-				require.Empty(t, m.Pending())
-			}
-			woken, err = e.r.Signal(ctx, "ci.passed", "again")
-			require.NoError(t, err)
-			require.Zero(t, woken, "a second signal finds nothing waiting")
-			other, err := e.r.Pending(ctx, store.Filter{MachineID: "other"})
-			require.NoError(t, err)
-			require.Len(t, other, 1, "a suspension waiting for another event stays")
-		})
-	}
+			require.Empty(t, m.Pending())
+		}
+		woken, err = e.r.Signal(ctx, "ci.passed", "again")
+		require.NoError(t, err)
+		require.Zero(t, woken, "a second signal finds nothing waiting")
+		other, err := e.r.Pending(ctx, store.Filter{MachineID: "other"})
+		require.NoError(t, err)
+		require.Len(t, other, 1, "a suspension waiting for another event stays")
+	})
 }
 
 func TestSignalEventCause(t *testing.T) {
@@ -210,72 +208,68 @@ func TestSignalRejectsBadInput(t *testing.T) {
 }
 
 func TestTimeoutActions(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			e := newCondEnv(t, open(t))
-			ctx := context.Background()
-			for _, tool := range []string{"summary", "fail", "input", "deploy"} {
-				e.start(t, tool, "call "+tool)
-			}
-			e.clock.Advance(2 * time.Hour)
-			n, err := e.r.Sweep(ctx, 0)
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		e := newCondEnv(t, s)
+		ctx := context.Background()
+		for _, tool := range []string{"summary", "fail", "input", "deploy"} {
+			e.start(t, tool, "call "+tool)
+		}
+		e.clock.Advance(2 * time.Hour)
+		n, err := e.r.Sweep(ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+		summary := e.lastText(t, "summary")
+		require.Contains(t, summary, "done: The wait timed out with no result at 2026-01-02T04:04:05Z, 1h0m0s after it began.")
+		require.Contains(t, summary, "the tool call summary, waiting for: waiting for summary")
+		require.Contains(t, e.lastText(t, "fail"), "expired at 2026-01-02T04:04:05Z without a result")
+		require.Equal(t, "done: default", e.lastText(t, "input"))
+		require.Contains(t, e.lastText(t, "deploy"), "expired", "an event wait times out too")
+		for _, id := range []string{"summary", "fail", "input"} {
+			entries, err := e.r.Pending(ctx, store.Filter{MachineID: id, Status: store.StatusExpired})
 			require.NoError(t, err)
-			require.Equal(t, 4, n)
-			summary := e.lastText(t, "summary")
-			require.Contains(t, summary, "done: The wait timed out with no result at 2026-01-02T04:04:05Z, 1h0m0s after it began.")
-			require.Contains(t, summary, "the tool call summary, waiting for: waiting for summary")
-			require.Contains(t, e.lastText(t, "fail"), "expired at 2026-01-02T04:04:05Z without a result")
-			require.Equal(t, "done: default", e.lastText(t, "input"))
-			require.Contains(t, e.lastText(t, "deploy"), "expired", "an event wait times out too")
-			for _, id := range []string{"summary", "fail", "input"} {
-				entries, err := e.r.Pending(ctx, store.Filter{MachineID: id, Status: store.StatusExpired})
-				require.NoError(t, err)
-				require.Len(t, entries, 1, id)
-			}
-		})
-	}
+			require.Len(t, entries, 1, id)
+		}
+	})
 }
 
 func TestFreshTurnResume(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			e := newCondEnv(t, open(t))
-			ctx := context.Background()
-			e.start(t, "m", "call ci")
-			before := len(e.model.last().Messages)
-			pending, err := e.r.Pending(ctx, store.Filter{MachineID: "m"})
-			require.NoError(t, err)
-			steps, err := drain(e.r.ResumeWith(ctx, machine.ResumeInput{SuspendID: pending[0].ID, Payload: "green", FreshTurn: true}))
-			require.NoError(t, err)
-			var resumed instance.Event
-			for _, s := range steps {
-				for _, ev := range s.Events {
-					if ev.Type == instance.EventResumed {
-						resumed = ev
-					}
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		e := newCondEnv(t, s)
+		ctx := context.Background()
+		e.start(t, "m", "call ci")
+		before := len(e.model.last().Messages)
+		pending, err := e.r.Pending(ctx, store.Filter{MachineID: "m"})
+		require.NoError(t, err)
+		steps, err := drain(e.r.ResumeWith(ctx, machine.ResumeInput{SuspendID: pending[0].ID, Payload: "green", FreshTurn: true}))
+		require.NoError(t, err)
+		var resumed instance.Event
+		for _, s := range steps {
+			for _, ev := range s.Events {
+				if ev.Type == instance.EventResumed {
+					resumed = ev
 				}
 			}
-			require.True(t, resumed.FreshTurn)
-			req := e.model.last()
-			require.Equal(t, "done: green", e.lastText(t, "m"))
-			// The transcript is the digest, the released reply and its
-			// result: not the whole earlier transcript.
-			require.Len(t, req.Messages, 3)
-			require.Equal(t, message.User, req.Messages[0].Role)
-			digest := req.Messages[0].Text()
-			require.Contains(t, digest, "Digest of the conversation so far (1 earlier messages are not shown)")
-			require.Contains(t, digest, "The request: call ci")
-			require.Contains(t, digest, "waiting for: waiting for ci")
-			require.Equal(t, message.Assistant, req.Messages[1].Role)
-			require.Equal(t, 1, before)
+		}
+		require.True(t, resumed.FreshTurn)
+		req := e.model.last()
+		require.Equal(t, "done: green", e.lastText(t, "m"))
+		// The transcript is the digest, the released reply and its
+		// result: not the whole earlier transcript.
+		require.Len(t, req.Messages, 3)
+		require.Equal(t, message.User, req.Messages[0].Role)
+		digest := req.Messages[0].Text()
+		require.Contains(t, digest, "Digest of the conversation so far (1 earlier messages are not shown)")
+		require.Contains(t, digest, "The request: call ci")
+		require.Contains(t, digest, "waiting for: waiting for ci")
+		require.Equal(t, message.Assistant, req.Messages[1].Role)
+		require.Equal(t, 1, before)
 
-			// Later turns go on from the fresh turn.
-			_, err = drain(e.r.Run(ctx, "m", machine.UserText("more")))
-			require.NoError(t, err)
-			require.Len(t, e.model.last().Messages, 5)
-			require.Equal(t, digest, e.model.last().Messages[0].Text())
-		})
-	}
+		// Later turns go on from the fresh turn.
+		_, err = drain(e.r.Run(ctx, "m", machine.UserText("more")))
+		require.NoError(t, err)
+		require.Len(t, e.model.last().Messages, 5)
+		require.Equal(t, digest, e.model.last().Messages[0].Text())
+	})
 }
 
 func TestFreshTurnDigestHook(t *testing.T) {

@@ -118,6 +118,14 @@ func stores(t *testing.T) map[string]func(t *testing.T) store.Store {
 	return out
 }
 
+// forEachStore runs test as a subtest on a fresh store of each kind
+// stores returns.
+func forEachStore(t *testing.T, test func(t *testing.T, s store.Store)) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) { test(t, open(t)) })
+	}
+}
+
 func newRunner(t testing.TB, s store.Store, model llm.Model) *durable.Runner {
 	t.Helper()
 	r, err := durable.New(durable.Config{Store: s, Charter: newCharter(t, model)})
@@ -177,142 +185,133 @@ func checkHistory(t testing.TB, h []message.Message) (toolRounds int, finished b
 }
 
 func TestRunSuspendResumeAcrossRunners(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			ctx := context.Background()
-			first := newRunner(t, s, agentModel(0))
-			id := suspended(t, first, "m1")
-			pending, err := first.Pending(ctx, store.Filter{})
-			require.NoError(t, err)
-			require.Len(t, pending, 1)
-			require.Equal(t, id, pending[0].ID)
-			require.Equal(t, "m1", pending[0].MachineID)
-			require.Equal(t, "ask", pending[0].Name)
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		first := newRunner(t, s, agentModel(0))
+		id := suspended(t, first, "m1")
+		pending, err := first.Pending(ctx, store.Filter{})
+		require.NoError(t, err)
+		require.Len(t, pending, 1)
+		require.Equal(t, id, pending[0].ID)
+		require.Equal(t, "m1", pending[0].MachineID)
+		require.Equal(t, "ask", pending[0].Name)
 
-			// A second runner with a fresh charter: another process.
-			second := newRunner(t, s, agentModel(0))
-			steps, err := drain(second.Resume(ctx, id, "approved", false))
-			require.NoError(t, err)
-			require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
-			m, _, err := second.Load(ctx, "m1")
-			require.NoError(t, err)
-			rounds, finished := checkHistory(t, m.History())
-			require.True(t, finished)
-			require.Equal(t, 2*workRounds+1, rounds)
-			require.Equal(t, desk{Done: 2 * workRounds}, m.Root().State)
-			pending, err = second.Pending(ctx, store.Filter{})
-			require.NoError(t, err)
-			require.Empty(t, pending)
+		// A second runner with a fresh charter: another process.
+		second := newRunner(t, s, agentModel(0))
+		steps, err := drain(second.Resume(ctx, id, "approved", false))
+		require.NoError(t, err)
+		require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
+		m, _, err := second.Load(ctx, "m1")
+		require.NoError(t, err)
+		rounds, finished := checkHistory(t, m.History())
+		require.True(t, finished)
+		require.Equal(t, 2*workRounds+1, rounds)
+		require.Equal(t, desk{Done: 2 * workRounds}, m.Root().State)
+		pending, err = second.Pending(ctx, store.Filter{})
+		require.NoError(t, err)
+		require.Empty(t, pending)
 
-			_, err = drain(second.Resume(ctx, id, "again", false))
-			require.ErrorIs(t, err, instance.ErrAlreadyResolved)
-			_, err = drain(second.Resume(ctx, "nope", nil, false))
-			require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
-			require.ErrorIs(t, err, store.ErrNotFound)
-		})
-	}
+		_, err = drain(second.Resume(ctx, id, "again", false))
+		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+		_, err = drain(second.Resume(ctx, "nope", nil, false))
+		require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
 }
 
 func TestConcurrentResumeExactlyOnce(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			ctx := context.Background()
-			id := suspended(t, newRunner(t, s, agentModel(0)), "race")
-			resumeHandlerRuns.Store(0)
-			const racers = 50
-			var wg sync.WaitGroup
-			errs := make([]error, racers)
-			start := make(chan struct{})
-			for i := range racers {
-				r := newRunner(t, s, agentModel(0))
-				wg.Go(func() {
-					<-start
-					_, errs[i] = drain(r.Resume(ctx, id, fmt.Sprintf("payload %d", i), false))
-				})
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		id := suspended(t, newRunner(t, s, agentModel(0)), "race")
+		resumeHandlerRuns.Store(0)
+		const racers = 50
+		var wg sync.WaitGroup
+		errs := make([]error, racers)
+		start := make(chan struct{})
+		for i := range racers {
+			r := newRunner(t, s, agentModel(0))
+			wg.Go(func() {
+				<-start
+				_, errs[i] = drain(r.Resume(ctx, id, fmt.Sprintf("payload %d", i), false))
+			})
+		}
+		close(start)
+		wg.Wait()
+		wins := 0
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				wins++
+				winner = i
+			case errors.Is(err, store.ErrConflict), errors.Is(err, instance.ErrAlreadyResolved), errors.Is(err, instance.ErrUnknownSuspendID):
+			default:
+				t.Errorf("racer %d: unexpected error %v", i, err)
 			}
-			close(start)
-			wg.Wait()
-			wins := 0
-			winner := -1
-			for i, err := range errs {
-				switch {
-				case err == nil:
-					wins++
-					winner = i
-				case errors.Is(err, store.ErrConflict), errors.Is(err, instance.ErrAlreadyResolved), errors.Is(err, instance.ErrUnknownSuspendID):
-				default:
-					t.Errorf("racer %d: unexpected error %v", i, err)
-				}
-			}
-			require.Equal(t, 1, wins)
-			require.Equal(t, int64(1), resumeHandlerRuns.Load(), "the resume handler runs in the winner only")
-			m, _, err := newRunner(t, s, agentModel(0)).Load(ctx, "race")
-			require.NoError(t, err)
-			checkHistory(t, m.History())
-			parts := testkit.SuspendParts(m.History(), id)
-			require.Len(t, parts, 1, "the resume result is in history exactly once")
-			require.Equal(t, fmt.Sprintf("payload %d", winner), parts[0].Text)
-		})
-	}
+		}
+		require.Equal(t, 1, wins)
+		require.Equal(t, int64(1), resumeHandlerRuns.Load(), "the resume handler runs in the winner only")
+		m, _, err := newRunner(t, s, agentModel(0)).Load(ctx, "race")
+		require.NoError(t, err)
+		checkHistory(t, m.History())
+		parts := testkit.SuspendParts(m.History(), id)
+		require.Len(t, parts, 1, "the resume result is in history exactly once")
+		require.Equal(t, fmt.Sprintf("payload %d", winner), parts[0].Text)
+	})
 }
 
 func TestSweeperExpires(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			ctx := context.Background()
-			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-			var mu sync.Mutex
-			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			work := node.NewTool("work", "", func(ctx *node.ToolContext[desk], _ empty) (int, error) { return 0, nil })
-			ask := node.NewTool("ask", "", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
-				return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour), instance.OnTimeoutResume("auto-approved", false))
-			})
-			n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
-			require.NoError(t, err)
-			c, err := machine.NewCharter(machine.CharterConfig{Model: agentModel(0), Nodes: []*node.Node{n}, Clock: clock})
-			require.NoError(t, err)
-			newR := func() *durable.Runner {
-				r, err := durable.New(durable.Config{Store: s, Charter: c})
-				require.NoError(t, err)
-				return r
-			}
-			r := newR()
-			for i := range 3 {
-				suspended(t, r, fmt.Sprintf("m%d", i))
-			}
-			swept, err := r.Sweep(ctx, 0)
-			require.NoError(t, err)
-			require.Zero(t, swept, "nothing has expired yet")
-			mu.Lock()
-			now = now.Add(2 * time.Hour)
-			mu.Unlock()
-			// Two sweepers at once never handle the same suspension twice.
-			var wg sync.WaitGroup
-			counts := make([]int, 2)
-			for i := range counts {
-				sw := newR()
-				wg.Go(func() {
-					n, err := sw.Sweep(ctx, 0)
-					require.NoError(t, err)
-					counts[i] = n
-				})
-			}
-			wg.Wait()
-			require.Equal(t, 3, counts[0]+counts[1])
-			pending, err := r.Pending(ctx, store.Filter{})
-			require.NoError(t, err)
-			require.Empty(t, pending)
-			for i := range 3 {
-				m, _, err := r.Load(ctx, fmt.Sprintf("m%d", i))
-				require.NoError(t, err)
-				_, finished := checkHistory(t, m.History())
-				require.True(t, finished)
-			}
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		var mu sync.Mutex
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		work := node.NewTool("work", "", func(ctx *node.ToolContext[desk], _ empty) (int, error) { return 0, nil })
+		ask := node.NewTool("ask", "", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
+			return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour), instance.OnTimeoutResume("auto-approved", false))
 		})
-	}
+		n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
+		require.NoError(t, err)
+		c, err := machine.NewCharter(machine.CharterConfig{Model: agentModel(0), Nodes: []*node.Node{n}, Clock: clock})
+		require.NoError(t, err)
+		newR := func() *durable.Runner {
+			r, err := durable.New(durable.Config{Store: s, Charter: c})
+			require.NoError(t, err)
+			return r
+		}
+		r := newR()
+		for i := range 3 {
+			suspended(t, r, fmt.Sprintf("m%d", i))
+		}
+		swept, err := r.Sweep(ctx, 0)
+		require.NoError(t, err)
+		require.Zero(t, swept, "nothing has expired yet")
+		mu.Lock()
+		now = now.Add(2 * time.Hour)
+		mu.Unlock()
+		// Two sweepers at once never handle the same suspension twice.
+		var wg sync.WaitGroup
+		counts := make([]int, 2)
+		for i := range counts {
+			sw := newR()
+			wg.Go(func() {
+				n, err := sw.Sweep(ctx, 0)
+				require.NoError(t, err)
+				counts[i] = n
+			})
+		}
+		wg.Wait()
+		require.Equal(t, 3, counts[0]+counts[1])
+		pending, err := r.Pending(ctx, store.Filter{})
+		require.NoError(t, err)
+		require.Empty(t, pending)
+		for i := range 3 {
+			m, _, err := r.Load(ctx, fmt.Sprintf("m%d", i))
+			require.NoError(t, err)
+			_, finished := checkHistory(t, m.History())
+			require.True(t, finished)
+		}
+	})
 }
 
 func TestCreateConflictAndCommands(t *testing.T) {

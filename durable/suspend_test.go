@@ -14,35 +14,33 @@ import (
 )
 
 func TestSuspendIdleMachine(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			e := newCondEnv(t, open(t))
-			ctx := context.Background()
-			e.start(t, "m", "hello")
-			sus, err := e.r.Suspend(ctx, "m", "review", durable.WithConditions(
-				instance.WithEvent("go.on"), instance.WithTimeout(30*time.Minute), instance.OnTimeoutSummary()))
-			require.NoError(t, err)
-			require.True(t, sus.Applied)
-			require.NotEmpty(t, sus.ID)
-			require.Equal(t, "m", sus.MachineID)
-			require.Equal(t, durable.FinishStep, sus.Mode)
-			require.Equal(t, e.clock.Now(), sus.SuspendedAt)
-			require.Equal(t, instance.Conditions{Event: "go.on", Timeout: 30 * time.Minute,
-				Deadline: e.clock.Now().Add(30 * time.Minute), OnTimeout: instance.TimeoutResumeWithSummary}, sus.Conditions)
-			require.Contains(t, sus.Summary, `paused desk after 2 messages; last reply: "ok"; waiting for a resume or the event "go.on"`)
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		e := newCondEnv(t, s)
+		ctx := context.Background()
+		e.start(t, "m", "hello")
+		sus, err := e.r.Suspend(ctx, "m", "review", durable.WithConditions(
+			instance.WithEvent("go.on"), instance.WithTimeout(30*time.Minute), instance.OnTimeoutSummary()))
+		require.NoError(t, err)
+		require.True(t, sus.Applied)
+		require.NotEmpty(t, sus.ID)
+		require.Equal(t, "m", sus.MachineID)
+		require.Equal(t, durable.FinishStep, sus.Mode)
+		require.Equal(t, e.clock.Now(), sus.SuspendedAt)
+		require.Equal(t, instance.Conditions{Event: "go.on", Timeout: 30 * time.Minute,
+			Deadline: e.clock.Now().Add(30 * time.Minute), OnTimeout: instance.TimeoutResumeWithSummary}, sus.Conditions)
+		require.Contains(t, sus.Summary, `paused desk after 2 messages; last reply: "ok"; waiting for a resume or the event "go.on"`)
 
-			entry, err := e.r.Suspension(ctx, sus.ID)
-			require.NoError(t, err)
-			require.Equal(t, store.StatusPending, entry.Status)
-			require.Equal(t, string(instance.KindInstance), entry.Kind)
-			require.Equal(t, "go.on", entry.Event)
+		entry, err := e.r.Suspension(ctx, sus.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPending, entry.Status)
+		require.Equal(t, string(instance.KindInstance), entry.Kind)
+		require.Equal(t, "go.on", entry.Event)
 
-			woken, err := e.r.Signal(ctx, "go.on", "carry on")
-			require.NoError(t, err)
-			require.Equal(t, 1, woken)
-			require.Equal(t, "carry on", e.model.last().Messages[len(e.model.last().Messages)-1].Text())
-		})
-	}
+		woken, err := e.r.Signal(ctx, "go.on", "carry on")
+		require.NoError(t, err)
+		require.Equal(t, 1, woken)
+		require.Equal(t, "carry on", e.model.last().Messages[len(e.model.last().Messages)-1].Text())
+	})
 }
 
 func TestSuspendRejectsBadRequests(t *testing.T) {
@@ -148,28 +146,26 @@ func TestSuspendModesOfARunningMachine(t *testing.T) {
 }
 
 func TestSuspendWaitsForTheRun(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			e := newCondEnv(t, open(t))
-			ctx := context.Background()
-			done, release := e.running(t, "m", "call work")
-			got := make(chan durable.Suspension, 1)
-			go func() {
-				sus, err := e.r.Suspend(ctx, "m", "hold on", durable.WithMode(durable.WaitForCompletion))
-				if err != nil {
-					t.Error(err)
-				}
-				got <- sus
-			}()
-			release()
-			<-done
-			sus := <-got
-			require.True(t, sus.Applied)
-			require.Equal(t, e.clock.Now(), sus.SuspendedAt)
-			m, _, err := e.r.Load(ctx, "m")
-			require.NoError(t, err)
-			require.Len(t, m.Pending(), 1)
-			require.Equal(t, sus.ID, m.Pending()[0].SuspendID)
-		})
-	}
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		e := newCondEnv(t, s)
+		ctx := context.Background()
+		done, release := e.running(t, "m", "call work")
+		got := make(chan durable.Suspension, 1)
+		go func() {
+			sus, err := e.r.Suspend(ctx, "m", "hold on", durable.WithMode(durable.WaitForCompletion))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- sus
+		}()
+		release()
+		<-done
+		sus := <-got
+		require.True(t, sus.Applied)
+		require.Equal(t, e.clock.Now(), sus.SuspendedAt)
+		m, _, err := e.r.Load(ctx, "m")
+		require.NoError(t, err)
+		require.Len(t, m.Pending(), 1)
+		require.Equal(t, sus.ID, m.Pending()[0].SuspendID)
+	})
 }

@@ -42,35 +42,32 @@ func newProcess(t *testing.T, s store.Store) *process {
 // links to the span that created the suspension in the first, and the
 // runners' metrics count saves and the pending suspensions of the index.
 func TestResumeLinksAcrossProcesses(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			first := newProcess(t, s)
-			id := suspended(t, first.runner, "m1")
-			suspend := oteltest.SpansNamed(first.spans.Ended(), "markov.suspend")
-			require.Len(t, suspend, 1)
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		first := newProcess(t, s)
+		id := suspended(t, first.runner, "m1")
+		suspend := oteltest.SpansNamed(first.spans.Ended(), "markov.suspend")
+		require.Len(t, suspend, 1)
 
-			got := oteltest.CollectMetrics(t, first.reader)
-			pending, ok := oteltest.Gauge(got, "markov.suspensions.pending")
-			require.True(t, ok)
-			require.Equal(t, int64(1), pending)
-			saves := oteltest.HistogramCounts(got, "markov.durable.save.duration", "markov.outcome")
-			require.Positive(t, saves["ok"])
-			require.Equal(t, map[string]int64{"tool": 1}, oteltest.Sums(got, "markov.suspensions.created", "markov.kind"))
+		got := oteltest.CollectMetrics(t, first.reader)
+		pending, ok := oteltest.Gauge(got, "markov.suspensions.pending")
+		require.True(t, ok)
+		require.Equal(t, int64(1), pending)
+		saves := oteltest.HistogramCounts(got, "markov.durable.save.duration", "markov.outcome")
+		require.Positive(t, saves["ok"])
+		require.Equal(t, map[string]int64{"tool": 1}, oteltest.Sums(got, "markov.suspensions.created", "markov.kind"))
 
-			second := newProcess(t, s)
-			_, err := drain(second.runner.Resume(context.Background(), id, "approved", false))
-			require.NoError(t, err)
-			runs := oteltest.SpansNamed(second.spans.Ended(), "markov.run")
-			require.NotEmpty(t, runs)
-			oteltest.RequireLinked(t, runs[0], suspend[0].SpanContext(), id)
-			require.NotEqual(t, suspend[0].SpanContext().TraceID(), runs[0].SpanContext().TraceID(),
-				"the resume runs in a trace of its own, linked to the wait")
+		second := newProcess(t, s)
+		_, err := drain(second.runner.Resume(context.Background(), id, "approved", false))
+		require.NoError(t, err)
+		runs := oteltest.SpansNamed(second.spans.Ended(), "markov.run")
+		require.NotEmpty(t, runs)
+		oteltest.RequireLinked(t, runs[0], suspend[0].SpanContext(), id)
+		require.NotEqual(t, suspend[0].SpanContext().TraceID(), runs[0].SpanContext().TraceID(),
+			"the resume runs in a trace of its own, linked to the wait")
 
-			got = oteltest.CollectMetrics(t, second.reader)
-			pending, _ = oteltest.Gauge(got, "markov.suspensions.pending")
-			require.Zero(t, pending)
-			require.Equal(t, map[string]int64{"resumed": 1}, oteltest.Sums(got, "markov.suspensions.resolved", "markov.outcome"))
-		})
-	}
+		got = oteltest.CollectMetrics(t, second.reader)
+		pending, _ = oteltest.Gauge(got, "markov.suspensions.pending")
+		require.Zero(t, pending)
+		require.Equal(t, map[string]int64{"resumed": 1}, oteltest.Sums(got, "markov.suspensions.resolved", "markov.outcome"))
+	})
 }

@@ -40,37 +40,34 @@ func typedRunner(t *testing.T, s store.Store) (*durable.Runner, string) {
 }
 
 func TestTypedResumeRejectedChangesNothing(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			ctx := context.Background()
-			r, id := typedRunner(t, s)
-			call, err := r.Call(ctx, id)
-			require.NoError(t, err)
-			require.JSONEq(t, `{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"],"additionalProperties":false}`,
-				string(call.PayloadSchema))
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r, id := typedRunner(t, s)
+		call, err := r.Call(ctx, id)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"],"additionalProperties":false}`,
+			string(call.PayloadSchema))
 
-			before, err := s.Load(ctx, "m1")
-			require.NoError(t, err)
-			_, err = drain(r.Resume(ctx, id, json.RawMessage(`{"approved":"yes"}`), false))
-			var pe *instance.PayloadError
-			require.ErrorAs(t, err, &pe)
-			require.ErrorIs(t, err, instance.ErrPayloadDecode)
-			require.Contains(t, pe.Violation, `want "boolean"`)
-			after, err := s.Load(ctx, "m1")
-			require.NoError(t, err)
-			require.Equal(t, before, after, "the stored snapshot is byte-identical")
-			sus, err := r.Suspension(ctx, id)
-			require.NoError(t, err)
-			require.Equal(t, store.StatusPending, sus.Status)
+		before, err := s.Load(ctx, "m1")
+		require.NoError(t, err)
+		_, err = drain(r.Resume(ctx, id, json.RawMessage(`{"approved":"yes"}`), false))
+		var pe *instance.PayloadError
+		require.ErrorAs(t, err, &pe)
+		require.ErrorIs(t, err, instance.ErrPayloadDecode)
+		require.Contains(t, pe.Violation, `want "boolean"`)
+		after, err := s.Load(ctx, "m1")
+		require.NoError(t, err)
+		require.Equal(t, before, after, "the stored snapshot is byte-identical")
+		sus, err := r.Suspension(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPending, sus.Status)
 
-			steps, err := drain(r.Resume(ctx, id, verdict{Approved: true}, false))
-			require.NoError(t, err)
-			require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
-			_, err = r.Call(ctx, id)
-			require.ErrorIs(t, err, instance.ErrAlreadyResolved)
-			_, err = r.Call(ctx, "nope")
-			require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
-		})
-	}
+		steps, err := drain(r.Resume(ctx, id, verdict{Approved: true}, false))
+		require.NoError(t, err)
+		require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
+		_, err = r.Call(ctx, id)
+		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+		_, err = r.Call(ctx, "nope")
+		require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
+	})
 }

@@ -76,89 +76,84 @@ func kinds(events []durable.Event) map[machine.EventKind]int {
 }
 
 func TestWatchReplaysTheLogAndResumesFromASequenceNumber(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			r := newRunner(t, open(t), chattyModel(0))
-			id := suspended(t, r, "m1")
-			_, err := drain(r.Resume(ctx, id, "approved", false))
-			require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r := newRunner(t, s, chattyModel(0))
+		id := suspended(t, r, "m1")
+		_, err := drain(r.Resume(ctx, id, "approved", false))
+		require.NoError(t, err)
 
-			all := watchUntilDone(t, r.Watch(ctx, "m1", 0), 2)
-			require.Equal(t, "working"+chattyText, checkWatched(t, all, 0))
-			k := kinds(all)
-			require.Equal(t, 2, k[machine.EventTextDelta], "one coalesced delta per block")
-			require.Equal(t, 1, k[machine.EventThinkingDelta])
-			require.Equal(t, 2, k[machine.EventToolStarted])
-			require.Equal(t, 2, k[machine.EventToolFinished])
-			require.Equal(t, 1, k[machine.EventSuspended])
-			require.Equal(t, 1, k[machine.EventResumed])
-			require.Positive(t, k[machine.EventStateChanged])
-			for _, e := range all {
-				require.False(t, e.Live)
-				if e.Kind == machine.EventSuspended {
-					require.Equal(t, id, e.Call.SuspendID)
-				}
-				if e.Kind == machine.EventStep {
-					require.NotEqual(t, machine.Replied, e.Step.Reason, "checkpoints are not logged as steps")
-				}
+		all := watchUntilDone(t, r.Watch(ctx, "m1", 0), 2)
+		require.Equal(t, "working"+chattyText, checkWatched(t, all, 0))
+		k := kinds(all)
+		require.Equal(t, 2, k[machine.EventTextDelta], "one coalesced delta per block")
+		require.Equal(t, 1, k[machine.EventThinkingDelta])
+		require.Equal(t, 2, k[machine.EventToolStarted])
+		require.Equal(t, 2, k[machine.EventToolFinished])
+		require.Equal(t, 1, k[machine.EventSuspended])
+		require.Equal(t, 1, k[machine.EventResumed])
+		require.Positive(t, k[machine.EventStateChanged])
+		for _, e := range all {
+			require.False(t, e.Live)
+			if e.Kind == machine.EventSuspended {
+				require.Equal(t, id, e.Call.SuspendID)
 			}
+			if e.Kind == machine.EventStep {
+				require.NotEqual(t, machine.Replied, e.Step.Reason, "checkpoints are not logged as steps")
+			}
+		}
 
-			// Reconnect after the suspension: exactly the rest.
-			var cut int
-			for i, e := range all {
-				if e.Kind == machine.EventStep && e.Step.Done {
-					cut = i + 1
-					break
-				}
+		// Reconnect after the suspension: exactly the rest.
+		var cut int
+		for i, e := range all {
+			if e.Kind == machine.EventStep && e.Step.Done {
+				cut = i + 1
+				break
 			}
-			rest := watchUntilDone(t, r.Watch(ctx, "m1", all[cut-1].Seq), 1)
-			require.Equal(t, all[cut:], rest)
-		})
-	}
+		}
+		rest := watchUntilDone(t, r.Watch(ctx, "m1", all[cut-1].Seq), 1)
+		require.Equal(t, all[cut:], rest)
+	})
 }
 
 func TestWatchReceivesLiveDeltasOnce(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			s := open(t)
-			r := newRunner(t, s, chattyModel(2*time.Millisecond))
-			id := suspended(t, r, "m1")
-			got := make(chan []durable.Event)
-			ready := make(chan struct{})
-			wctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() {
-				var out []durable.Event
-				for e, err := range r.Watch(wctx, "m1", 0) {
-					if err != nil {
-						break
-					}
-					out = append(out, e)
-					if e.Kind == machine.EventSuspended {
-						close(ready)
-					}
-					if e.Kind == machine.EventStep && e.Step.Done && len(out) > 0 && e.Seq > 0 && hasResumed(out) {
-						break
-					}
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r := newRunner(t, s, chattyModel(2*time.Millisecond))
+		id := suspended(t, r, "m1")
+		got := make(chan []durable.Event)
+		ready := make(chan struct{})
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			var out []durable.Event
+			for e, err := range r.Watch(wctx, "m1", 0) {
+				if err != nil {
+					break
 				}
-				got <- out
-			}()
-			<-ready // the watcher is subscribed and has read the log
-			_, err := drain(r.Resume(ctx, id, "approved", false))
-			require.NoError(t, err)
-			events := <-got
-			require.Equal(t, "working"+chattyText, checkWatched(t, events, 0))
-			live := 0
-			for _, e := range events {
-				if e.Live && e.Kind == machine.EventTextDelta {
-					live++
+				out = append(out, e)
+				if e.Kind == machine.EventSuspended {
+					close(ready)
+				}
+				if e.Kind == machine.EventStep && e.Step.Done && len(out) > 0 && e.Seq > 0 && hasResumed(out) {
+					break
 				}
 			}
-			require.Greater(t, live, 1, "the final answer streams live, in several deltas")
-		})
-	}
+			got <- out
+		}()
+		<-ready // the watcher is subscribed and has read the log
+		_, err := drain(r.Resume(ctx, id, "approved", false))
+		require.NoError(t, err)
+		events := <-got
+		require.Equal(t, "working"+chattyText, checkWatched(t, events, 0))
+		live := 0
+		for _, e := range events {
+			if e.Live && e.Kind == machine.EventTextDelta {
+				live++
+			}
+		}
+		require.Greater(t, live, 1, "the final answer streams live, in several deltas")
+	})
 }
 
 func hasResumed(events []durable.Event) bool {
@@ -171,51 +166,49 @@ func hasResumed(events []durable.Event) bool {
 }
 
 func TestWatchSuspensionsFeedsEveryLifecycleChange(t *testing.T) {
-	for name, open := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			r := newRunner(t, open(t), agentModel(0))
-			id := suspended(t, r, "m1")
-			_, err := drain(r.Resume(ctx, id, "approved", false))
-			require.NoError(t, err)
-			id2 := suspended(t, r, "m2")
-			_, err = drain(r.Cancel(ctx, id2, "no"))
-			require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r := newRunner(t, s, agentModel(0))
+		id := suspended(t, r, "m1")
+		_, err := drain(r.Resume(ctx, id, "approved", false))
+		require.NoError(t, err)
+		id2 := suspended(t, r, "m2")
+		_, err = drain(r.Cancel(ctx, id2, "no"))
+		require.NoError(t, err)
 
-			var got []store.SuspensionChange
-			for c, err := range r.WatchSuspensions(ctx, 0) {
-				require.NoError(t, err)
-				got = append(got, c)
-				if len(got) == 4 {
-					break
-				}
-			}
-			want := []struct {
-				id     string
-				status store.Status
-			}{{id, store.StatusPending}, {id, store.StatusResolved}, {id2, store.StatusPending}, {id2, store.StatusCancelled}}
-			for i, w := range want {
-				require.Equal(t, w.id, got[i].Suspension.ID)
-				require.Equal(t, w.status, got[i].Suspension.Status)
-				if i > 0 {
-					require.Greater(t, got[i].Cursor, got[i-1].Cursor)
-				}
-			}
-			// From a cursor: the rest only.
-			for c, err := range r.WatchSuspensions(ctx, got[2].Cursor) {
-				require.NoError(t, err)
-				require.Equal(t, got[3], c)
+		var got []store.SuspensionChange
+		for c, err := range r.WatchSuspensions(ctx, 0) {
+			require.NoError(t, err)
+			got = append(got, c)
+			if len(got) == 4 {
 				break
 			}
-			// Deleting a machine deletes its log and its changes.
-			require.NoError(t, r.Delete(ctx, "m1"))
-			for c, err := range r.WatchSuspensions(ctx, 0) {
-				require.NoError(t, err)
-				require.Equal(t, "m2", c.Suspension.MachineID)
-				break
+		}
+		want := []struct {
+			id     string
+			status store.Status
+		}{{id, store.StatusPending}, {id, store.StatusResolved}, {id2, store.StatusPending}, {id2, store.StatusCancelled}}
+		for i, w := range want {
+			require.Equal(t, w.id, got[i].Suspension.ID)
+			require.Equal(t, w.status, got[i].Suspension.Status)
+			if i > 0 {
+				require.Greater(t, got[i].Cursor, got[i-1].Cursor)
 			}
-			l := any(r).(interface{ CanWatch() bool })
-			require.True(t, l.CanWatch())
-		})
-	}
+		}
+		// From a cursor: the rest only.
+		for c, err := range r.WatchSuspensions(ctx, got[2].Cursor) {
+			require.NoError(t, err)
+			require.Equal(t, got[3], c)
+			break
+		}
+		// Deleting a machine deletes its log and its changes.
+		require.NoError(t, r.Delete(ctx, "m1"))
+		for c, err := range r.WatchSuspensions(ctx, 0) {
+			require.NoError(t, err)
+			require.Equal(t, "m2", c.Suspension.MachineID)
+			break
+		}
+		l := any(r).(interface{ CanWatch() bool })
+		require.True(t, l.CanWatch())
+	})
 }

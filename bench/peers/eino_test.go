@@ -146,11 +146,7 @@ func einoRound(tb testing.TB, n int) run {
 	h := einoHistory(n)
 	ctx := context.Background()
 	return run{do: func() (string, error) {
-		msg, err := agent.Generate(ctx, h)
-		if err != nil {
-			return "", err
-		}
-		return msg.Content, nil
+		return content(agent.Generate(ctx, h))
 	}, calls: calls}
 }
 
@@ -173,12 +169,16 @@ func einoCheckpointRound(tb testing.TB, n int) run {
 		tb.Fatalf("the first run did not stop before the model: %v", err)
 	}
 	return run{do: func() (string, error) {
-		msg, err := r.Invoke(ctx, nil, compose.WithCheckPointID(id))
-		if err != nil {
-			return "", err
-		}
-		return msg.Content, nil
+		return content(r.Invoke(ctx, nil, compose.WithCheckPointID(id)))
 	}, calls: calls}
+}
+
+// content is the text of an agent's answer msg, or err.
+func content(msg *schema.Message, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	return msg.Content, nil
 }
 
 func isInterrupt(err error) bool {
@@ -216,11 +216,7 @@ func einoCycle(tb testing.TB, n int) run {
 			return "", fmt.Errorf("peers: %d interrupts, want 1", len(info.InterruptContexts))
 		}
 		resume := compose.ResumeWithData(ctx, info.InterruptContexts[0].ID, toolResult)
-		msg, err := r.Invoke(resume, nil, compose.WithCheckPointID(id))
-		if err != nil {
-			return "", err
-		}
-		return msg.Content, nil
+		return content(r.Invoke(resume, nil, compose.WithCheckPointID(id)))
 	}, calls: calls}
 }
 
@@ -267,10 +263,6 @@ func einoToolCalls(tb testing.TB, calls, n int) run {
 	h := einoHistory(n)
 	ctx := context.Background()
 	return run{do: func() (string, error) {
-		msg, err := agent.Generate(ctx, h)
-		if err != nil {
-			return "", err
-		}
-		return msg.Content, nil
+		return content(agent.Generate(ctx, h))
 	}, calls: counter}
 }
