@@ -75,13 +75,21 @@ func kinds(events []durable.Event) map[machine.EventKind]int {
 	return out
 }
 
+// resumed runs machine id on r until it suspends (see suspended), resumes
+// it with "approved" and returns the suspend ID.
+func resumed(t *testing.T, r *durable.Runner, id string) string {
+	t.Helper()
+	suspendID := suspended(t, r, id)
+	_, err := drain(r.Resume(context.Background(), suspendID, "approved", false))
+	require.NoError(t, err)
+	return suspendID
+}
+
 func TestWatchReplaysTheLogAndResumesFromASequenceNumber(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		r := newRunner(t, s, chattyModel(0))
-		id := suspended(t, r, "m1")
-		_, err := drain(r.Resume(ctx, id, "approved", false))
-		require.NoError(t, err)
+		id := resumed(t, r, "m1")
 
 		all := watchUntilDone(t, r.Watch(ctx, "m1", 0), 2)
 		require.Equal(t, "working"+chattyText, checkWatched(t, all, 0))
@@ -169,11 +177,9 @@ func TestWatchSuspensionsFeedsEveryLifecycleChange(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		r := newRunner(t, s, agentModel(0))
-		id := suspended(t, r, "m1")
-		_, err := drain(r.Resume(ctx, id, "approved", false))
-		require.NoError(t, err)
+		id := resumed(t, r, "m1")
 		id2 := suspended(t, r, "m2")
-		_, err = drain(r.Cancel(ctx, id2, "no"))
+		_, err := drain(r.Cancel(ctx, id2, "no"))
 		require.NoError(t, err)
 
 		var got []store.SuspensionChange
