@@ -3,6 +3,7 @@ package machine
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -104,10 +105,14 @@ type Charter struct {
 	newID    func() string
 	logger   *slog.Logger
 	tracer   trace.Tracer
-	meter    metric.Meter
-	met      *telemetry.Metrics
-	order    []string // node names in declaration order, for graphs
-	digest   DigestFunc
+	// idleTP is otel's global tracer provider as the charter found it,
+	// when none was configured and none had been set globally (nil
+	// otherwise): while it is still the global one, nobody traces.
+	idleTP trace.TracerProvider
+	meter  metric.Meter
+	met    *telemetry.Metrics
+	order  []string // node names in declaration order, for graphs
+	digest DigestFunc
 }
 
 // NewCharter checks cfg and builds a charter. Every node name a transition
@@ -174,6 +179,9 @@ func newCharter(cfg CharterConfig) *Charter {
 	tp := cfg.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
+		if t := reflect.TypeOf(tp); t.Kind() == reflect.Pointer && t.Elem().PkgPath() == otelGlobal {
+			c.idleTP = tp
+		}
 	}
 	c.tracer = tp.Tracer(TracerName)
 	mp := cfg.MeterProvider
@@ -183,6 +191,17 @@ func newCharter(cfg CharterConfig) *Charter {
 	c.meter = mp.Meter(TracerName)
 	c.met = telemetry.New(c.meter)
 	return c
+}
+
+// otelGlobal is the package of otel's global tracer provider before one
+// is set: it starts spans that record nothing and carry no context of
+// their own.
+const otelGlobal = "go.opentelemetry.io/otel/internal/global"
+
+// untraced reports whether runs record no spans: the charter uses otel's
+// global tracer provider, and no provider has been set globally.
+func (c *Charter) untraced() bool {
+	return c.idleTP != nil && otel.GetTracerProvider() == c.idleTP
 }
 
 // addPack registers p, which may already be registered (nodes share

@@ -64,7 +64,9 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 	}
 	ctx, span := m.startRun(ctx, len(inputs))
 	defer span.End()
-	yield = traced(span, yield)
+	if span.IsRecording() {
+		yield = traced(span, yield)
+	}
 	pre, carry, err := m.applyInputs(ctx, inputs)
 	if err != nil {
 		yield(Step{}, err)
@@ -100,13 +102,20 @@ func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, erro
 
 // startRun starts the span of a run with n inputs, and logs it.
 func (m *Machine) startRun(ctx context.Context, n int) (context.Context, trace.Span) {
-	ctx, span := m.charter.tracer.Start(ctx, "markov.run")
+	var span trace.Span = noSpan
+	if !m.charter.untraced() {
+		ctx, span = m.charter.tracer.Start(ctx, "markov.run")
+	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("markov.root", m.root.ID), attribute.Int("markov.inputs", n))
 	}
 	m.charter.logger.LogAttrs(ctx, slog.LevelDebug, "run", slog.String("root", m.root.ID), slog.Int("inputs", n))
 	return tracing.Run(ctx, span), span
 }
+
+// noSpan is the span of an untraced run: it records nothing, and ends
+// nothing of the caller's.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // rounds runs rounds while a leaf has work, handing each step to emit. It
 // reports whether the run ended: the caller stopped, or a step was the

@@ -4,10 +4,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/markov-agents/markov/internal/oteltest"
 	"github.com/markov-agents/markov/llm"
@@ -166,4 +168,19 @@ func suspendAndResume(t *testing.T, tp *sdktrace.TracerProvider) string {
 	ids := pendingIDs(run(t, m, machine.UserText("go")))
 	run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "yes"})
 	return ids[0]
+}
+
+// TestGlobalProviderSetLater checks that a charter built on otel's
+// global tracer provider before any was set (untraced: its runs start no
+// spans) traces once one is set, as the global provider's tracers do.
+func TestGlobalProviderSetLater(t *testing.T) {
+	c := charter(t, scripted.New(scripted.Text("hi"), scripted.Text("again")), doneNode(t))
+	m := newMachine(t, c, "done")
+	run(t, m, machine.UserText("hello"))
+	rec := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	run(t, m, machine.UserText("hello again"))
+	require.Len(t, oteltest.SpansNamed(rec.Ended(), "markov.run"), 1)
+	require.Len(t, oteltest.SpansNamed(rec.Ended(), "chat"), 1)
 }
