@@ -26,14 +26,11 @@ const (
 // watchers of other processes.
 const liveKept = time.Minute
 
-// appendEvents appends entries to the machine's event log.
-func appendEvents(ctx context.Context, tx *sql.Tx, machineID string, entries [][]byte, now int64) error {
+// appendEvents appends entries to the machine's event log, whose last
+// sequence number is last.
+func appendEvents(ctx context.Context, tx txer, machineID string, last int64, entries [][]byte, now int64) error {
 	if len(entries) == 0 {
 		return nil
-	}
-	var last int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?`, machineID).Scan(&last); err != nil {
-		return err
 	}
 	for start := 0; start < len(entries); start += maxHistoryRows {
 		chunk := entries[start:min(start+maxHistoryRows, len(entries))]
@@ -116,7 +113,7 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 
 // Publish implements [store.EventLog]: the payloads go into live_events,
 // where the watchers of other processes poll them, and straight to this
-// process's.
+// process's. Their commits do not wait for the disk (see liveConn).
 func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte) error {
 	if err := store.CheckLive(payloads); err != nil {
 		return fmt.Errorf("sqlite: publish: %w", err)
@@ -129,7 +126,7 @@ func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte
 	}
 	items := make([]livehub.Item, 0, len(payloads))
 	now := s.now()
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeOn(ctx, true, func(tx *sql.Tx) error {
 		if s.pruned.Load() < now.Add(-liveKept/6).UnixMicro() {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM live_events WHERE at < ?`, now.Add(-liveKept).UnixMicro()); err != nil {
 				return err

@@ -43,7 +43,7 @@ func (s *Store) AddSuspendRequest(ctx context.Context, r store.SuspendRequest) e
 
 // SuspendRequests implements [store.SuspendRequester].
 func (s *Store) SuspendRequests(ctx context.Context, machineID string) ([]store.SuspendRequest, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, body, created_at FROM suspend_requests WHERE machine_id = ? ORDER BY created_at, id`, machineID)
+	rows, err := s.stmts.QueryContext(ctx, `SELECT id, body, created_at FROM suspend_requests WHERE machine_id = ? ORDER BY created_at, id`, machineID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: suspend requests of %q: %w", machineID, err)
 	}

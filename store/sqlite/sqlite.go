@@ -152,6 +152,12 @@ type Store struct {
 	readOnly bool
 	// writeSem serializes this process's write transactions.
 	writeSem chan struct{}
+	// sync is the synchronous setting; live is the connection live
+	// payloads are written on (liveConn), opened on first use.
+	sync string
+	live *sql.Conn
+	// stmts keeps the write path's statements prepared.
+	stmts stmtCache
 	// hub wakes this process's subscriptions (events.go); pruned is when
 	// live_events was last pruned (unix microseconds).
 	hub    livehub.Hub
@@ -203,6 +209,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	dsn += fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()) + "&_pragma=foreign_keys(1)"
 	s, err := open(ctx, cfg, dsn)
+	if err == nil {
+		s.sync = syncMode
+	}
 	if err != nil && cfg.ReadOnly {
 		// SQLite reads a WAL database through its -shm file, which it
 		// cannot create in a directory the process may not write. With no
@@ -224,7 +233,7 @@ func open(ctx context.Context, cfg Config, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, now: cfg.Now, readOnly: cfg.ReadOnly, writeSem: make(chan struct{}, 1)}
+	s := &Store{db: db, now: cfg.Now, readOnly: cfg.ReadOnly, writeSem: make(chan struct{}, 1), stmts: stmtCache{db: db}}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -372,6 +381,11 @@ func schemaVersion(ctx context.Context, q interface {
 // write runs fn in a BEGIN IMMEDIATE transaction, committing if it returns
 // nil and rolling back otherwise. A read-only store refuses at once.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.writeOn(ctx, false, fn)
+}
+
+// writeOn is write, on the live connection (liveConn) if live is set.
+func (s *Store) writeOn(ctx context.Context, live bool, fn func(tx *sql.Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
@@ -381,7 +395,17 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.writeSem }()
-	tx, err := s.db.BeginTx(ctx, nil)
+	var db interface {
+		BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+	} = s.db
+	if live {
+		c, err := s.liveConn(ctx)
+		if err != nil {
+			return err
+		}
+		db = c
+	}
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -390,6 +414,29 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// liveConn returns the connection live payloads are written on, opening
+// it on first use (with writeSem held). Under synchronous FULL or EXTRA it
+// runs at NORMAL: its commits do not wait for the disk — live payloads are
+// no record (the event log is), a process crash loses none of them, and
+// the next synced commit carries them — while WAL checkpoints still sync.
+func (s *Store) liveConn(ctx context.Context) (*sql.Conn, error) {
+	if s.live != nil {
+		return s.live, nil
+	}
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.sync == "FULL" || s.sync == "EXTRA" {
+		if _, err := c.ExecContext(ctx, `PRAGMA synchronous=NORMAL`); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	s.live = c
+	return c, nil
 }
 
 // read runs fn in a deferred (snapshot) transaction.
@@ -431,7 +478,8 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 	if err := store.CheckID(machineID); err != nil {
 		return nil, fmt.Errorf("sqlite: load machine %q: %w", machineID, err)
 	}
-	err := s.read(ctx, func(tx *sql.Tx) error {
+	err := s.read(ctx, func(sqlTx *sql.Tx) error {
+		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
 		var n int64
 		var updated int64
 		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, updated_at FROM machines WHERE id = ?`, machineID).
@@ -476,9 +524,11 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 	}
 	var rev int64
 	var changed bool
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var stored, histLen int64
-		err := tx.QueryRowContext(ctx, `SELECT revision, history_len FROM machines WHERE id = ?`, sv.MachineID).Scan(&stored, &histLen)
+	err := s.write(ctx, func(sqlTx *sql.Tx) error {
+		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
+		var stored, histLen, events int64
+		err := tx.QueryRowContext(ctx, `SELECT revision, history_len, (SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1)
+			FROM machines WHERE id = ?1`, sv.MachineID).Scan(&stored, &histLen, &events)
 		exists := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -504,7 +554,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		if err := appendHistory(ctx, tx, sv.MachineID, histLen, sv.Append); err != nil {
 			return err
 		}
-		if err := appendEvents(ctx, tx, sv.MachineID, sv.Events, now); err != nil {
+		if err := appendEvents(ctx, tx, sv.MachineID, events, sv.Events, now); err != nil {
 			return err
 		}
 		changed, err = replaceSuspensions(ctx, tx, sv, now)
@@ -524,7 +574,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 
 // appendHistory inserts entries as the machine's history from sequence
 // number base on, maxHistoryRows per statement.
-func appendHistory(ctx context.Context, tx *sql.Tx, machineID string, base int64, entries [][]byte) error {
+func appendHistory(ctx context.Context, tx txer, machineID string, base int64, entries [][]byte) error {
 	for start := 0; start < len(entries); start += maxHistoryRows {
 		chunk := entries[start:min(start+maxHistoryRows, len(entries))]
 		var q strings.Builder
@@ -547,7 +597,7 @@ func appendHistory(ctx context.Context, tx *sql.Tx, machineID string, base int64
 // replaceSuspensions replaces the machine's index entries, keeping the claim
 // lease of suspend IDs that stay, and adds the changes to the suspension
 // feed; it reports whether there were any.
-func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save, now int64) (changed bool, err error) {
+func replaceSuspensions(ctx context.Context, tx txer, sv store.Save, now int64) (changed bool, err error) {
 	type old struct {
 		status string
 		claim  sql.NullInt64
@@ -570,8 +620,10 @@ func replaceSuspensions(ctx context.Context, tx *sql.Tx, sv store.Save, now int6
 	if err := rows.Err(); err != nil {
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM suspensions WHERE machine_id = ?`, sv.MachineID); err != nil {
-		return false, err
+	if len(was) > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM suspensions WHERE machine_id = ?`, sv.MachineID); err != nil {
+			return false, err
+		}
 	}
 	for _, sp := range sv.Suspensions {
 		o, stayed := was[sp.ID]
@@ -733,7 +785,7 @@ func (s *Store) ListSuspensions(ctx context.Context, f store.Filter) ([]store.Su
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
 	}
-	got, err := querySuspensions(ctx, s.db, q, args...)
+	got, err := querySuspensions(ctx, &s.stmts, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list suspensions: %w", err)
 	}
@@ -826,5 +878,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	if s.live != nil {
+		s.live.Close()
+	}
+	s.stmts.close()
 	return s.db.Close()
 }
