@@ -620,11 +620,16 @@ func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.
 // saveStep saves the machine after step st and applies the kept suspend
 // requests due at its boundary (a step that is yielded reports those
 // applied since the last one); keep is false for a checkpoint (a Replied
-// step), saved but of no interest to Run's callers.
+// step), saved if a reply calls a tool, and of no interest to Run's
+// callers.
 func (s *session) saveStep(ctx context.Context, st *machine.Step) (keep bool, err error) {
 	s.noteEvents(*st)
-	if err := s.save(ctx); err != nil {
-		return false, err
+	// A reply that calls no tool needs no checkpoint: nothing runs before
+	// the step that ends its round, whose save records it.
+	if st.Reason != machine.Replied || s.repliesCallTools() {
+		if err := s.save(ctx); err != nil {
+			return false, err
+		}
 	}
 	parked, err := s.applyRequests(ctx, boundaryOf(*st))
 	if err != nil {
@@ -636,4 +641,18 @@ func (s *session) saveStep(ctx context.Context, st *machine.Step) (keep bool, er
 	}
 	s.noteParked(st)
 	return true, nil
+}
+
+// repliesCallTools reports whether a model reply recorded on the tree
+// (checkpoint mode) calls a tool.
+func (s *session) repliesCallTools() (calls bool) {
+	access.MachineView(s.m, func(root *instance.Instance, _ []message.Message) {
+		for in := range root.Walk() {
+			if in.Reply != nil && slices.ContainsFunc(in.Reply.Message.Parts, func(p message.Part) bool { return p.Kind == message.KindToolUse }) {
+				calls = true
+				return
+			}
+		}
+	})
+	return calls
 }

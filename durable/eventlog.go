@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -230,9 +231,15 @@ func (rc *recorder) close() {
 }
 
 // publisher publishes live payloads from a goroutine of its own, in
-// batches, so that a slow store never holds up a model's stream.
+// batches, so that a slow store never holds up a model's stream. Its queue
+// grows with what is queued (a run that publishes little allocates
+// little).
 type publisher struct {
-	ch   chan pubItem
+	mu     sync.Mutex
+	queue  []pubItem
+	closed bool
+	// wake tells the goroutine the queue changed; done that it ended.
+	wake chan struct{}
 	done chan struct{}
 }
 
@@ -242,71 +249,99 @@ type pubItem struct {
 	ack  chan struct{}
 }
 
-// maxBatch caps the payloads of one Publish call.
-const maxBatch = 64
+// maxBatch caps the payloads of one Publish call; maxQueued the payloads
+// waiting to be published.
+const (
+	maxBatch  = 64
+	maxQueued = 1024
+)
 
 func newPublisher(ctx context.Context, l store.EventLog, id string, logger *slog.Logger) *publisher {
-	p := &publisher{ch: make(chan pubItem, 1024), done: make(chan struct{})}
+	p := &publisher{wake: make(chan struct{}, 1), done: make(chan struct{})}
 	ctx = context.WithoutCancel(ctx)
+	publish := func(batch [][]byte) {
+		if len(batch) == 0 {
+			return
+		}
+		if err := l.Publish(ctx, id, batch); err != nil {
+			logger.LogAttrs(ctx, slog.LevelWarn, "publish live events", slog.String("machine", id), slog.String("error", err.Error()))
+		}
+	}
 	go func() {
 		defer close(p.done)
-		for it := range p.ch {
-			batch, acks := collect(it, p.ch)
-			if len(batch) > 0 {
-				if err := l.Publish(ctx, id, batch); err != nil {
-					logger.LogAttrs(ctx, slog.LevelWarn, "publish live events", slog.String("machine", id), slog.String("error", err.Error()))
+		var batch [][]byte
+		for {
+			items, closed := p.take()
+			for _, it := range items {
+				if it.ack != nil {
+					// Publish what came before a flush, then acknowledge.
+					publish(batch)
+					batch = nil
+					close(it.ack)
+					continue
+				}
+				if batch = append(batch, it.data); len(batch) == maxBatch {
+					publish(batch)
+					batch = nil
 				}
 			}
-			for _, a := range acks {
-				close(a)
+			publish(batch)
+			batch = nil
+			if closed {
+				return
 			}
 		}
 	}()
 	return p
 }
 
-// collect gathers first and what else is queued, up to maxBatch payloads.
-func collect(first pubItem, ch chan pubItem) (batch [][]byte, acks []chan struct{}) {
-	it := first
+// take waits until something is queued or the publisher is closed, and
+// returns what is queued.
+func (p *publisher) take() (items []pubItem, closed bool) {
 	for {
-		if it.ack != nil {
-			acks = append(acks, it.ack)
-			return batch, acks // publish what came before a flush, then acknowledge
+		p.mu.Lock()
+		items, closed, p.queue = p.queue, p.closed, nil
+		p.mu.Unlock()
+		if len(items) > 0 || closed {
+			return items, closed
 		}
-		batch = append(batch, it.data)
-		if len(batch) == maxBatch {
-			return batch, acks
-		}
-		select {
-		case next, ok := <-ch:
-			if !ok {
-				return batch, acks
-			}
-			it = next
-		default:
-			return batch, acks
-		}
+		<-p.wake
 	}
 }
 
-// send queues a payload; it drops it if the queue is full (live events
-// are best effort; the log is the record).
-func (p *publisher) send(b []byte) {
+// put queues it and wakes the goroutine; a payload is dropped when
+// maxQueued wait already (live events are best effort; the log is the
+// record).
+func (p *publisher) put(it pubItem) {
+	p.mu.Lock()
+	if it.ack != nil || len(p.queue) < maxQueued {
+		p.queue = append(p.queue, it)
+	}
+	p.mu.Unlock()
 	select {
-	case p.ch <- pubItem{data: b}:
+	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
+// send queues a payload.
+func (p *publisher) send(b []byte) { p.put(pubItem{data: b}) }
+
 // flush waits until every payload queued so far is published.
 func (p *publisher) flush() {
 	ack := make(chan struct{})
-	p.ch <- pubItem{ack: ack}
+	p.put(pubItem{ack: ack})
 	<-ack
 }
 
 // close publishes what is queued and stops the goroutine.
 func (p *publisher) close() {
-	close(p.ch)
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 	<-p.done
 }
