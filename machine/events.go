@@ -238,7 +238,7 @@ func (m *Machine) stepLeaves(ctx context.Context, reqs []executor.StepRequest) (
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events := make(chan executor.Event, 64)
+	events := make(chan executor.Event, 8)
 	sink := func(e executor.Event) {
 		select {
 		case events <- e:
