@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -266,6 +267,9 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 		return Step{}, err
 	}
 	t := m.newTx(ctx, m.root, carry)
+	// Room for a reply and its results per leaf: a round of many leaves
+	// grows the list once.
+	t.added = slices.Grow(t.added, 2*len(results))
 	flags := reasonFlags{}
 	for i, r := range results {
 		flags = flags.merge(t.applyOutcome(r, reqs[i].Instance))
