@@ -123,7 +123,7 @@ func TestDemoKeepsItsDatabase(t *testing.T) {
 func TestUsageListsTheDemo(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, cli.ExitUsage, run(context.Background(), nil, &out, &errb))
-	require.Contains(t, errb.String(), "usage: markov [--db FILE] <command> [flags] [args]\n\ncommands:\n  demo      run the refund demo")
+	require.Contains(t, errb.String(), "usage: markov [--store FILE|URL] <command> [flags] [args]\n\ncommands:\n  demo      run the refund demo")
 }
 
 // TestBinary builds the markov command and runs its demo as a real user

@@ -20,7 +20,7 @@ import (
 func ACP(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("acp")
 	nodeName := fs.String("node", c.Node, "the `node` new sessions start at")
-	sweep := fs.Duration("sweep", time.Second, "how often to resolve expired suspensions (0: never)")
+	sweep := fs.Duration("sweep", time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
 	watch := fs.Duration("watch", acp.DefaultWatchInterval, "how often a parked session is checked for a resume from elsewhere")
 	pos, err := c.Parse(fs, "acp", args)
 	if err != nil {
@@ -50,7 +50,7 @@ func ACP(ctx context.Context, c *CLI, args []string) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	if *sweep > 0 {
+	if *sweep > 0 && db.Fleet == nil { // on PostgreSQL, the fleet's workers expire deadlines
 		wg.Go(func() { _ = db.Runner.RunSweeper(ctx, *sweep) })
 	}
 	err = agent.Serve(ctx, c.stdin(), c.Out())

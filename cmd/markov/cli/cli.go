@@ -1,8 +1,10 @@
 // Package cli is the command-line front end of markov, reusable with any
 // charter: create a machine, send it a message or invoke a command on it,
 // list pending suspensions, inspect a machine, resume or cancel a
-// suspension, print the node graph, and serve the HTTP resume endpoint,
-// against machines kept in a SQLite file by a durable.Runner.
+// suspension, print the node graph, serve the HTTP resume endpoint and
+// run a fleet's workers, against machines kept by a durable.Runner in a
+// SQLite file or in PostgreSQL (--store postgres://…), where a fleet
+// (package durable/fleet) runs them across processes.
 //
 // Conventions: "help", -h and --help (also after a command) print help on
 // stdout and exit 0; a bad command line prints the usage on stderr and
@@ -35,6 +37,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -48,9 +51,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/durable/fleet"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/store/sqlite"
 )
 
 // DefaultDB is the database file the commands use when --db is not given.
@@ -93,8 +95,10 @@ type CLI struct {
 	// Stderr when nil; the other commands are silent).
 	Logger *slog.Logger
 
-	db    string
-	dbSet bool
+	store storeFlags
+	// fleet configures the fleet of a PostgreSQL store (serve's and
+	// worker's flags); Store, Charter and Logger are filled in by open.
+	fleet fleet.Config
 	// onListen, when set, is told the address serve listens on (tests).
 	onListen func(net.Addr)
 	// readBuildInfo replaces debug.ReadBuildInfo (tests).
@@ -162,12 +166,9 @@ func (c *CLI) Run(ctx context.Context, args []string) error {
 	if c.Charter == nil {
 		return errors.New("cli: CLI.Charter is nil")
 	}
-	if c.db == "" {
-		c.db = DefaultDB
-	}
 	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.db, "db", c.db, "")
+	c.store.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			// -h and --help ask for help: it goes to stdout.
@@ -176,7 +177,7 @@ func (c *CLI) Run(ctx context.Context, args []string) error {
 		}
 		return Usagef("", "%v", err)
 	}
-	fs.Visit(func(f *flag.Flag) { c.dbSet = c.dbSet || f.Name == "db" })
+	c.visitStore(fs)
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return Usagef("", "no command given")
@@ -238,7 +239,7 @@ func (c *CLI) usage(command string) {
 // Usage returns the program's usage text.
 func (c *CLI) Usage() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "usage: %s [--db FILE] <command> [flags] [args]\n\ncommands:\n", c.name())
+	fmt.Fprintf(&b, "usage: %s [--store FILE|URL] <command> [flags] [args]\n\ncommands:\n", c.name())
 	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
 	for _, cmd := range c.commands() {
 		if !cmd.Hidden {
@@ -246,22 +247,27 @@ func (c *CLI) Usage() string {
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(&b, "\nEvery command takes --db FILE, the SQLite database (default %s in the\n"+
-		"current directory); those that show something take -o text|json (json is\n"+
-		"stable, for programs). Run '%s help <command>' for its arguments and flags.\n", DefaultDB, c.name())
+	fmt.Fprintf(&b, "\nEvery command takes --store, the database: a SQLite file (default %s in\n"+
+		"the current directory; --db FILE is the same) or a postgres:// URL, a fleet's\n"+
+		"database (with --schema, default markov). Those that show something take\n"+
+		"-o text|json (json is stable, for programs). Run '%s help <command>' for its\n"+
+		"arguments and flags.\n", DefaultDB, c.name())
 	return b.String()
 }
 
-// FlagSet returns a flag set for the subcommand name with the common --db
-// flag. Parse it with Parse.
+// FlagSet returns a flag set for the subcommand name with the common
+// flags that choose the database (--store, --db, --schema). Parse it with
+// Parse.
 func (c *CLI) FlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name()+" "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	if c.db == "" {
-		c.db = DefaultDB
-	}
-	fs.StringVar(&c.db, "db", c.db, "the SQLite database `file`")
+	c.store.register(fs)
 	return fs
+}
+
+// visitStore records whether fs set the database.
+func (c *CLI) visitStore(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) { c.store.set = c.store.set || f.Name == "db" || f.Name == "store" })
 }
 
 // Parse parses args with fs, allowing flags after positional arguments
@@ -290,7 +296,10 @@ func (c *CLI) Parse(fs *flag.FlagSet, command string, args []string) ([]string, 
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
-	fs.Visit(func(f *flag.Flag) { c.dbSet = c.dbSet || f.Name == "db" })
+	c.visitStore(fs)
+	if err := c.store.check(command); err != nil {
+		return nil, err
+	}
 	return pos, nil
 }
 
@@ -306,64 +315,32 @@ func (c *CLI) printFlags(fs *flag.FlagSet, command string) {
 	fs.SetOutput(io.Discard)
 }
 
-// DB returns the database path the command line chose and whether it was
-// given explicitly (--db).
-func (c *CLI) DB() (path string, explicit bool) {
-	if c.db == "" {
-		return DefaultDB, c.dbSet
-	}
-	return c.db, c.dbSet
+// DB returns the database the command line chose — a SQLite file's path
+// or a PostgreSQL URL — and whether it was given explicitly (--store or
+// --db).
+func (c *CLI) DB() (loc string, explicit bool) {
+	return cmp.Or(c.store.loc, DefaultDB), c.store.set
 }
-
-// DB is an open database: the store and a durable.Runner over it for the
-// CLI's charter.
-type DB struct {
-	// Path is the database file.
-	Path string
-	// Store is the SQLite store.
-	Store *sqlite.Store
-	// Runner runs the stored machines.
-	Runner *durable.Runner
-}
-
-// Close closes the store.
-func (d *DB) Close() error { return d.Store.Close() }
 
 // SetDB makes the commands use the database path from now on (a demo's
-// temporary database), as if --db had not been given.
-func (c *CLI) SetDB(path string) { c.db, c.dbSet = path, false }
+// temporary database), as if --store had not been given.
+func (c *CLI) SetDB(path string) { c.store.loc, c.store.set = path, false }
 
-// Open opens the database the command line chose (--db). When mustExist
-// is set, a missing file is an error rather than a new, empty database.
+// Open opens the database the command line chose (--store). When
+// mustExist is set, a missing SQLite file is an error rather than a new,
+// empty database. A PostgreSQL database's schema is created or brought up
+// to date (postgres.Open).
 func (c *CLI) Open(ctx context.Context, mustExist bool) (*DB, error) {
 	return c.open(ctx, mustExist, false)
 }
 
-// OpenReadOnly opens the database the command line chose (--db) for
-// reading (sqlite.Config.ReadOnly): it must exist with the current schema,
-// and the process needs no write access to it or to its directory. The
-// listing commands (pending, inspect) use it.
+// OpenReadOnly opens the database the command line chose (--store) for
+// reading. A SQLite file is opened read-only (sqlite.Config.ReadOnly): it
+// must exist with the current schema, and the process needs no write
+// access to it or to its directory. A PostgreSQL database is opened as by
+// Open. The listing commands (pending, inspect, watch) use it.
 func (c *CLI) OpenReadOnly(ctx context.Context) (*DB, error) {
 	return c.open(ctx, true, true)
-}
-
-func (c *CLI) open(ctx context.Context, mustExist, readOnly bool) (*DB, error) {
-	path, _ := c.DB()
-	if mustExist {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("database %s does not exist (pass --db FILE, or create a machine in it with '%s create --db %s <node>')", path, c.name(), path)
-		}
-	}
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, ReadOnly: readOnly})
-	if err != nil {
-		return nil, err
-	}
-	r, err := durable.New(durable.Config{Store: st, Charter: c.Charter, Logger: c.Logger})
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	return &DB{Path: path, Store: st, Runner: r}, nil
 }
 
 // Out returns the writer for the commands' output (Stdout, or a discard

@@ -112,9 +112,9 @@ func TestUsage(t *testing.T) {
 		noStdout   bool
 		emptyError bool
 	}{
-		{name: "no command", args: nil, code: ExitUsage, stderr: []string{"markov: no command given", "usage: markov [--db FILE] <command>", "pending", "inspect", "resume", "cancel", "graph", "serve"}},
+		{name: "no command", args: nil, code: ExitUsage, stderr: []string{"markov: no command given", "usage: markov [--store FILE|URL] <command>", "pending", "inspect", "resume", "cancel", "graph", "serve"}},
 		{name: "unknown command", args: []string{"frobnicate"}, code: ExitUsage, stderr: []string{`markov: unknown command "frobnicate"`}},
-		{name: "help", args: []string{"help"}, code: ExitOK, stdout: []string{"usage: markov [--db FILE] <command>", "\n  resume    resume a suspension with a JSON payload", "Every command takes --db FILE"}},
+		{name: "help", args: []string{"help"}, code: ExitOK, stdout: []string{"usage: markov [--store FILE|URL] <command>", "\n  resume    resume a suspension with a JSON payload", "Every command takes --store"}},
 		{name: "-h", args: []string{"-h"}, code: ExitOK, stdout: []string{"usage: markov", "-o text|json"}, emptyError: true},
 		{name: "--help", args: []string{"--help"}, code: ExitOK, stdout: []string{"usage: markov", "\n  version "}, emptyError: true},
 		{name: "help resume", args: []string{"help", "resume"}, code: ExitOK, stdout: []string{"usage: markov resume [--error] [--text] [--fresh-turn] [-o text|json] <suspend-id> <payload>", "-error", "-fresh-turn", "-text", "-db", "-o format"}, emptyError: true},
@@ -585,6 +585,9 @@ func TestParsePayload(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain()) // a child process of process_test.go
+	}
 	// Hermetic: the commands never pick a real model here, but be sure.
 	os.Unsetenv("ANTHROPIC_API_KEY")
 	os.Unsetenv("OPENAI_API_KEY")

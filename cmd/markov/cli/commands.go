@@ -36,7 +36,9 @@ func builtins() []Command {
 		{Name: "suspend", Args: "[--mode finish_step|interrupt_immediate|wait_for_completion] [--event NAME] [--timeout D] [--on-timeout ACTION] [--input JSON] [--no-wait] [-o text|json] <machine-id> [reason...]", Summary: "suspend a machine on behalf of the caller and print its handle", Run: Suspend},
 		{Name: "watch", Args: "[--after N] [--until-done] [-o text|json] <machine-id>", Summary: "print a machine's events as they happen (from any process): its log, then live text, tool calls, suspensions", Run: Watch},
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
-		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint and sweep expired suspensions", Run: Serve},
+		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--workers N] [--shutdown-timeout D] [--console] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint, and run machines in the background (SQLite: the sweeper; PostgreSQL: fleet workers)", Run: Serve},
+		{Name: "worker", Args: "--store postgres://… [--schema S] [--workers N] [--shutdown-timeout D] [--health HOST:PORT]", Summary: "run a fleet's workers on PostgreSQL, with no HTTP API", Run: Worker},
+		{Name: "parked", Args: "[-n N] [-o text|json]", Summary: "list the machines a fleet parked after their runs kept failing, with their errors (PostgreSQL)", Run: Parked},
 		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},
 		{Name: "version", Args: "[-o text|json]", Summary: "print the program's version and the Go version it was built with", Run: Version},
 	}
@@ -88,7 +90,7 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 		return c.WriteJSON(entries)
 	}
 	if len(list) == 0 {
-		fmt.Fprintf(w, "no %s suspensions in %s\n", st, db.Path)
+		fmt.Fprintf(w, "no %s suspensions in %s\n", st, db.Name)
 		return nil
 	}
 	PrintSuspensions(w, list, now)
@@ -158,10 +160,10 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 			return c.WriteJSON(entries)
 		}
 		if len(ids) == 0 {
-			fmt.Fprintf(w, "no machines in %s\n", db.Path)
+			fmt.Fprintf(w, "no machines in %s\n", db.Name)
 			return nil
 		}
-		fmt.Fprintf(w, "machines in %s:\n", db.Path)
+		fmt.Fprintf(w, "machines in %s:\n", db.Name)
 		for _, id := range ids {
 			fmt.Fprintf(w, "  %s\n", id)
 		}
@@ -171,7 +173,7 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 	m, rev, err := db.Runner.Load(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no machine %s in %s (list them with '%s inspect')", id, db.Path, c.name())
+			return fmt.Errorf("no machine %s in %s (list them with '%s inspect')", id, db.Name, c.name())
 		}
 		return err
 	}
@@ -319,7 +321,7 @@ func (c *CLI) runStored(ctx context.Context, id string, out Format, inputs ...ma
 	}
 	if err := c.writeRun(ctx, db, id, db.Runner.Run(ctx, id, inputs...), out); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no machine %s in %s (list them with '%s inspect'): %w", id, db.Path, c.name(), err)
+			return fmt.Errorf("no machine %s in %s (list them with '%s inspect'): %w", id, db.Name, c.name(), err)
 		}
 		if errors.Is(err, command.ErrUnknownCommand) {
 			return fmt.Errorf("%w; nothing changed (the commands a node takes are in its charter)", err)
@@ -366,7 +368,7 @@ func Create(ctx context.Context, c *CLI, args []string) error {
 	case errors.Is(err, executor.ErrUnknownNode):
 		return fmt.Errorf("%w (see the charter's nodes with '%s graph')", err, c.name())
 	case errors.Is(err, store.ErrConflict):
-		return fmt.Errorf("machine %s already exists in %s: %w", *id, db.Path, err)
+		return fmt.Errorf("machine %s already exists in %s: %w", *id, db.Name, err)
 	case err != nil:
 		return err
 	}
@@ -433,7 +435,7 @@ func (c *CLI) printOutcome(ctx context.Context, db *DB, id string, last machine.
 func (c *CLI) explain(err error, id string, db *DB) error {
 	switch {
 	case errors.Is(err, instance.ErrUnknownSuspendID):
-		return fmt.Errorf("no suspension %s in %s (list the pending ones with '%s pending'): %w", id, db.Path, c.name(), err)
+		return fmt.Errorf("no suspension %s in %s (list the pending ones with '%s pending'): %w", id, db.Name, c.name(), err)
 	case errors.Is(err, store.ErrConflict):
 		return fmt.Errorf("another process changed the machine first; nothing was saved: %w", err)
 	case errors.Is(err, instance.ErrPayloadDecode):

@@ -145,7 +145,7 @@ func Suspend(ctx context.Context, c *CLI, args []string) error {
 	sus, err := db.Runner.Suspend(ctx, id, reason, opts...)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("no machine %s in %s (list them with '%s inspect'): %w", id, db.Path, c.name(), err)
+		return fmt.Errorf("no machine %s in %s (list them with '%s inspect'): %w", id, db.Name, c.name(), err)
 	case errors.Is(err, machine.ErrNoPrimary):
 		return fmt.Errorf("machine %s has no primary leaf to suspend; nothing changed: %w", id, err)
 	case err != nil:

@@ -13,8 +13,9 @@ import (
 	"github.com/markov-agents/markov/resumehttp"
 )
 
-// ShutdownTimeout bounds how long serve waits for requests in flight when
-// it stops.
+// ShutdownTimeout is the default of serve's and worker's
+// --shutdown-timeout: how long they wait, once told to stop, for the
+// requests in flight and the runs in progress.
 const ShutdownTimeout = 30 * time.Second
 
 // serveConfig is serve's validated command line.
@@ -23,14 +24,19 @@ type serveConfig struct {
 	secretEnv string
 	secret    []byte
 	sweep     time.Duration
+	work      workFlags
 	ui        consoleFlags
 	server    resumehttp.ServerConfig
 }
 
-// Serve serves the resumehttp endpoints for the database's machines, with
-// a sweeper that resolves expired suspensions, until ctx is done (the
-// markov command cancels it on SIGINT and SIGTERM); then it stops
-// accepting requests, waits for those in flight and returns nil.
+// Serve serves the resumehttp endpoints for the database's machines until
+// ctx is done (the markov command cancels it on SIGINT and SIGTERM), with
+// what runs machines in the background: on SQLite a sweeper that resolves
+// expired suspensions, on PostgreSQL the fleet's workers (--workers, 0:
+// none in this process). Then it stops accepting requests and jobs, waits
+// for the requests in flight and the runs in progress within
+// --shutdown-timeout (runs still going are cancelled and continue
+// elsewhere from their last save) and returns nil.
 func Serve(ctx context.Context, c *CLI, args []string) error {
 	cfg, err := c.parseServe(args)
 	if err != nil {
@@ -39,6 +45,7 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), nil))
 	}
+	c.fleet.Workers = cfg.work.workers
 	db, err := c.Open(ctx, false)
 	if err != nil {
 		return err
@@ -55,17 +62,22 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	}
 	cfg.server.Logger = c.Logger
 	srv := resumehttp.NewServer(cfg.addr, h, cfg.server)
+	stopWork, what, err := c.startWork(ctx, db, cfg.sweep, cfg.work.workers)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 
 	w := c.Out()
 	c.PrintModel()
-	fmt.Fprintf(w, "serving the machines of %s on http://%s (requests signed with $%s)\n", db.Path, ln.Addr(), cfg.secretEnv)
-	if cfg.sweep > 0 {
-		fmt.Fprintf(w, "sweeping expired suspensions every %s\n", cfg.sweep)
+	fmt.Fprintf(w, "serving the machines of %s on http://%s (requests signed with $%s)\n", db.Name, ln.Addr(), cfg.secretEnv)
+	if what != "" {
+		fmt.Fprintln(w, what)
 	}
 	if c.onListen != nil {
 		c.onListen(ln.Addr())
 	}
-	return c.runServer(ctx, cfg, db, srv, ln)
+	return c.runUntilDone(ctx, cfg.work.shutdown, srv, ln, stopWork)
 }
 
 // parseServe parses and checks serve's flags and reads its secret.
@@ -74,7 +86,8 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	fs := c.FlagSet("serve")
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "the `address` to listen on")
 	fs.StringVar(&cfg.secretEnv, "secret-env", "MARKOV_SECRET", "the environment `variable` holding the HMAC secret shared with the callers")
-	fs.DurationVar(&cfg.sweep, "sweep", 30*time.Second, "how often to resolve expired suspensions (0: never)")
+	fs.DurationVar(&cfg.sweep, "sweep", 30*time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
+	cfg.work.register(fs)
 	cfg.ui.register(fs)
 	fs.DurationVar(&cfg.server.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
 	fs.DurationVar(&cfg.server.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written, the run it starts included")
@@ -88,6 +101,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	}
 	if cfg.sweep < 0 {
 		return nil, Usagef("serve", "--sweep must not be negative")
+	}
+	if err := cfg.work.check("serve", 0); err != nil {
+		return nil, err
 	}
 	if cfg.server.ReadTimeout <= 0 || cfg.server.WriteTimeout <= 0 || cfg.server.IdleTimeout <= 0 {
 		return nil, Usagef("serve", "--read-timeout, --write-timeout and --idle-timeout must be positive")
@@ -117,37 +133,38 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
 	return withProbes(h, db.Store), nil
 }
 
-// runServer serves on ln, with the sweeper when cfg asks for one, until ctx
-// is done or the listener fails; then it shuts srv down within
-// ShutdownTimeout.
-func (c *CLI) runServer(ctx context.Context, cfg *serveConfig, db *DB, srv *http.Server, ln net.Listener) error {
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	defer stopSweep()
-	var wg sync.WaitGroup
-	if cfg.sweep > 0 {
-		wg.Go(func() { _ = db.Runner.RunSweeper(sweepCtx, cfg.sweep) })
+// runUntilDone serves srv on ln (none if srv is nil) until ctx is done or
+// the listener fails; then it shuts srv down and stops the background
+// work (stopWork) together, within the shutdown timeout.
+func (c *CLI) runUntilDone(ctx context.Context, shutdown time.Duration, srv *http.Server, ln net.Listener, stopWork func(context.Context) error) error {
+	var served chan error // nil without a server: never ready
+	if srv != nil {
+		served = make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
 	select {
 	case err := <-served: // the listener failed
-		stopSweep()
-		wg.Wait()
-		return err
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown)
+		defer cancel()
+		return errors.Join(err, stopWork(stopCtx))
 	case <-ctx.Done():
 	}
 	w := c.Out()
 	fmt.Fprintln(w, "shutting down")
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown)
 	defer cancel()
-	err := srv.Shutdown(shutCtx)
-	stopSweep()
-	wg.Wait()
-	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
-		err = serveErr
+	var workErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { workErr = stopWork(shutCtx) })
+	var err error
+	if srv != nil {
+		err = srv.Shutdown(shutCtx)
+		if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+			err = serveErr
+		}
 	}
-	if err != nil {
+	wg.Wait()
+	if err = errors.Join(err, workErr); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	fmt.Fprintln(w, "stopped")

@@ -30,7 +30,11 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler) (http.Handler, er
 	if secret == "" && f.header == "" {
 		return nil, fmt.Errorf("--console needs $%s (a sign-in secret) or --console-identity-header", f.secretEnv)
 	}
-	ui, err := console.New(console.Config{Runner: db.Runner, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger})
+	cfg := console.Config{Runner: db.Runner, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger}
+	if db.Fleet != nil {
+		cfg.Fleet = db.Fleet // the fleet view (a nil *fleet.Fleet would not be a nil FleetView)
+	}
+	ui, err := console.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,264 @@
+package cli
+
+// Tests of serve and worker as OS processes on PostgreSQL: the test binary
+// re-executed as the command line (childMain), stopped with SIGTERM.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable/fleet"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
+)
+
+// Environment of a child: childEnv makes the test binary the command line
+// on echoCharter; latencyEnv is its model's latency.
+const (
+	childEnv   = "MARKOV_CLI_TEST_CHILD"
+	latencyEnv = "MARKOV_CLI_TEST_LATENCY"
+	// modelMark is what the child's model writes on stderr when a call
+	// starts, before its latency.
+	modelMark = "model call started: "
+)
+
+// echoCharter is a charter of one "echo" node whose model answers the last
+// user message with "echo: " and its text after latency, having written
+// modelMark and the text to mark.
+func echoCharter(latency time.Duration, mark io.Writer) (*machine.Charter, error) {
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		text := req.Messages[len(req.Messages)-1].Text()
+		fmt.Fprintf(mark, "%s%s\n", modelMark, text)
+		return scripted.Reply{Text: "echo: " + text, Latency: latency}, nil
+	})
+	n, err := node.New("echo", node.Config[struct{}]{})
+	if err != nil {
+		return nil, err
+	}
+	return machine.NewCharter(machine.CharterConfig{Name: "echo", Model: model, Nodes: []*node.Node{n}})
+}
+
+// childMain runs the command line os.Args[1:] on echoCharter, as the
+// markov command does: SIGTERM and SIGINT cancel its context.
+func childMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	latency, err := time.ParseDuration(os.Getenv(latencyEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	charter, err := echoCharter(latency, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	c := &CLI{Name: "markov", Charter: charter, Stdout: os.Stdout, Stderr: os.Stderr}
+	return c.Main(ctx, os.Args[1:])
+}
+
+// child is a command line running in a child process.
+type child struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	lines chan string // its stdout and stderr, a line at a time
+	out   syncBuffer  // all of it, for failure messages
+	done  chan struct{}
+	err   error // Wait's, once done is closed
+}
+
+// startChild starts the test binary as the command line args, its model
+// answering after latency.
+func startChild(t *testing.T, latency time.Duration, args ...string) *child {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), childEnv+"=1", latencyEnv+"="+latency.String(), "MARKOV_SECRET=0123456789abcdef-0123456789abcdef-test")
+	cmd.WaitDelay = 5 * time.Second
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = w, w
+	require.NoError(t, cmd.Start())
+	w.Close()
+	c := &child{t: t, cmd: cmd, lines: make(chan string, 10000), done: make(chan struct{})}
+	go func() {
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			c.out.Write([]byte(sc.Text() + "\n"))
+			select {
+			case c.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() { c.err = cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-c.done
+		}
+		if t.Failed() {
+			t.Logf("child %v output:\n%s", args, c.out.String())
+		}
+	})
+	return c
+}
+
+// waitFor returns the first line of the child's output from now on that
+// matches re, failing after timeout or if the child exits first.
+func (c *child) waitFor(re *regexp.Regexp, timeout time.Duration) []string {
+	c.t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case line := <-c.lines:
+			if m := re.FindStringSubmatch(line); m != nil {
+				return m
+			}
+		case <-c.done:
+			c.t.Fatalf("the child exited (%v) before printing %q", c.err, re)
+		case <-timer.C:
+			c.t.Fatalf("the child printed no %q in %s", re, timeout)
+		}
+	}
+}
+
+// terminate sends SIGTERM and returns how long the child took to exit,
+// failing unless it exits with status 0 within timeout.
+func (c *child) terminate(timeout time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-c.done:
+	case <-time.After(timeout):
+		c.t.Fatalf("the child did not exit within %s of SIGTERM", timeout)
+	}
+	require.NoError(c.t, c.err, "exit status")
+	return time.Since(start)
+}
+
+// echoFleet opens a schema of its own with a fleet on echoCharter that is
+// not started (the test accepts inputs with it; children work them), and
+// creates a machine. It returns the fleet, the machine's ID and the
+// arguments that choose the database.
+func echoFleet(t *testing.T) (*fleet.Fleet, string, []string) {
+	t.Helper()
+	st, url, schema := pgtest.Open(t)
+	charter, err := echoCharter(0, io.Discard)
+	require.NoError(t, err)
+	f, err := fleet.New(fleet.Config{Store: st, Charter: charter})
+	require.NoError(t, err)
+	id, err := f.Runner().Create(context.Background(), "", "echo", nil)
+	require.NoError(t, err)
+	return f, id, []string{"--store", url, "--schema", schema}
+}
+
+// replies returns the assistant texts in machine id's history.
+func replies(t *testing.T, f *fleet.Fleet, id string) []string {
+	t.Helper()
+	m, _, err := f.Runner().Load(context.Background(), id)
+	require.NoError(t, err)
+	var out []string
+	for _, msg := range m.History() {
+		if msg.Role == message.Assistant {
+			out = append(out, msg.Text())
+		}
+	}
+	return out
+}
+
+var modelCalled = regexp.MustCompile("^" + modelMark + "(.*)$")
+
+// A worker told to stop while a slow model call runs lets the run finish
+// within --shutdown-timeout and exits 0; the machine is complete.
+func TestWorkerFinishesItsRunOnSIGTERM(t *testing.T) {
+	f, id, db := echoFleet(t)
+	w := startChild(t, 2*time.Second, append([]string{"worker", "--workers", "2", "--shutdown-timeout", "60s"}, db...)...)
+	w.waitFor(regexp.MustCompile(`^worker for postgres://\S+ \(schema \S+\): running the fleet's machines \(inputs, deadlines\) with 2 workers$`), time.Minute)
+	_, err := f.Send(context.Background(), id, machine.UserText("hello"))
+	require.NoError(t, err)
+	require.Equal(t, "hello", w.waitFor(modelCalled, time.Minute)[1])
+
+	took := w.terminate(time.Minute)
+	require.Less(t, took, 60*time.Second)
+	require.Regexp(t, `(?s)shutting down\n.*stopped\n`, w.out.String())
+	require.Equal(t, []string{"echo: hello"}, replies(t, f, id), "the run finished before the worker exited")
+}
+
+// A worker whose run outlasts --shutdown-timeout cancels it and exits 0;
+// another worker continues the machine from its last save: the input is
+// applied once, and the machine completes.
+func TestWorkerHandsBackItsRunOnSIGTERM(t *testing.T) {
+	f, id, db := echoFleet(t)
+	slow := startChild(t, time.Hour, append([]string{"worker", "--workers", "1", "--shutdown-timeout", "300ms"}, db...)...)
+	_, err := f.Send(context.Background(), id, machine.UserText("hello"))
+	require.NoError(t, err)
+	require.Equal(t, "hello", slow.waitFor(modelCalled, time.Minute)[1])
+
+	took := slow.terminate(30 * time.Second)
+	require.Less(t, took, 10*time.Second, "300ms of grace, then the run is cancelled")
+	require.Contains(t, slow.out.String(), "shutdown timeout: the runs in progress were cancelled")
+	require.Contains(t, slow.out.String(), "stopped\n")
+	require.Empty(t, replies(t, f, id))
+
+	fast := startChild(t, 0, append([]string{"worker", "--workers", "1"}, db...)...)
+	require.Equal(t, "hello", fast.waitFor(modelCalled, time.Minute)[1], "the second worker continues the run")
+	require.Eventually(t, func() bool { return len(replies(t, f, id)) > 0 }, time.Minute, 20*time.Millisecond)
+	fast.terminate(time.Minute)
+	require.Equal(t, []string{"echo: hello"}, replies(t, f, id))
+	m, _, err := f.Runner().Load(context.Background(), id)
+	require.NoError(t, err)
+	var users int
+	for _, msg := range m.History() {
+		if msg.Role == message.User {
+			users++
+		}
+	}
+	require.Equal(t, 1, users, "the input is applied once")
+}
+
+// serve on PostgreSQL answers the probes, works the fleet's inputs in its
+// own workers, and exits 0 on SIGTERM.
+func TestServeOnPostgresStopsOnSIGTERM(t *testing.T) {
+	f, id, db := echoFleet(t)
+	s := startChild(t, 0, append([]string{"serve", "--addr", "127.0.0.1:0", "--workers", "1"}, db...)...)
+	addr := s.waitFor(regexp.MustCompile(`^serving the machines of postgres://\S+ \(schema \S+\) on http://(\S+) `), time.Minute)[1]
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+	_, err := f.Send(context.Background(), id, machine.UserText("hi"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(replies(t, f, id)) > 0 }, time.Minute, 20*time.Millisecond)
+	require.Equal(t, []string{"echo: hi"}, replies(t, f, id))
+
+	s.terminate(time.Minute)
+	out := s.out.String()
+	require.Contains(t, out, "running the fleet's machines (inputs, deadlines) with 1 workers\n")
+	require.Contains(t, out, "shutting down\n")
+	require.Contains(t, out, "stopped\n")
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable/fleet"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
+)
+
+// A bad store choice is a usage error that shows no password; an
+// unreachable database fails the command with a readable error.
+func TestStoreFlags(t *testing.T) {
+	charter := refundCharter(t)
+	db := filepath.Join(t.TempDir(), "test.db")
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"bad port", []string{"pending", "--store", "postgres://u:s3cret@host:xx/db"}, ExitUsage, "markov pending: --store: not a PostgreSQL URL (postgres://user:password@host:port/database?sslmode=disable): cannot parse `postgres://u:xxxxx@host:xx/db`: invalid port"},
+		{"bad sslmode", []string{"--store", "postgresql://u:s3cret@h/db?sslmode=maybe", "inspect"}, ExitUsage, "sslmode is invalid"},
+		{"schema on SQLite", []string{"pending", "--db", db, "--schema", "x"}, ExitUsage, "markov pending: --schema is for a PostgreSQL store (--store postgres://…), not the SQLite file " + db},
+		{"unreachable", []string{"pending", "--store", "postgres://u:s3cret@127.0.0.1:" + closedPort(t) + "/db?sslmode=disable"}, ExitError, "markov: open postgres://u@127.0.0.1:"},
+		{"worker on SQLite", []string{"worker", "--db", db}, ExitError, "markov: there is no fleet on SQLite (" + db + "): worker needs a PostgreSQL store (--store postgres://…)\n"},
+		{"parked on SQLite", []string{"parked", "--db", db}, ExitError, "markov: there is no fleet on SQLite (" + db + "): parked needs a PostgreSQL store"},
+		{"worker without workers", []string{"worker", "--workers", "0"}, ExitUsage, "markov worker: --workers must be at least 1"},
+		{"serve negative workers", []string{"serve", "--workers", "-1"}, ExitUsage, "markov serve: --workers must be at least 0"},
+		{"worker bad timeout", []string{"worker", "--shutdown-timeout", "0s"}, ExitUsage, "--shutdown-timeout must be positive"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, charter, tt.args...)
+			require.Equal(t, tt.code, res.code, res.stderr)
+			require.Contains(t, res.stderr, tt.stderr)
+			require.NotContains(t, res.stderr, "s3cret")
+			require.Empty(t, res.stdout)
+		})
+	}
+	require.NoFileExists(t, db, "no command above creates the database")
+}
+
+// closedPort returns a local TCP port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, ln.Close())
+	return port
+}
+
+// The commands work the same on PostgreSQL.
+func TestCommandsOnPostgres(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
+	charter := refundCharter(t)
+	pg := func(args ...string) result {
+		t.Helper()
+		return run(t, charter, append(args, "--store", url, "--schema", schema)...)
+	}
+	name := regexp.MustCompile(`^postgres://\S+@\S+ \(schema ` + schema + `\)$`)
+
+	res := pg("inspect")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Regexp(t, name, strings.TrimPrefix(strings.TrimSpace(res.stdout), "no machines in "))
+	res = pg("create", "support")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	id := strings.TrimSpace(res.stdout)
+	res = pg("run", id, "Hi, the blender from order A-1042 arrived broken. Can I get my $89.90 back?")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "1 call(s) still pending")
+
+	res = pg("pending", "-o", "json")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	var list []Call
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &list))
+	require.Len(t, list, 1)
+	require.Equal(t, id, list[0].MachineID)
+	res = pg("resume", list[0].SuspendID, `{"approved":true,"manager":"dana"}`)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "final answer: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana.")
+	res = pg("resume", list[0].SuspendID, `{"approved":true,"manager":"dana"}`)
+	require.Equal(t, ExitError, res.code)
+	require.Contains(t, res.stderr, "not pending; nothing changed")
+	res = pg("inspect", id)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "machine "+id)
+
+	res = pg("parked")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Regexp(t, `^no parked machines in postgres://`, res.stdout)
+	res = pg("parked", "-o", "json")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Equal(t, "[]\n", res.stdout)
+}
+
+// parked lists the machines a fleet gave up on, with their errors.
+func TestParkedOnPostgres(t *testing.T) {
+	st, url, schema := pgtest.Open(t)
+	model := scripted.Func(func(*llm.Request) (scripted.Reply, error) { return scripted.Reply{}, errors.New("the model is down") })
+	charter := waitCharter(t, model, 0)
+	f, err := fleet.New(fleet.Config{Store: st, Charter: charter, MaxAttempts: 1, Workers: 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := f.Runner().Create(ctx, "", "waiter", nil)
+	require.NoError(t, err)
+	require.NoError(t, f.Start(ctx))
+	defer func() { require.NoError(t, f.Stop(context.WithoutCancel(ctx))) }()
+	_, err = f.Send(ctx, id, machine.UserText("run CI"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := f.Parked(ctx, 10)
+		return err == nil && len(p) == 1
+	}, 50*time.Second, 50*time.Millisecond)
+
+	res := run(t, charter, "parked", "--store", url, "--schema", schema)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	require.Len(t, lines, 2, res.stdout)
+	require.Regexp(t, `^MACHINE\s+JOB\s+PARKED AT\s+ATTEMPTS\s+LAST ERROR$`, lines[0])
+	require.Regexp(t, `^`+id+`\s+markov_run \d+\s+\d{4}-\d\d-\d\dT\S+Z\s+1\s+.*the model is down`, lines[1])
+
+	res = run(t, charter, "parked", "--store", url, "--schema", schema, "-o", "json")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &got))
+	require.Len(t, got, 1)
+	require.Equal(t, id, got[0]["machine_id"])
+	require.Equal(t, "markov_run", got[0]["kind"])
+	require.NotZero(t, got[0]["job"])
+	require.NotEmpty(t, got[0]["parked_at"])
+	require.Len(t, got[0]["errors"], 1)
+	require.Contains(t, got[0]["errors"].([]any)[0], "the model is down")
+}
