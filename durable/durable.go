@@ -82,6 +82,8 @@ type Runner struct {
 	beforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
 	local      *localLocks
 	met        *telemetry.Metrics
+	// bg are the runs that accepted inputs left in the background.
+	bg backgroundRuns
 }
 
 // New returns a Runner.
@@ -567,6 +569,12 @@ func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(ma
 		yield(machine.Step{}, err)
 		return
 	}
+	s.proceed(ctx, steps, yield)
+}
+
+// proceed yields the command steps an apply returned, then runs the
+// machine on, yielding each step once it is saved.
+func (s *session) proceed(ctx context.Context, steps []machine.Step, yield func(machine.Step, error) bool) {
 	for _, st := range steps {
 		if !yield(st, nil) || st.Done {
 			return

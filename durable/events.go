@@ -29,12 +29,7 @@ func (r *Runner) RunEvents(ctx context.Context, id string, inputs ...machine.Inp
 			return
 		}
 		defer h.Release()
-		s, err := r.load(ctx, id)
-		if err == nil {
-			// A suspend request kept while no run held the machine applies
-			// first.
-			_, err = s.applyRequests(ctx, atLoad)
-		}
+		s, err := r.loadHeld(ctx, id)
 		if err != nil {
 			yield(machine.Event{}, err)
 			return

@@ -147,17 +147,26 @@ func (h *Hold) Release() { h.release() }
 // when the sequence ends.
 func (h *Hold) Run(ctx context.Context, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
 	return singleUse(func(yield func(machine.Step, error) bool) {
-		s, err := h.r.load(ctx, h.id)
-		if err == nil {
-			// A request kept while no run held the machine applies first.
-			_, err = s.applyRequests(ctx, atLoad)
-		}
+		s, err := h.r.loadHeld(ctx, h.id)
 		if err != nil {
 			yield(machine.Step{}, err)
 			return
 		}
 		s.run(ctx, inputs, yield)
 	})
+}
+
+// loadHeld loads machine id for a run under its hold: a suspend request
+// kept while no run held the machine applies first.
+func (r *Runner) loadHeld(ctx context.Context, id string) (*session, error) {
+	s, err := r.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.applyRequests(ctx, atLoad); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Expire resolves every suspension of the machine whose deadline is at or

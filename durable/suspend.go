@@ -264,11 +264,8 @@ func (r *Runner) Suspend(ctx context.Context, machineID, reason string, opts ...
 // suspend applies req under the hold, unless a run applied it already,
 // and answers with the suspension.
 func (h *Hold) suspend(ctx context.Context, req *suspendRequest) (Suspension, error) {
-	s, err := h.r.load(ctx, h.id)
+	s, err := h.r.loadHeld(ctx, h.id)
 	if err != nil {
-		return Suspension{}, err
-	}
-	if _, err := s.applyRequests(ctx, atLoad); err != nil {
 		return Suspension{}, err
 	}
 	if _, c := s.findCall(req.id); c == nil {

@@ -236,12 +236,9 @@ func (h *Handler) suspend(w http.ResponseWriter, r *http.Request, s Suspender) {
 // (continue_transcript false), which needs a FreshResumer (otherwise it
 // fails with durable.ErrUnsupported), else Resume.
 func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) iter.Seq2[machine.Step, error] {
-	var payload any
-	if p := rawOrNil(req.Payload); p != nil {
-		payload = p
-	}
-	if req.ContinueTranscript == nil || *req.ContinueTranscript {
-		return h.runner.Resume(ctx, id, payload, req.IsError)
+	in := resumeInput(id, req)
+	if !in.FreshTurn {
+		return h.runner.Resume(ctx, id, in.Payload, in.IsError)
 	}
 	fr, ok := h.runner.(FreshResumer)
 	if !ok {
@@ -249,5 +246,15 @@ func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) i
 			yield(machine.Step{}, fmt.Errorf("resume with continue_transcript false: %w", durable.ErrUnsupported))
 		}
 	}
-	return fr.ResumeWith(ctx, machine.ResumeInput{SuspendID: id, Payload: payload, IsError: req.IsError, FreshTurn: true})
+	return fr.ResumeWith(ctx, in)
+}
+
+// resumeInput is the resume of suspension id that req asks for.
+func resumeInput(id string, req ResumeRequest) machine.ResumeInput {
+	in := machine.ResumeInput{SuspendID: id, IsError: req.IsError,
+		FreshTurn: req.ContinueTranscript != nil && !*req.ContinueTranscript}
+	if p := rawOrNil(req.Payload); p != nil {
+		in.Payload = p
+	}
+	return in
 }

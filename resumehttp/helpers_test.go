@@ -150,10 +150,15 @@ func newEnvWith(t testing.TB, st store.Store, tune func(*resumehttp.Config), ext
 	r, err := durable.New(durable.Config{Store: st, Charter: deskCharter(t, e.model, e.clock.Now, extra...)})
 	require.NoError(t, err)
 	e.runner = r
-	cfg := resumehttp.Config{
-		Runner: r, Secret: secret, Clock: e.clock.Now,
-		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
+	e.listen(t, resumehttp.Config{Runner: r, Secret: secret, Clock: e.clock.Now}, tune)
+	return e
+}
+
+// listen serves the handler of cfg, adjusted by tune (if not nil) and
+// logging to e.logs, on a real listener.
+func (e *env) listen(t testing.TB, cfg resumehttp.Config, tune func(*resumehttp.Config)) {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -162,7 +167,6 @@ func newEnvWith(t testing.TB, st store.Store, tune func(*resumehttp.Config), ext
 	e.handler = h
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
-	return e
 }
 
 func memEnv(t testing.TB) *env {

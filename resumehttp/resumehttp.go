@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/markov-agents/markov/command"
@@ -157,6 +158,19 @@ type Config struct {
 	// sends a comment line, so that proxies keep it open
 	// (DefaultHeartbeat if zero).
 	Heartbeat time.Duration
+	// Acceptor, if set, answers resumes, cancellations and commands with
+	// 202 Accepted once their input is durable, instead of after the run
+	// they start (see the package documentation): the runner itself for
+	// the embedded default (*durable.Runner), or a *fleet.Fleet.
+	Acceptor Acceptor
+	// MaxWait bounds how long a request with Prefer: wait=N waits for its
+	// run before answering 202 (DefaultMaxWait if zero; negative: never
+	// wait). Keep it under the server's WriteTimeout.
+	MaxWait time.Duration
+	// BasePath is the path the handler is mounted under, for the Location
+	// of a 202 answer ("" when mounted at the root, as it should be: the
+	// path the handler sees is the one signed).
+	BasePath string
 	// Logger receives a record of every request handled: failures of
 	// authentication at Warn, internal errors (with their details) at Error,
 	// the rest at Info (silent if nil).
@@ -178,6 +192,9 @@ type Handler struct {
 	client  func(*http.Request) string
 	// heartbeat is Config.Heartbeat with its default.
 	heartbeat time.Duration
+	acceptor  Acceptor
+	maxWait   time.Duration
+	basePath  string
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -208,6 +225,9 @@ func New(cfg Config) (*Handler, error) {
 		log:       cfg.Logger,
 		client:    cfg.ClientKey,
 		heartbeat: heartbeatOf(cfg.Heartbeat),
+		acceptor:  cfg.Acceptor,
+		maxWait:   orDefault(cfg.MaxWait, DefaultMaxWait),
+		basePath:  strings.TrimSuffix(cfg.BasePath, "/"),
 		limit: failureLimit{
 			burst:   float64(orDefault(cfg.FailureBurst, DefaultFailureBurst)),
 			refill:  orDefault(cfg.FailureRefill, DefaultFailureRefill),
@@ -403,20 +423,26 @@ func (h *Handler) recoverPanic(w *jsonWriter, r *http.Request) {
 func runContext(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
-	onPending(h, w, r, "resume", h.resumeRun)
+	onPending(h, w, r, "resume", h.resumeRun, func(ctx context.Context, id string, req ResumeRequest) (durable.Accepted, error) {
+		return h.acceptor.AcceptResume(ctx, resumeInput(id, req))
+	})
 }
 
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	onPending(h, w, r, "cancel", func(ctx context.Context, id string, req CancelRequest) iter.Seq2[machine.Step, error] {
 		return h.runner.Cancel(ctx, id, req.Reason)
+	}, func(ctx context.Context, id string, req CancelRequest) (durable.Accepted, error) {
+		return h.acceptor.AcceptCancel(ctx, id, req.Reason)
 	})
 }
 
 // onPending serves an operation on the pending suspension named in the
 // path: it decodes the body into a Req, checks that the suspension is
-// pending, and answers with the run that start begins, logged as op.
+// pending, and answers with the run that start begins, or — with an
+// Acceptor — with the acceptance of accept; logged as op.
 func onPending[Req any](h *Handler, w http.ResponseWriter, r *http.Request, op string,
-	start func(ctx context.Context, id string, req Req) iter.Seq2[machine.Step, error]) {
+	start func(ctx context.Context, id string, req Req) iter.Seq2[machine.Step, error],
+	accept func(ctx context.Context, id string, req Req) (durable.Accepted, error)) {
 	id := r.PathValue("id")
 	var req Req
 	if !h.decode(w, r, &req) {
@@ -426,8 +452,17 @@ func onPending[Req any](h *Handler, w http.ResponseWriter, r *http.Request, op s
 	if !ok {
 		return
 	}
-	h.finish(w, r, sus.MachineID, start(runContext(r), id, req),
-		slog.String("op", op), slog.String("suspend_id", id))
+	attrs := []slog.Attr{slog.String("op", op), slog.String("suspend_id", id)}
+	if h.acceptor == nil {
+		h.finish(w, r, sus.MachineID, start(runContext(r), id, req), attrs...)
+		return
+	}
+	a, err := accept(runContext(r), id, req)
+	if err != nil {
+		h.fail(w, r, err, append(attrs, slog.String("machine", sus.MachineID))...)
+		return
+	}
+	h.accepted(w, r, a, attrs...)
 }
 
 func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
@@ -445,8 +480,17 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
 		inv.Input = p
 	}
 	ctx := runContext(r)
-	h.finish(w, r, id, c.Invoke(ctx, id, inv),
-		slog.String("op", "invoke"), slog.String("command", name))
+	attrs := []slog.Attr{slog.String("op", "invoke"), slog.String("command", name)}
+	if h.acceptor == nil {
+		h.finish(w, r, id, c.Invoke(ctx, id, inv), attrs...)
+		return
+	}
+	a, err := h.acceptor.AcceptInvoke(ctx, id, inv)
+	if err != nil {
+		h.fail(w, r, err, append(attrs, slog.String("machine", id))...)
+		return
+	}
+	h.accepted(w, r, a, attrs...)
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
@@ -572,6 +616,11 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, machineID strin
 		}
 		steps = append(steps, st)
 	}
+	h.summary(w, r, machineID, steps, attrs...)
+}
+
+// summary answers 200 with the Summary of a run's steps.
+func (h *Handler) summary(w http.ResponseWriter, r *http.Request, machineID string, steps []machine.Step, attrs ...slog.Attr) {
 	sum := summarize(machineID, steps, func(name string, err error) {
 		h.log.LogAttrs(r.Context(), slog.LevelWarn, "resumehttp: command value does not encode",
 			slog.String("command", name), slog.String("error", err.Error()))

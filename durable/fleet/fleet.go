@@ -251,14 +251,6 @@ func (f *Fleet) scheduleDeadlines(ctx context.Context, machineID string, added [
 	return nil
 }
 
-// Accepted is an input durably accepted for a machine.
-type Accepted struct {
-	// MachineID is the machine the input is for.
-	MachineID string
-	// InboxID identifies the input in the machine's inbox.
-	InboxID int64
-}
-
 // Input kinds in the inbox.
 const (
 	inResume  = "resume"
@@ -279,16 +271,18 @@ type entry struct {
 	InstanceID string          `json:"instance_id,omitempty"`
 	Message    []byte          `json:"message,omitempty"`
 	Event      string          `json:"event,omitempty"`
+	FreshTurn  bool            `json:"fresh_turn,omitempty"`
+	Invocation string          `json:"invocation_id,omitempty"`
 }
 
 func (e entry) input(kind string) (machine.Input, error) {
 	switch kind {
 	case inResume:
-		return machine.ResumeInput{SuspendID: e.SuspendID, Payload: e.Payload, IsError: e.IsError}, nil
+		return machine.ResumeInput{SuspendID: e.SuspendID, Payload: e.Payload, IsError: e.IsError, FreshTurn: e.FreshTurn}, nil
 	case inCancel:
 		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason}, nil
 	case inCommand:
-		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID}, nil
+		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID, ID: e.Invocation}, nil
 	case inMessage:
 		return serialize.UnmarshalMessage(e.Message)
 	case inSignal:
@@ -302,27 +296,52 @@ func (e entry) input(kind string) (machine.Input, error) {
 // not pending, or that already has an accepted result, fails with
 // instance.ErrAlreadyResolved; an unknown one with
 // instance.ErrUnknownSuspendID.
-func (f *Fleet) Resume(ctx context.Context, suspendID string, payload any, isError bool) (Accepted, error) {
-	raw, err := instance.EncodePayload(payload)
+func (f *Fleet) Resume(ctx context.Context, suspendID string, payload any, isError bool) (durable.Accepted, error) {
+	return f.AcceptResume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: payload, IsError: isError})
+}
+
+// AcceptResume is Resume with a machine.ResumeInput, which may ask for a
+// fresh turn (FreshTurn). With AcceptCancel, AcceptInvoke and Await, it
+// makes a Fleet the acceptor of a resumehttp.Handler.
+func (f *Fleet) AcceptResume(ctx context.Context, in machine.ResumeInput) (durable.Accepted, error) {
+	raw, err := instance.EncodePayload(in.Payload)
 	if err != nil {
-		return Accepted{}, fmt.Errorf("fleet: resume %s: %w", suspendID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: resume %s: %w", in.SuspendID, err)
 	}
-	return f.acceptResult(ctx, suspendID, inResume, entry{SuspendID: suspendID, Payload: raw, IsError: isError})
+	return f.acceptResult(ctx, in.SuspendID, inResume, entry{SuspendID: in.SuspendID, Payload: raw, IsError: in.IsError, FreshTurn: in.FreshTurn})
 }
 
 // Cancel accepts the cancellation of suspension suspendID, as Resume
 // accepts a result.
-func (f *Fleet) Cancel(ctx context.Context, suspendID, reason string) (Accepted, error) {
+func (f *Fleet) Cancel(ctx context.Context, suspendID, reason string) (durable.Accepted, error) {
 	return f.acceptResult(ctx, suspendID, inCancel, entry{SuspendID: suspendID, Reason: reason})
 }
 
-func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entry) (Accepted, error) {
+// AcceptCancel is Cancel.
+func (f *Fleet) AcceptCancel(ctx context.Context, suspendID, reason string) (durable.Accepted, error) {
+	return f.Cancel(ctx, suspendID, reason)
+}
+
+// AcceptInvoke is Invoke.
+func (f *Fleet) AcceptInvoke(ctx context.Context, machineID string, inv command.Invocation) (durable.Accepted, error) {
+	return f.Invoke(ctx, machineID, inv)
+}
+
+// Await waits for the run that applies the accepted input a to end,
+// whichever process runs it, and returns its steps: durable.Runner.Await
+// on the fleet's runner, which follows the machine's event log. When ctx
+// ends first it returns ctx's error; the run goes on.
+func (f *Fleet) Await(ctx context.Context, a durable.Accepted) ([]machine.Step, error) {
+	return f.runner.Await(ctx, a)
+}
+
+func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entry) (durable.Accepted, error) {
 	sus, err := f.runner.Suspension(ctx, suspendID)
 	if err == nil && sus.Status != store.StatusPending {
 		err = fmt.Errorf("suspension %s is %s: %w", suspendID, sus.Status, instance.ErrAlreadyResolved)
 	}
 	if err != nil {
-		return Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
 	}
 	a, err := f.accept(ctx, sus.MachineID, kind, e)
 	var pgErr *pgconn.PgError
@@ -330,65 +349,69 @@ func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entr
 		err = fmt.Errorf("a result was already accepted: %w", instance.ErrAlreadyResolved)
 	}
 	if err != nil {
-		return Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
 	}
 	return a, nil
 }
 
 // Invoke accepts command inv for machine machineID.
-func (f *Fleet) Invoke(ctx context.Context, machineID string, inv command.Invocation) (Accepted, error) {
+func (f *Fleet) Invoke(ctx context.Context, machineID string, inv command.Invocation) (durable.Accepted, error) {
 	in, err := instance.EncodePayload(inv.Input)
 	if err != nil {
-		return Accepted{}, fmt.Errorf("fleet: invoke %s on %s: %w", inv.Name, machineID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: invoke %s on %s: %w", inv.Name, machineID, err)
 	}
-	return f.acceptFor(ctx, machineID, inCommand, entry{Command: inv.Name, Input: in, InstanceID: inv.InstanceID})
+	return f.acceptFor(ctx, machineID, inCommand, entry{Command: inv.Name, Input: in, InstanceID: inv.InstanceID, Invocation: inv.ID})
 }
 
 // Send accepts user message msg for machine machineID.
-func (f *Fleet) Send(ctx context.Context, machineID string, msg message.Message) (Accepted, error) {
+func (f *Fleet) Send(ctx context.Context, machineID string, msg message.Message) (durable.Accepted, error) {
 	b, err := serialize.MarshalMessage(msg)
 	if err != nil {
-		return Accepted{}, fmt.Errorf("fleet: send to %s: %w", machineID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: send to %s: %w", machineID, err)
 	}
 	return f.acceptFor(ctx, machineID, inMessage, entry{Message: b})
 }
 
 // acceptFor accepts an input for a machine that must exist.
-func (f *Fleet) acceptFor(ctx context.Context, machineID, kind string, e entry) (Accepted, error) {
+func (f *Fleet) acceptFor(ctx context.Context, machineID, kind string, e entry) (durable.Accepted, error) {
 	var exists bool
 	if err := store.CheckID(machineID); err != nil {
-		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
 	}
 	if err := f.cfg.Store.Pool().QueryRow(ctx, f.q.exists, machineID).Scan(&exists); err != nil {
-		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
 	}
 	if !exists {
-		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, store.ErrNotFound)
+		return durable.Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, store.ErrNotFound)
 	}
 	a, err := f.accept(ctx, machineID, kind, e)
 	if err != nil {
-		return Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
+		return durable.Accepted{}, fmt.Errorf("fleet: %s for %s: %w", kind, machineID, err)
 	}
 	return a, nil
 }
 
 // accept commits the inbox entry and the machine's run job in one
 // transaction, under the machine's inbox lock.
-func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (Accepted, error) {
+func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (durable.Accepted, error) {
 	body, err := json.Marshal(e)
 	if err != nil {
-		return Accepted{}, err
+		return durable.Accepted{}, err
 	}
 	var suspendID *string
 	if e.SuspendID != "" {
 		suspendID = &e.SuspendID
 	}
-	a := Accepted{MachineID: machineID}
+	a := durable.Accepted{MachineID: machineID, SuspendID: e.SuspendID, Command: e.Command}
 	err = pgx.BeginFunc(ctx, f.cfg.Store.Pool(), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, f.inboxKey(machineID)); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, f.q.insert, machineID, suspendID, kind, body).Scan(&a.InboxID); err != nil {
+			return err
+		}
+		// The run that applies the input logs after this.
+		if err := tx.QueryRow(ctx, f.q.logSeq, machineID).Scan(&a.LogSeq); err != nil {
 			return err
 		}
 		_, err := f.client.InsertTx(ctx, tx, runArgs{MachineID: machineID}, runOpts())

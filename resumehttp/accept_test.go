@@ -1,0 +1,305 @@
+package resumehttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/durable/fleet"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
+	"github.com/markov-agents/markov/store/sqlite"
+)
+
+// gate holds the model's calls while it is closed: a run can be kept
+// going for as long as a test needs.
+type gate struct {
+	llm.Model
+	mu     sync.Mutex
+	closed chan struct{} // nil: open
+}
+
+func (g *gate) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	g.mu.Lock()
+	ch := g.closed
+	g.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Model.Generate(ctx, req)
+}
+
+// close makes the model's calls wait; the function returned lets them go.
+func (g *gate) close() (open func()) {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	g.closed = ch
+	g.mu.Unlock()
+	return sync.OnceFunc(func() {
+		g.mu.Lock()
+		g.closed = nil
+		g.mu.Unlock()
+		close(ch)
+	})
+}
+
+// acceptDesk is a charter whose tool "ask" suspends and counts the runs
+// of its resume handler, and whose model asks on every user message and
+// then says the result.
+func acceptDesk(t testing.TB, g *gate, handled *atomic.Int64) *machine.Charter {
+	t.Helper()
+	g.Model = scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		last := req.Messages[len(req.Messages)-1]
+		for _, p := range last.Parts {
+			if p.Kind == message.KindToolResult {
+				return scripted.Text("result: " + p.Text), nil
+			}
+		}
+		return scripted.Tool("ask", askIn{What: last.Text()}), nil
+	})
+	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
+		return "", ctx.Suspend("asking about " + in.What)
+	}, node.OnResume(func(ctx *node.ToolContext[counter], _ askIn, r instance.Resolution) (string, error) {
+		handled.Add(1)
+		return instance.Decode[string](r.Payload)
+	}))
+	bump := command.New("bump", "Add to the count.", func(ctx *command.Context[counter], in bumpIn) (string, error) {
+		if err := ctx.Update(func(c *counter) { c.Count += in.By }); err != nil {
+			return "", err
+		}
+		return ctx.IdempotencyKey(), nil
+	})
+	desk, err := node.New("desk", node.Config[counter]{Tools: []node.Tool[counter]{ask}, Commands: []command.Command[counter]{bump}})
+	require.NoError(t, err)
+	c, err := machine.NewCharter(machine.CharterConfig{Model: g, Nodes: []*node.Node{desk}})
+	require.NoError(t, err)
+	return c
+}
+
+// acceptEnv is a server whose handler accepts inputs (Config.Acceptor)
+// on real time.
+type acceptEnv struct {
+	*env
+	acceptor resumehttp.Acceptor
+	gate     *gate
+	handled  *atomic.Int64
+}
+
+// serve starts the handler for runner and acceptor.
+func (a *acceptEnv) serve(t testing.TB, r *durable.Runner, acc resumehttp.Acceptor, tune func(*resumehttp.Config)) {
+	t.Helper()
+	a.env = &env{runner: r, clock: testkit.NewClock(time.Now()), logs: &syncBuffer{}}
+	a.acceptor = acc
+	a.listen(t, resumehttp.Config{Runner: r, Acceptor: acc, Secret: secret, Clock: time.Now}, tune)
+}
+
+// embeddedEnv: SQLite, the runner as its own acceptor.
+func embeddedEnv(t testing.TB, tune func(*resumehttp.Config)) *acceptEnv {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "markov.db")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	a := &acceptEnv{gate: &gate{}, handled: &atomic.Int64{}}
+	r, err := durable.New(durable.Config{Store: st, Charter: acceptDesk(t, a.gate, a.handled)})
+	require.NoError(t, err)
+	a.serve(t, r, r, tune)
+	t.Cleanup(func() { _ = r.Wait(context.Background()) })
+	return a
+}
+
+// fleetEnv: PostgreSQL, a fleet with a worker started in this process.
+func fleetEnv(t testing.TB, tune func(*resumehttp.Config)) *acceptEnv {
+	st, _, _ := pgtest.Open(t)
+	a := &acceptEnv{gate: &gate{}, handled: &atomic.Int64{}}
+	f, err := fleet.New(fleet.Config{Store: st, Charter: acceptDesk(t, a.gate, a.handled), BusySnooze: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, f.Start(context.Background()))
+	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+	a.serve(t, f.Runner(), f, tune)
+	return a
+}
+
+var acceptEnvs = map[string]func(testing.TB, func(*resumehttp.Config)) *acceptEnv{
+	"sqlite": embeddedEnv, "postgres": fleetEnv,
+}
+
+// sign signs req at the real time.
+func sign(t testing.TB, req *http.Request, body string) *http.Request {
+	t.Helper()
+	resumehttp.SignRequest(secret, req, []byte(body), time.Now())
+	return req
+}
+
+func (a *acceptEnv) post(t testing.TB, path, body string, header ...string) response {
+	t.Helper()
+	req := a.request(t, "POST", path, body)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	return do(t, sign(t, req, body))
+}
+
+// awaitRun waits through the acceptor for the run that applies the
+// input a 202 accepted to end: it follows the machine's event log from
+// its start.
+func (a *acceptEnv) awaitRun(t testing.TB, acc durable.Accepted) []machine.Step {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	steps, err := a.acceptor.Await(ctx, acc)
+	require.NoError(t, err)
+	return steps
+}
+
+// A resume answers 202 with the machine's Location once the result is
+// saved; the run goes on and ends; a second result is 409.
+func TestAcceptedResume(t *testing.T) {
+	for name, open := range acceptEnvs {
+		t.Run(name, func(t *testing.T) {
+			a := open(t, nil)
+			mid, sid := a.start(t, "refund")
+			resp := a.post(t, resumePath(sid), `{"payload":"yes"}`)
+			require.Equal(t, http.StatusAccepted, resp.Status, "body: %s", resp.Body)
+			acc := decode[resumehttp.Acceptance](t, resp)
+			require.Equal(t, resumehttp.Acceptance{MachineID: mid, Location: "/machines/" + mid, SuspendID: sid}, acc)
+			require.Equal(t, "/machines/"+mid, resp.Header.Get("Location"))
+			require.Empty(t, resp.Header.Get("Preference-Applied"))
+
+			requireError(t, a.post(t, resumePath(sid), `{"payload":"again"}`), http.StatusConflict, "already_resolved")
+			a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
+			requireHistoryText(t, a.env, mid, "result: yes")
+			require.EqualValues(t, 1, a.handled.Load())
+		})
+	}
+}
+
+// requireHistoryText checks the last message of machine mid.
+func requireHistoryText(t testing.TB, e *env, mid, text string) {
+	t.Helper()
+	m, _, err := e.runner.Load(context.Background(), mid)
+	require.NoError(t, err)
+	h := m.History()
+	require.Equal(t, text, h[len(h)-1].Text())
+}
+
+// Prefer: wait=N answers the run's Summary when it ends in time.
+func TestPreferWaitSummary(t *testing.T) {
+	for name, open := range acceptEnvs {
+		t.Run(name, func(t *testing.T) {
+			a := open(t, nil)
+			mid, sid := a.start(t, "refund")
+			resp := a.post(t, resumePath(sid), `{"payload":"yes"}`, "Prefer", "respond-async, wait=30")
+			sum := requireOK[resumehttp.Summary](t, resp)
+			require.Equal(t, "wait=30", resp.Header.Get("Preference-Applied"))
+			require.Equal(t, resumehttp.Summary{MachineID: mid, Steps: []string{"end_turn"}, Done: true, Pending: []string{}, Text: "result: yes"}, sum)
+			require.EqualValues(t, 1, a.handled.Load())
+		})
+	}
+}
+
+// Prefer: wait=N answers 202 when the run does not end in time; the
+// wait is capped by Config.MaxWait.
+func TestPreferWaitTimesOut(t *testing.T) {
+	for name, open := range acceptEnvs {
+		t.Run(name, func(t *testing.T) {
+			a := open(t, func(c *resumehttp.Config) { c.MaxWait = time.Second })
+			mid, sid := a.start(t, "refund")
+			open := a.gate.close()
+			defer open()
+			resp := a.post(t, resumePath(sid), `{"payload":"yes"}`, "Prefer", "wait=600")
+			require.Equal(t, http.StatusAccepted, resp.Status, "body: %s", resp.Body)
+			require.Equal(t, "wait=1", resp.Header.Get("Preference-Applied"))
+			require.Equal(t, "/machines/"+mid, resp.Header.Get("Location"))
+			open()
+			a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
+			require.EqualValues(t, 1, a.handled.Load())
+		})
+	}
+}
+
+// 50 signed resumes of one suspension at once: one is accepted, the
+// others are 409, and the resume handler ran once.
+func TestConcurrentAcceptedResumes(t *testing.T) {
+	for name, open := range acceptEnvs {
+		for _, wait := range []bool{false, true} {
+			t.Run(name+"/wait="+strconv.FormatBool(wait), func(t *testing.T) {
+				const n = 50
+				a := open(t, func(c *resumehttp.Config) { c.FailureBurst = 2 * n })
+				mid, sid := a.start(t, "race")
+				reqs := make([]*http.Request, n)
+				for i := range reqs {
+					body := `{"payload":"r` + strconv.Itoa(i) + `"}`
+					reqs[i] = a.request(t, "POST", resumePath(sid), body)
+					if wait {
+						reqs[i].Header.Set("Prefer", "wait=30")
+					}
+					sign(t, reqs[i], body)
+				}
+				statuses := make([]int, n)
+				codes := make([]string, n)
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for i, req := range reqs {
+					wg.Go(func() {
+						<-start
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							codes[i] = err.Error()
+							return
+						}
+						defer resp.Body.Close()
+						b, _ := io.ReadAll(resp.Body)
+						statuses[i] = resp.StatusCode
+						var eb resumehttp.ErrorBody
+						_ = json.Unmarshal(b, &eb)
+						codes[i] = eb.Code
+					})
+				}
+				close(start)
+				wg.Wait()
+				won, refused := 0, 0
+				want := http.StatusAccepted
+				if wait {
+					want = http.StatusOK
+				}
+				for i, s := range statuses {
+					switch {
+					case s == want:
+						won++
+					case s == http.StatusConflict:
+						require.Contains(t, []string{"already_resolved", "conflict"}, codes[i])
+						refused++
+					default:
+						t.Fatalf("client %d: status %d (%s)", i, s, codes[i])
+					}
+				}
+				require.Equal(t, 1, won)
+				require.Equal(t, n-1, refused)
+				a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
+				require.EqualValues(t, 1, a.handled.Load())
+				require.Empty(t, a.fingerprint(t, mid).Pending)
+			})
+		}
+	}
+}
