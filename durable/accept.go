@@ -118,7 +118,8 @@ func (r *Runner) accept(ctx context.Context, id string, in machine.Input) (Accep
 		h.Release()
 		return Accepted{}, err
 	}
-	bg := r.bg.start(ctx, func(ctx context.Context, b *background) {
+	a := Accepted{MachineID: id, Revision: s.rev}
+	a.run = r.bg.start(ctx, func(ctx context.Context, b *background) {
 		defer h.Release()
 		defer s.rec.close()
 		s.proceed(ctx, steps, func(st machine.Step, err error) bool {
@@ -130,7 +131,7 @@ func (r *Runner) accept(ctx context.Context, id string, in machine.Input) (Accep
 			return true
 		})
 	})
-	return Accepted{MachineID: id, Revision: s.rev, run: bg}, nil
+	return a, nil
 }
 
 // start runs fn on a goroutine of its own, with a context that keeps
