@@ -68,7 +68,7 @@ func encodeMachine(m *machine.Machine, f stateForm, k byte, write func(*encoder,
 	var b []byte
 	access.MachineView(m, func(root *instance.Instance, history []message.Message) {
 		if k != 0 {
-			b = header(make([]byte, 0, sizeHint(k, history)), k)
+			b = header(make([]byte, 0, sizeHint(k, root, history)), k)
 		}
 		e := newWireEncoder(m.Charter(), f, b)
 		e.machine = machineModel{Root: root, History: history}
@@ -82,25 +82,39 @@ func encodeMachine(m *machine.Machine, f stateForm, k byte, write func(*encoder,
 }
 
 // sizeHint estimates the encoded size of a blob of kind k of a machine
-// with history.
-func sizeHint(k byte, history []message.Message) int {
+// with root and history.
+func sizeHint(k byte, root *instance.Instance, history []message.Message) int {
 	n := 1024
 	if k != kindMachine {
 		return n
 	}
+	for range root.Walk() {
+		n += instanceSize
+	}
 	for i := range history {
 		n += messageSize(&history[i])
 	}
-	return n
+	return n + n/16
 }
 
-// messageSize estimates the encoded size of m, header included, counting
-// the strings that repeat (IDs, names) as references.
+// instanceSize is about what an instance takes encoded: its ID, node,
+// state and, now and then, a suspension.
+const instanceSize = 128
+
+// messageSize estimates the encoded size of m without an envelope: keys,
+// headers and the strings that repeat (roles, IDs, names), written as
+// references, take a few bytes each.
 func messageSize(m *message.Message) int {
-	n := headerSize + 24
+	n := 8
+	if m.Source != (message.Source{}) {
+		n += 16
+	}
 	for j := range m.Parts {
 		p := &m.Parts[j]
-		n += 24 + len(p.Text) + len(p.Data) + len(p.Signature)
+		n += 10 + len(p.Text) + len(p.Data) + len(p.Signature)
+		if p.ID != "" {
+			n += 8
+		}
 	}
 	return n
 }
@@ -138,7 +152,7 @@ func MarshalTree(m *machine.Machine) ([]byte, error) {
 // MarshalMessage encodes one history message, in its own envelope so that
 // an append-only history may span format versions.
 func MarshalMessage(msg message.Message) ([]byte, error) {
-	e := newWireEncoder(nil, msgpackStates{}, header(make([]byte, 0, messageSize(&msg)), kindMessage))
+	e := newWireEncoder(nil, msgpackStates{}, header(make([]byte, 0, headerSize+messageSize(&msg)), kindMessage))
 	e.writeMessage(&msg)
 	b, err := e.release()
 	if err != nil {
