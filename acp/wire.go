@@ -8,6 +8,7 @@ import (
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/markov-agents/markov/internal/errtext"
 )
 
 // The draft RFC's verbs (session/suspend, session/await_resumption, the
@@ -209,13 +210,11 @@ func DecodeSuspendRequest(params json.RawMessage) (SuspendRequest, error) {
 	if r.SessionID == "" {
 		return SuspendRequest{}, fmt.Errorf("%w: sessionId is required", ErrInvalidParams)
 	}
-	switch r.Mode {
-	case "":
-		r.Mode = ModeFinishStep
-	case ModeFinishStep, ModeInterruptImmediate, ModeWaitForCompletion:
-	default:
-		return SuspendRequest{}, fmt.Errorf("%w: mode %q (want finish_step, interrupt_immediate or wait_for_completion)", ErrInvalidParams, clip(r.Mode))
+	mode, err := errtext.OneOf(ErrInvalidParams, "mode", r.Mode, ModeFinishStep, ModeFinishStep, ModeInterruptImmediate, ModeWaitForCompletion)
+	if err != nil {
+		return SuspendRequest{}, err
 	}
+	r.Mode = mode
 	if err := r.ResumeWhen.Check(); err != nil {
 		return SuspendRequest{}, err
 	}
@@ -253,10 +252,8 @@ func (c *ResumeConditions) Check() error {
 	if math.IsNaN(t.DurationMinutes) || t.DurationMinutes <= 0 || t.DurationMinutes > MaxTimeoutMinutes {
 		return fmt.Errorf("%w: timeout.durationMinutes must be more than 0 and at most %d", ErrInvalidParams, MaxTimeoutMinutes)
 	}
-	switch t.OnTimeout {
-	case "", OnTimeoutFail, OnTimeoutResumeWithSummary, OnTimeoutResumeWithInput:
-	default:
-		return fmt.Errorf("%w: timeout.onTimeout %q (want fail, resume_with_input or resume_with_summary)", ErrInvalidParams, clip(t.OnTimeout))
+	if _, err := errtext.OneOf(ErrInvalidParams, "timeout.onTimeout", t.OnTimeout, OnTimeoutFail, OnTimeoutFail, OnTimeoutResumeWithInput, OnTimeoutResumeWithSummary); err != nil {
+		return err
 	}
 	if len(t.Input) > 0 && t.OnTimeout != OnTimeoutResumeWithInput {
 		return fmt.Errorf("%w: timeout.input needs onTimeout resume_with_input", ErrInvalidParams)
@@ -274,15 +271,7 @@ func (c *ResumeConditions) event() (string, error) {
 		return "", fmt.Errorf("%w: trigger must be {\"event\": NAME}", ErrInvalidParams)
 	}
 	if c.OnEvent != "" && c.OnEvent != name {
-		return "", fmt.Errorf("%w: onEvent %q and trigger event %q differ", ErrInvalidParams, clip(c.OnEvent), clip(name))
+		return "", fmt.Errorf("%w: onEvent %q and trigger event %q differ", ErrInvalidParams, errtext.Clip(c.OnEvent, 64), errtext.Clip(name, 64))
 	}
 	return name, nil
-}
-
-// clip shortens s for an error message.
-func clip(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	return s[:64] + "…"
 }

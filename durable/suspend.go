@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
@@ -43,16 +44,7 @@ const (
 // ParseSuspendMode returns the mode named s (empty: FinishStep), or an
 // error wrapping ErrInvalidSuspend.
 func ParseSuspendMode(s string) (SuspendMode, error) {
-	switch m := SuspendMode(s); m {
-	case "":
-		return FinishStep, nil
-	case FinishStep, InterruptImmediate, WaitForCompletion:
-		return m, nil
-	}
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return "", fmt.Errorf("%w: mode %q (want finish_step, interrupt_immediate or wait_for_completion)", ErrInvalidSuspend, s)
+	return errtext.OneOf(ErrInvalidSuspend, "mode", s, FinishStep, FinishStep, InterruptImmediate, WaitForCompletion)
 }
 
 // SuspendOption configures Runner.Suspend.

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/markov-agents/markov/internal/errtext"
 )
 
 // This file is the resume conditions of a suspension besides an explicit
@@ -87,21 +89,7 @@ const (
 // ParseTimeoutKind returns the action named s (one of the TimeoutKind
 // values; empty means TimeoutFail), or an error wrapping ErrInvalidInput.
 func ParseTimeoutKind(s string) (TimeoutKind, error) {
-	switch k := TimeoutKind(s); k {
-	case "":
-		return TimeoutFail, nil
-	case TimeoutFail, TimeoutResumeWithInput, TimeoutResumeWithSummary:
-		return k, nil
-	}
-	return "", fmt.Errorf("%w: on-timeout action %q (want fail, resume_with_input or resume_with_summary)", ErrInvalidInput, truncate(s, 64))
-}
-
-// truncate shortens s to at most n bytes for an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return errtext.OneOf(ErrInvalidInput, "on-timeout action", s, TimeoutFail, TimeoutFail, TimeoutResumeWithInput, TimeoutResumeWithSummary)
 }
 
 // Kind returns the action's name.
@@ -172,7 +160,7 @@ func TimeoutSummary(c *SuspendedCall) string {
 		fmt.Fprintf(&b, " (or the event %q)", c.Event)
 	}
 	if len(c.Input) > 0 && string(c.Input) != "{}" && string(c.Input) != "null" {
-		fmt.Fprintf(&b, ", with input %s", truncate(string(c.Input), 512))
+		fmt.Fprintf(&b, ", with input %s", errtext.Clip(string(c.Input), 512))
 	}
 	b.WriteString(". Go on without that result.")
 	return b.String()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -91,17 +92,9 @@ func ParseCursor(lastEventID, after string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 || v[0] == '+' {
-		return 0, fmt.Errorf("%w: %s %q is not a sequence number", ErrBadCursor, what, truncate(v, 32))
+		return 0, fmt.Errorf("%w: %s %q is not a sequence number", ErrBadCursor, what, errtext.Clip(v, 32))
 	}
 	return n, nil
-}
-
-// truncate shortens s to at most n bytes for an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // canWatch reports whether the runner serves event streams.

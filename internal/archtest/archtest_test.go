@@ -59,6 +59,8 @@ var layers = map[string]rule{
 	"llm":                 {layer: 0, also: []string{"message"}, stdlib: true},
 	"internal/mergepatch": {layer: 0, stdlib: true},
 	"internal/archtest":   {layer: 0, stdlib: true},
+	// errtext words bad-input errors alike (clipped values, one-of names).
+	"internal/errtext": {layer: 0, stdlib: true},
 	// schematype reads a JSON Schema's type (console, acp).
 	"internal/schematype": {layer: 0, stdlib: true},
 	"instance":            {layer: 1},
