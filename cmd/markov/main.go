@@ -15,7 +15,7 @@
 //
 // Usage:
 //
-//	markov [--db FILE] <command> [flags] [args]
+//	markov [--store FILE|URL] [--schema S] <command> [flags] [args]
 //
 //	demo [--db FILE]                  run the approval demo across two processes
 //	pending [--machine ID] [--status pending|resolved|expired|cancelled] [--expired] [-o text|json]
@@ -34,16 +34,25 @@
 //	                                  cancel a suspension
 //	graph [--format mermaid|graphviz] print the charter's node graph
 //	serve [--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]
+//	      [--workers N] [--shutdown-timeout D] [--console]
 //	      [--read-timeout D] [--write-timeout D] [--idle-timeout D]
 //	                                  serve the HMAC-signed HTTP resume endpoint
 //	                                  (timeouts default to resumehttp's: 15s, 5m, 15s)
+//	                                  and run machines in the background: the
+//	                                  sweeper on SQLite, fleet workers on PostgreSQL
+//	worker --store postgres://… [--workers N] [--shutdown-timeout D] [--health HOST:PORT]
+//	                                  run a fleet's workers, with no HTTP API
+//	parked [-n N] [-o text|json]      list the machines a fleet parked, with their errors
 //	acp [--node NAME] [--sweep DURATION] [--watch DURATION]
 //	                                  serve the charter as an ACP agent on stdin/stdout
 //	version [-o text|json]            print the version and the Go version
 //	help [command]                    print help (also -h, --help, <command> -h)
 //
-// --db defaults to markov.db in the current directory (the demo uses a
-// fresh temporary database unless --db is given). -o json prints stable,
+// --store (or --db) defaults to markov.db, a SQLite file in the current
+// directory (the demo uses a fresh temporary database unless --db is
+// given); a postgres:// URL names a fleet's PostgreSQL database (--schema,
+// default markov), where serve and worker run the fleet's workers and stop
+// gracefully on SIGTERM (--shutdown-timeout). -o json prints stable,
 // machine-readable output (documented in package cmd/markov/cli). Help
 // goes to stdout. Exit status: 0 on success (help included), 1 when a
 // command fails, 2 on a bad command line (the usage goes to stderr).

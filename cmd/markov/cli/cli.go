@@ -11,9 +11,9 @@
 // exits 2 (ExitUsage); a failed command exits 1. "version" prints the
 // program's module version ("(devel)" when unknown) and the Go version.
 // The commands that show something (pending, inspect, create, run,
-// invoke, resume, cancel, version) take -o text|json. Text, the default,
-// is for people (steps are written with package steptext) and may change;
-// JSON is stable — fields are added, never renamed or removed:
+// invoke, resume, cancel, parked, version) take -o text|json. Text, the
+// default, is for people (steps are written with package steptext) and
+// may change; JSON is stable — fields are added, never renamed or removed:
 //
 //   - pending: an array of Call;
 //   - inspect MACHINE: the machine in serialize.MarshalJSON's form;
@@ -21,7 +21,17 @@
 //   - create: {"machine_id", "node"};
 //   - run, invoke, resume, cancel: a RunResult (the calls still pending
 //     are Calls);
+//   - parked: an array of {"machine_id", "kind", "job", "parked_at",
+//     "errors"};
 //   - version: a VersionInfo.
+//
+// The database is a SQLite file (--store FILE, the default markov.db) or
+// a PostgreSQL URL (--store postgres://…, --schema), a fleet's database
+// (package durable/fleet): there serve and worker run the fleet's
+// workers, and stop on SIGTERM by letting the runs in progress finish
+// within --shutdown-timeout, then cancelling them (another worker
+// continues them from their last save); parked lists the machines the
+// fleet gave up on.
 //
 // The markov command wires it to the refund demo's charter. A real
 // application builds its own binary with its own charter (the charter

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -195,8 +196,13 @@ var modelCalled = regexp.MustCompile("^" + modelMark + "(.*)$")
 // within --shutdown-timeout and exits 0; the machine is complete.
 func TestWorkerFinishesItsRunOnSIGTERM(t *testing.T) {
 	f, id, db := echoFleet(t)
-	w := startChild(t, 2*time.Second, append([]string{"worker", "--workers", "2", "--shutdown-timeout", "60s"}, db...)...)
+	w := startChild(t, 2*time.Second, append([]string{"worker", "--workers", "2", "--shutdown-timeout", "60s", "--health", "127.0.0.1:0"}, db...)...)
 	w.waitFor(regexp.MustCompile(`^worker for postgres://\S+ \(schema \S+\): running the fleet's machines \(inputs, deadlines\) with 2 workers$`), time.Minute)
+	health := w.waitFor(regexp.MustCompile(`^health probes on http://(\S+)/healthz and /readyz$`), time.Minute)[1]
+	for _, path := range []string{"/healthz", "/readyz"} {
+		require.Equal(t, http.StatusOK, getStatus(t, "http://"+health+path, nil), path)
+	}
+	require.Equal(t, http.StatusNotFound, getStatus(t, "http://"+health+"/suspensions", nil), "no API on a worker")
 	_, err := f.Send(context.Background(), id, machine.UserText("hello"))
 	require.NoError(t, err)
 	require.Equal(t, "hello", w.waitFor(modelCalled, time.Minute)[1])
@@ -243,14 +249,12 @@ func TestWorkerHandsBackItsRunOnSIGTERM(t *testing.T) {
 // own workers, and exits 0 on SIGTERM.
 func TestServeOnPostgresStopsOnSIGTERM(t *testing.T) {
 	f, id, db := echoFleet(t)
-	s := startChild(t, 0, append([]string{"serve", "--addr", "127.0.0.1:0", "--workers", "1"}, db...)...)
+	s := startChild(t, 0, append([]string{"serve", "--addr", "127.0.0.1:0", "--workers", "1", "--console", "--console-identity-header", "X-Test-User"}, db...)...)
 	addr := s.waitFor(regexp.MustCompile(`^serving the machines of postgres://\S+ \(schema \S+\) on http://(\S+) `), time.Minute)[1]
 	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get("http://" + addr + path)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.Equal(t, http.StatusOK, getStatus(t, "http://"+addr+path, nil), path)
 	}
+	require.Equal(t, http.StatusOK, getStatus(t, "http://"+addr+"/ui/fleet", http.Header{"X-Test-User": {"dana"}}), "the console's fleet view")
 	_, err := f.Send(context.Background(), id, machine.UserText("hi"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(replies(t, f, id)) > 0 }, time.Minute, 20*time.Millisecond)
@@ -261,4 +265,16 @@ func TestServeOnPostgresStopsOnSIGTERM(t *testing.T) {
 	require.Contains(t, out, "running the fleet's machines (inputs, deadlines) with 1 workers\n")
 	require.Contains(t, out, "shutting down\n")
 	require.Contains(t, out, "stopped\n")
+}
+
+// getStatus returns the status of a GET of url with header.
+func getStatus(t *testing.T, url string, header http.Header) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	maps.Copy(req.Header, header)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
