@@ -15,39 +15,36 @@ import (
 func suspendPath(machineID string) string { return "/machines/" + machineID + "/suspend" }
 
 func TestCallerSuspendAndSignal(t *testing.T) {
-	for name, mk := range map[string]func(testing.TB) *env{"memstore": memEnv, "sqlite": sqliteEnv} {
-		t.Run(name, func(t *testing.T) {
-			e := mk(t)
-			id, ask := e.start(t, "first")
-			res := requireOK[resumehttp.SuspendResult](t, e.call(t, "POST", suspendPath(id),
-				`{"reason":"review","mode":"interrupt_immediate","resume_when":{"on_event":"ci.passed","timeout":{"duration_minutes":90,"on_timeout":"resume_with_input","input":"late"}}}`))
-			require.NotEmpty(t, res.Handle)
-			require.True(t, res.Applied)
-			require.Equal(t, id, res.MachineID)
-			require.Equal(t, "interrupt_immediate", res.Mode)
-			require.Equal(t, "review", res.Reason)
-			require.Equal(t, e.clock.Now(), res.SuspendedAt)
-			require.Equal(t, &resumehttp.ResumeWhen{OnEvent: "ci.passed",
-				Timeout: &resumehttp.ResumeTimeout{DurationMinutes: 90, OnTimeout: "resume_with_input"}}, res.ResumeWhen)
-			require.Contains(t, res.Summary, `or the event "ci.passed"`)
+	forEachEnv(t, func(t *testing.T, e *env) {
+		id, ask := e.start(t, "first")
+		res := requireOK[resumehttp.SuspendResult](t, e.call(t, "POST", suspendPath(id),
+			`{"reason":"review","mode":"interrupt_immediate","resume_when":{"on_event":"ci.passed","timeout":{"duration_minutes":90,"on_timeout":"resume_with_input","input":"late"}}}`))
+		require.NotEmpty(t, res.Handle)
+		require.True(t, res.Applied)
+		require.Equal(t, id, res.MachineID)
+		require.Equal(t, "interrupt_immediate", res.Mode)
+		require.Equal(t, "review", res.Reason)
+		require.Equal(t, e.clock.Now(), res.SuspendedAt)
+		require.Equal(t, &resumehttp.ResumeWhen{OnEvent: "ci.passed",
+			Timeout: &resumehttp.ResumeTimeout{DurationMinutes: 90, OnTimeout: "resume_with_input"}}, res.ResumeWhen)
+		require.Contains(t, res.Summary, `or the event "ci.passed"`)
 
-			got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+res.Handle, ""))
-			require.Equal(t, "instance", got.Kind)
+		got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+res.Handle, ""))
+		require.Equal(t, "instance", got.Kind)
 
-			sig := requireOK[resumehttp.SignalResult](t, e.call(t, "POST", "/events/ci.passed", `{"payload":"go on"}`))
-			require.Equal(t, resumehttp.SignalResult{Event: "ci.passed", Woken: 1}, sig)
-			sig = requireOK[resumehttp.SignalResult](t, e.call(t, "POST", "/events/ci.passed", `{"payload":"go on","request_id":"2"}`))
-			require.Zero(t, sig.Woken, "woken once")
-			pending, err := e.runner.Pending(t.Context(), store.Filter{MachineID: id})
-			require.NoError(t, err)
-			require.Len(t, pending, 1)
-			require.Equal(t, ask, pending[0].ID, "the tool's own suspension is still pending")
+		sig := requireOK[resumehttp.SignalResult](t, e.call(t, "POST", "/events/ci.passed", `{"payload":"go on"}`))
+		require.Equal(t, resumehttp.SignalResult{Event: "ci.passed", Woken: 1}, sig)
+		sig = requireOK[resumehttp.SignalResult](t, e.call(t, "POST", "/events/ci.passed", `{"payload":"go on","request_id":"2"}`))
+		require.Zero(t, sig.Woken, "woken once")
+		pending, err := e.runner.Pending(t.Context(), store.Filter{MachineID: id})
+		require.NoError(t, err)
+		require.Len(t, pending, 1)
+		require.Equal(t, ask, pending[0].ID, "the tool's own suspension is still pending")
 
-			// An event name may hold slashes.
-			sig = requireOK[resumehttp.SignalResult](t, e.call(t, "POST", "/events/file.changed:src/lib.rs", ""))
-			require.Equal(t, "file.changed:src/lib.rs", sig.Event)
-		})
-	}
+		// An event name may hold slashes.
+		sig = requireOK[resumehttp.SignalResult](t, e.call(t, "POST", "/events/file.changed:src/lib.rs", ""))
+		require.Equal(t, "file.changed:src/lib.rs", sig.Event)
+	})
 }
 
 func TestSuspendEndpointRefusesBadRequests(t *testing.T) {

@@ -101,43 +101,40 @@ func newMem(t testing.TB) *memstore.Store {
 func eventsPath(id string) string { return "/machines/" + id + "/events" }
 
 func TestMachineEventsStreamAndResumeWithLastEventID(t *testing.T) {
-	for name, mk := range map[string]func(testing.TB) *env{"memstore": memEnv, "sqlite": sqliteEnv} {
-		t.Run(name, func(t *testing.T) {
-			e := mk(t)
-			machineID, suspendID := e.start(t, "refund order 42")
-			s := openSSE(t, e.signed(t, http.MethodGet, eventsPath(machineID), ""))
-			first := s.until(t, "step")
-			var kinds []string
-			for i, ev := range first {
-				kinds = append(kinds, ev.Name)
-				require.Equal(t, strconv.Itoa(i+1), ev.ID, "ids are the sequence numbers")
-				var de durable.Event
-				require.NoError(t, json.Unmarshal([]byte(ev.Data), &de))
-				require.Equal(t, ev.Name, string(de.Kind))
-				require.Equal(t, int64(i+1), de.Seq)
-			}
-			require.Contains(t, kinds, "tool_started")
-			require.Contains(t, kinds, "suspended")
+	forEachEnv(t, func(t *testing.T, e *env) {
+		machineID, suspendID := e.start(t, "refund order 42")
+		s := openSSE(t, e.signed(t, http.MethodGet, eventsPath(machineID), ""))
+		first := s.until(t, "step")
+		var kinds []string
+		for i, ev := range first {
+			kinds = append(kinds, ev.Name)
+			require.Equal(t, strconv.Itoa(i+1), ev.ID, "ids are the sequence numbers")
+			var de durable.Event
+			require.NoError(t, json.Unmarshal([]byte(ev.Data), &de))
+			require.Equal(t, ev.Name, string(de.Kind))
+			require.Equal(t, int64(i+1), de.Seq)
+		}
+		require.Contains(t, kinds, "tool_started")
+		require.Contains(t, kinds, "suspended")
 
-			// A resume while the stream is open arrives on it.
-			requireOK[resumehttp.Summary](t, e.call(t, http.MethodPost, resumePath(suspendID), `{"payload":"approved"}`))
-			rest := s.until(t, "step")
-			require.Equal(t, "resumed", rest[0].Name)
+		// A resume while the stream is open arrives on it.
+		requireOK[resumehttp.Summary](t, e.call(t, http.MethodPost, resumePath(suspendID), `{"payload":"approved"}`))
+		rest := s.until(t, "step")
+		require.Equal(t, "resumed", rest[0].Name)
 
-			// Reconnecting with Last-Event-ID gives exactly what followed:
-			// the next sequence numbers up to the last one seen, and the
-			// same text.
-			req := e.signed(t, http.MethodGet, eventsPath(machineID), "")
-			req.Header.Set("Last-Event-ID", first[len(first)-1].ID)
-			again := openSSE(t, req).until(t, "step")
-			for i, ev := range again {
-				require.Equal(t, strconv.Itoa(len(first)+i+1), ev.ID)
-			}
-			require.Equal(t, s.lastID, again[len(again)-1].ID)
-			require.Equal(t, streamedText(t, rest), streamedText(t, again))
-			require.NotEmpty(t, streamedText(t, again))
-		})
-	}
+		// Reconnecting with Last-Event-ID gives exactly what followed:
+		// the next sequence numbers up to the last one seen, and the
+		// same text.
+		req := e.signed(t, http.MethodGet, eventsPath(machineID), "")
+		req.Header.Set("Last-Event-ID", first[len(first)-1].ID)
+		again := openSSE(t, req).until(t, "step")
+		for i, ev := range again {
+			require.Equal(t, strconv.Itoa(len(first)+i+1), ev.ID)
+		}
+		require.Equal(t, s.lastID, again[len(again)-1].ID)
+		require.Equal(t, streamedText(t, rest), streamedText(t, again))
+		require.NotEmpty(t, streamedText(t, again))
+	})
 }
 
 // streamedText is the text the text deltas of evs add up to.

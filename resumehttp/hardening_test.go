@@ -361,23 +361,20 @@ func TestHandlerPanic(t *testing.T) {
 
 // IDs no store can hold are unknown, whatever the store.
 func TestMalformedIDsAreNotFound(t *testing.T) {
-	for name, newEnv := range map[string]func(testing.TB) *env{"memstore": memEnv, "sqlite": sqliteEnv} {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			mid, _ := e.start(t, "x")
-			before := e.fingerprint(t, mid)
-			for _, id := range []string{"%00", "s%00x", "%FF", "%E2%82", strings.Repeat("s", store.MaxIDLen+1)} {
-				requireError(t, e.call(t, "GET", "/suspensions/"+id, ""), http.StatusNotFound, "unknown_suspension")
-				requireError(t, e.call(t, "POST", resumePath(id), `{"payload":"x"}`), http.StatusNotFound, "unknown_suspension")
-				requireError(t, e.call(t, "DELETE", "/suspensions/"+id, ""), http.StatusNotFound, "unknown_suspension")
-				requireError(t, e.call(t, "GET", "/machines/"+id+"/commands", ""), http.StatusNotFound, "unknown_machine")
-				requireError(t, e.call(t, "POST", "/machines/"+id+"/commands/bump", `{"input":{"by":1}}`), http.StatusNotFound, "unknown_machine")
-				list := requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions?machine="+id, ""))
-				require.Empty(t, list.Suspensions)
-			}
-			e.requireUnchanged(t, before, mid)
-		})
-	}
+	forEachEnv(t, func(t *testing.T, e *env) {
+		mid, _ := e.start(t, "x")
+		before := e.fingerprint(t, mid)
+		for _, id := range []string{"%00", "s%00x", "%FF", "%E2%82", strings.Repeat("s", store.MaxIDLen+1)} {
+			requireError(t, e.call(t, "GET", "/suspensions/"+id, ""), http.StatusNotFound, "unknown_suspension")
+			requireError(t, e.call(t, "POST", resumePath(id), `{"payload":"x"}`), http.StatusNotFound, "unknown_suspension")
+			requireError(t, e.call(t, "DELETE", "/suspensions/"+id, ""), http.StatusNotFound, "unknown_suspension")
+			requireError(t, e.call(t, "GET", "/machines/"+id+"/commands", ""), http.StatusNotFound, "unknown_machine")
+			requireError(t, e.call(t, "POST", "/machines/"+id+"/commands/bump", `{"input":{"by":1}}`), http.StatusNotFound, "unknown_machine")
+			list := requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions?machine="+id, ""))
+			require.Empty(t, list.Suspensions)
+		}
+		e.requireUnchanged(t, before, mid)
+	})
 }
 
 // Every answer is JSON, the mux's redirects of unclean paths too.

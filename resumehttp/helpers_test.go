@@ -182,6 +182,14 @@ func sqliteEnv(t testing.TB) *env {
 	return newEnv(t, st)
 }
 
+// forEachEnv runs test as a subtest on an env over each kind of store:
+// memstore and SQLite.
+func forEachEnv(t *testing.T, test func(t *testing.T, e *env)) {
+	for name, newEnv := range map[string]func(testing.TB) *env{"memstore": memEnv, "sqlite": sqliteEnv} {
+		t.Run(name, func(t *testing.T) { test(t, newEnv(t)) })
+	}
+}
+
 // start creates a machine and runs it with text until its tool suspends.
 func (e *env) start(t testing.TB, text string) (machineID, suspendID string) {
 	t.Helper()

@@ -23,39 +23,36 @@ import (
 )
 
 func TestResumeFlow(t *testing.T) {
-	for name, newEnv := range map[string]func(testing.TB) *env{"memstore": memEnv, "sqlite": sqliteEnv} {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			mid, sid := e.start(t, "refund order 42")
+	forEachEnv(t, func(t *testing.T, e *env) {
+		mid, sid := e.start(t, "refund order 42")
 
-			// The suspension is listed and can be looked at.
-			list := requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions", ""))
-			require.Len(t, list.Suspensions, 1)
-			got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+sid, ""))
-			require.Equal(t, list.Suspensions[0], got)
-			require.Equal(t, resumehttp.Suspension{
-				ID: sid, MachineID: mid, Status: string(store.StatusPending), Kind: "tool", Name: "ask",
-				Reason: "asking about refund order 42", CreatedAt: e.clock.Now(),
-			}, got)
+		// The suspension is listed and can be looked at.
+		list := requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions", ""))
+		require.Len(t, list.Suspensions, 1)
+		got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+sid, ""))
+		require.Equal(t, list.Suspensions[0], got)
+		require.Equal(t, resumehttp.Suspension{
+			ID: sid, MachineID: mid, Status: string(store.StatusPending), Kind: "tool", Name: "ask",
+			Reason: "asking about refund order 42", CreatedAt: e.clock.Now(),
+		}, got)
 
-			// A JSON string payload is the tool result text as is.
-			sum := requireOK[resumehttp.Summary](t, e.call(t, "POST", resumePath(sid), `{"payload": "approved"}`))
-			require.Equal(t, resumehttp.Summary{
-				MachineID: mid, Steps: []string{"end_turn"}, Done: true, Pending: []string{}, Text: "result: approved",
-			}, sum)
+		// A JSON string payload is the tool result text as is.
+		sum := requireOK[resumehttp.Summary](t, e.call(t, "POST", resumePath(sid), `{"payload": "approved"}`))
+		require.Equal(t, resumehttp.Summary{
+			MachineID: mid, Steps: []string{"end_turn"}, Done: true, Pending: []string{}, Text: "result: approved",
+		}, sum)
 
-			// The suspension is no longer pending.
-			list = requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions", ""))
-			require.Empty(t, list.Suspensions)
-			p, err := e.runner.Pending(context.Background(), store.Filter{MachineID: mid})
-			require.NoError(t, err)
-			require.Empty(t, p)
-			m, _, err := e.runner.Load(context.Background(), mid)
-			require.NoError(t, err)
-			require.Empty(t, m.Pending())
-			require.Equal(t, "result: approved", m.History()[len(m.History())-1].Text())
-		})
-	}
+		// The suspension is no longer pending.
+		list = requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions", ""))
+		require.Empty(t, list.Suspensions)
+		p, err := e.runner.Pending(context.Background(), store.Filter{MachineID: mid})
+		require.NoError(t, err)
+		require.Empty(t, p)
+		m, _, err := e.runner.Load(context.Background(), mid)
+		require.NoError(t, err)
+		require.Empty(t, m.Pending())
+		require.Equal(t, "result: approved", m.History()[len(m.History())-1].Text())
+	})
 }
 
 func TestResumeObjectPayloadAndError(t *testing.T) {

@@ -16,43 +16,40 @@ import (
 // violation; the stored machine is byte-identical and the suspension
 // still pending, and a good payload then resumes it.
 func TestTypedResumeRejected(t *testing.T) {
-	for name, newEnv := range map[string]func(testing.TB) *env{"memstore": memEnv, "sqlite": sqliteEnv} {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			ctx := context.Background()
-			mid, sid := e.start(t, "typed: refund 42")
-			got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+sid, ""))
-			require.JSONEq(t, `{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"],"additionalProperties":false}`,
-				string(got.PayloadSchema))
-			list := requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions", ""))
-			require.Empty(t, list.Suspensions[0].PayloadSchema, "listings carry the index entries only")
+	forEachEnv(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		mid, sid := e.start(t, "typed: refund 42")
+		got := requireOK[resumehttp.Suspension](t, e.call(t, "GET", "/suspensions/"+sid, ""))
+		require.JSONEq(t, `{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"],"additionalProperties":false}`,
+			string(got.PayloadSchema))
+		list := requireOK[resumehttp.SuspensionList](t, e.call(t, "GET", "/suspensions", ""))
+		require.Empty(t, list.Suspensions[0].PayloadSchema, "listings carry the index entries only")
 
-			snap := func() ([]byte, int64) {
-				m, rev, err := e.runner.Load(ctx, mid)
-				require.NoError(t, err)
-				b, err := serialize.Marshal(m)
-				require.NoError(t, err)
-				return b, rev
-			}
-			data, rev := snap()
-			for body, violation := range map[string]string{
-				`{"payload": {"approved": "yes"}}`: `validating /properties/approved: type: yes has type "string", want "boolean"`,
-				`{"payload": "yes"}`:               `type: yes has type "string", want "object"`,
-				`{}`:                               `no payload`,
-			} {
-				eb := requireError(t, e.call(t, "POST", resumePath(sid), body), http.StatusBadRequest, "payload_decode")
-				require.Contains(t, eb.Error, sid)
-				require.Contains(t, eb.Error, violation)
-				data2, rev2 := snap()
-				require.Equal(t, data, data2, "the stored machine is byte-identical")
-				require.Equal(t, rev, rev2)
-			}
-			sus, err := e.runner.Suspension(ctx, sid)
+		snap := func() ([]byte, int64) {
+			m, rev, err := e.runner.Load(ctx, mid)
 			require.NoError(t, err)
-			require.Equal(t, store.StatusPending, sus.Status)
+			b, err := serialize.Marshal(m)
+			require.NoError(t, err)
+			return b, rev
+		}
+		data, rev := snap()
+		for body, violation := range map[string]string{
+			`{"payload": {"approved": "yes"}}`: `validating /properties/approved: type: yes has type "string", want "boolean"`,
+			`{"payload": "yes"}`:               `type: yes has type "string", want "object"`,
+			`{}`:                               `no payload`,
+		} {
+			eb := requireError(t, e.call(t, "POST", resumePath(sid), body), http.StatusBadRequest, "payload_decode")
+			require.Contains(t, eb.Error, sid)
+			require.Contains(t, eb.Error, violation)
+			data2, rev2 := snap()
+			require.Equal(t, data, data2, "the stored machine is byte-identical")
+			require.Equal(t, rev, rev2)
+		}
+		sus, err := e.runner.Suspension(ctx, sid)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusPending, sus.Status)
 
-			sum := requireOK[resumehttp.Summary](t, e.call(t, "POST", resumePath(sid), `{"payload": {"approved": true}}`))
-			require.Equal(t, `result: {"approved": true}`, sum.Text)
-		})
-	}
+		sum := requireOK[resumehttp.Summary](t, e.call(t, "POST", resumePath(sid), `{"payload": {"approved": true}}`))
+		require.Equal(t, `result: {"approved": true}`, sum.Text)
+	})
 }
