@@ -74,6 +74,19 @@ type freshIndex struct {
 	scoped map[string][]int
 }
 
+// addAll indexes msgs, history from at on. Unless many leaves read
+// history (with one, the index would only cost), it moves from past them
+// instead: a leaf then reads them from history.
+func (x *freshIndex) addAll(msgs []message.Message, at int, many bool) {
+	if !many {
+		x.from = at + len(msgs)
+		return
+	}
+	for i := range msgs {
+		x.add(&msgs[i], at+i)
+	}
+}
+
 // add indexes history[i].
 func (x *freshIndex) add(h *message.Message, i int) {
 	if h.Source.To == "" {

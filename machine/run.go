@@ -306,9 +306,7 @@ func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*
 // caches of instances that left the tree.
 func (m *Machine) commit(t *tx) {
 	m.root = t.root
-	for i := range t.added[t.committed:] {
-		m.fresh.add(&t.added[t.committed+i], len(m.history)+i)
-	}
+	m.fresh.addAll(t.added[t.committed:], len(m.history), len(m.leaves) > 1)
 	m.history = append(m.history, t.added[t.committed:]...)
 	t.committed = len(t.added)
 	t.meter()
