@@ -101,8 +101,18 @@ func benchStores(b *testing.B) map[string]func() store.Store {
 // history returns n messages of a finished conversation.
 var history = testkit.History
 
-// BenchmarkSaveStep measures a durable step: one round and its save (tree
-// snapshot plus the new history messages), with a short and a long
+// echoHistory returns size messages of a finished conversation and an
+// echo call with its result after them: benchModel's next reply calls
+// echo again, so every round of a machine restored from it is a tool
+// round that adds two messages.
+func echoHistory(size int) []message.Message {
+	return append(history(size),
+		message.Message{Role: message.Assistant, Parts: []message.Part{message.ToolUse("t0", "echo", []byte(`{"text":"hi"}`))}},
+		message.Message{Role: message.Tool, Parts: []message.Part{message.ToolResult("t0", "hi", false)}})
+}
+
+// BenchmarkSaveStep measures a durable step: one tool round (echo) and its
+// save (tree snapshot plus the two new history messages), with a short and a long
 // history: the cost must not grow with history length. (The round is
 // timed too: stopping the timer around it would cost more than the round,
 // a stop-the-world memory read each time.)
@@ -116,9 +126,7 @@ func BenchmarkSaveStep(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				h := history(size)
-				h = append(h, message.UserText("work"))
-				m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, h)
+				m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, echoHistory(size))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -128,6 +136,7 @@ func BenchmarkSaveStep(b *testing.B) {
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
+				defer reportCPU(b, cpuTime())
 				for range b.N {
 					for _, err := range m.Run(ctx) {
 						if err != nil {
@@ -145,8 +154,10 @@ func BenchmarkSaveStep(b *testing.B) {
 }
 
 // BenchmarkBareTx is what BenchmarkSaveStep's sqlite runs compare with:
-// one transaction writing the same bytes — a step's tree over the stored
-// one and its two new history messages — to a bare SQLite database with
+// one transaction writing the same bytes — a step's tree and a new
+// revision over the stored ones (a transaction that changes nothing
+// writes nothing, and syncs nothing) and its two new history messages —
+// to a bare SQLite database with
 // the pragmas the store uses (WAL, synchronous=FULL, BEGIN IMMEDIATE),
 // with none of the store's bookkeeping (revision check, history length,
 // suspension index).
@@ -160,12 +171,14 @@ func BenchmarkBareTx(b *testing.B) {
 			seq := 0
 			b.ReportAllocs()
 			b.ResetTimer()
+			defer reportCPU(b, cpuTime())
 			for range b.N {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := tx.ExecContext(ctx, `UPDATE m SET tree = ? WHERE id = 1`, tree); err != nil {
+				seq++
+				if _, err := tx.ExecContext(ctx, `UPDATE m SET rev = ?, tree = ? WHERE id = 1`, seq, tree); err != nil {
 					b.Fatal(err)
 				}
 				for _, data := range msgs {
@@ -186,7 +199,7 @@ func BenchmarkBareTx(b *testing.B) {
 // history of size messages: the tree after one round, and the round's
 // new history messages, encoded.
 func stepBytes(b *testing.B, c *machine.Charter, size int) (tree []byte, msgs [][]byte) {
-	m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, append(history(size), message.UserText("work")))
+	m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, echoHistory(size))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -220,7 +233,7 @@ func bareDB(b *testing.B) *sql.DB {
 	}
 	b.Cleanup(func() { db.Close() })
 	db.SetMaxOpenConns(1)
-	for _, q := range []string{`CREATE TABLE m (id INTEGER PRIMARY KEY, tree BLOB)`, `CREATE TABLE h (seq INTEGER PRIMARY KEY, data BLOB)`, `INSERT INTO m VALUES (1, x'')`} {
+	for _, q := range []string{`CREATE TABLE m (id INTEGER PRIMARY KEY, rev INTEGER, tree BLOB)`, `CREATE TABLE h (seq INTEGER PRIMARY KEY, data BLOB)`, `INSERT INTO m VALUES (1, 0, x'')`} {
 		if _, err := db.Exec(q); err != nil {
 			b.Fatal(err)
 		}
@@ -264,9 +277,7 @@ func BenchmarkResume(b *testing.B) {
 // BenchmarkDurableStep measures a durable step as a caller of Run sees it:
 // a user message to a machine at rest — load, apply the message and save,
 // one agent+tool round (the model's reply, the echo tool), the final
-// answer, and their saves. Each iteration uses a fresh machine. Beside the
-// wall-clock time it reports the process's CPU time (user + system) per
-// step, which other processes competing for the cores disturb less.
+// answer, and their saves. Each iteration uses a fresh machine.
 func BenchmarkDurableStep(b *testing.B) {
 	c := modelCharter(b, stepModel{})
 	ctx := context.Background()
@@ -275,7 +286,7 @@ func BenchmarkDurableStep(b *testing.B) {
 			r, ids := benchMachines(b, c, open(), b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu := cpuTime()
+			defer reportCPU(b, cpuTime())
 			for _, id := range ids {
 				for _, err := range r.Run(ctx, id, machine.UserText("work")) {
 					if err != nil {
@@ -283,7 +294,6 @@ func BenchmarkDurableStep(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -302,6 +312,13 @@ func benchMachines(b *testing.B, c *machine.Charter, st store.Store, n int) (*Ru
 		}
 	}
 	return r, ids
+}
+
+// reportCPU reports the process's CPU time per iteration since start
+// (cpu-ns/op): other processes competing for the cores disturb it less
+// than wall time.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // cpuTime is the CPU time (user + system) the process has used.
