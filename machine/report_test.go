@@ -50,7 +50,7 @@ func TestResumeIsReportedAfterAFailedRound(t *testing.T) {
 				}
 				return scripted.Text("done"), nil
 			})
-			m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+			m := deskMachine(t, model)
 			steps := run(t, m, machine.UserText("go"))
 			held := steps[0].Held[0]
 			resume := machine.ResumeInput{SuspendID: pendingIDs(steps)[0], Payload: "ok"}

@@ -12,6 +12,7 @@ import (
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -53,6 +54,19 @@ func suspendNode(t *testing.T, extra ...node.Tool[counter]) *node.Node {
 
 func doneNode(t *testing.T) *node.Node { return mustNode(t, "done", node.Config[empty]{}) }
 
+// deskMachine is a machine at node desk of a charter with the desk (its
+// ask tools suspend) and done nodes, driven by model.
+func deskMachine(t *testing.T, model llm.Model) *machine.Machine {
+	return newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+}
+
+// parkedDesk runs a desk machine (deskMachine) on "go" and returns it with
+// the suspend IDs its run left pending.
+func parkedDesk(t *testing.T, model llm.Model) (*machine.Machine, []string) {
+	m := deskMachine(t, model)
+	return m, pendingIDs(run(t, m, machine.UserText("go")))
+}
+
 func pendingIDs(steps []machine.Step) []string {
 	last := steps[len(steps)-1]
 	var out []string
@@ -64,7 +78,7 @@ func pendingIDs(steps []machine.Step) []string {
 
 func TestSingleSuspendResume(t *testing.T) {
 	model := scripted.New(scripted.Tool("ask", askIn{"refund"}), scripted.Text("refund approved"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	m := deskMachine(t, model)
 	steps := run(t, m, machine.UserText("refund order 42"))
 	require.Equal(t, []machine.YieldReason{machine.Suspend}, reasons(steps))
 	s := steps[0]
@@ -112,7 +126,7 @@ func TestOneOfThreeSuspends(t *testing.T) {
 	model := scripted.New(scripted.Tools(
 		scripted.Call{Name: "add1"}, scripted.Call{Name: "ask", Input: askIn{"x"}}, scripted.Call{Name: "add10"},
 	), scripted.Text("ok"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	m := deskMachine(t, model)
 	steps := run(t, m, machine.UserText("go"))
 	require.Equal(t, machine.Suspend, steps[0].Reason)
 	// Siblings ran in order and their updates applied at once.
@@ -132,8 +146,7 @@ func TestPartialResumeAndOrder(t *testing.T) {
 	}
 	finalInput := func(order []int) []message.Message {
 		model := script()
-		m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
-		ids := pendingIDs(run(t, m, machine.UserText("go")))
+		m, ids := parkedDesk(t, model)
 		require.Len(t, ids, 2)
 		payloads := []string{"first", "second"}
 		steps := run(t, m, machine.ResumeInput{SuspendID: ids[order[0]], Payload: payloads[order[0]]})
@@ -157,7 +170,7 @@ func TestPartialResumeAndOrder(t *testing.T) {
 
 func TestResumeErrorsChangeNothing(t *testing.T) {
 	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "ask2", Input: askIn{"b"}}), scripted.Text("ok"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	m := deskMachine(t, model)
 
 	// Nothing is suspended yet.
 	_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: "nope"}))
@@ -202,8 +215,7 @@ func TestResumeErrorsChangeNothing(t *testing.T) {
 
 func TestErrorPayload(t *testing.T) {
 	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("sorry"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
-	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	m, ids := parkedDesk(t, model)
 	run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "manager declined", IsError: true})
 	res := lastToolResults(model.Requests()[1].Messages)[0]
 	require.True(t, res.IsError)
@@ -471,8 +483,7 @@ func roles(msgs []message.Message) []message.Role {
 
 func TestHeldTransition(t *testing.T) {
 	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "transition_to_done"}), scripted.Text("finished"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
-	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	m, ids := parkedDesk(t, model)
 	require.Equal(t, "desk", m.Root().Node, "the transition waits for the suspension")
 	steps := run(t, m, machine.ResumeInput{SuspendID: ids[0], Payload: "ok"})
 	require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
@@ -660,8 +671,7 @@ func TestSuspendOptionErrors(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	model := scripted.New(scripted.Tools(scripted.Call{Name: "ask", Input: askIn{"a"}}, scripted.Call{Name: "ask2", Input: askIn{"b"}}), scripted.Text("ok"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
-	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	m, ids := parkedDesk(t, model)
 	before := snap(m)
 	_, err := collect(m.Run(context.Background(), machine.CancelInput{SuspendID: ids[0]}, machine.CancelInput{SuspendID: "nope"}))
 	require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
@@ -678,8 +688,7 @@ func TestCancel(t *testing.T) {
 
 func TestApplyThenRun(t *testing.T) {
 	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("done"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
-	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	m, ids := parkedDesk(t, model)
 	before := snap(m)
 	_, err := m.Apply(context.Background(), machine.ResumeInput{SuspendID: "bad"})
 	require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
@@ -740,7 +749,7 @@ func TestUpdateBeforeSuspendIsKept(t *testing.T) {
 
 func TestCallerSuspendInsideTheLoop(t *testing.T) {
 	model := scripted.New(scripted.Tool("add1", nil), scripted.Tool("add1", nil), scripted.Text("done"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	m := deskMachine(t, model)
 	var got []machine.Step
 	var id string
 	for s, err := range m.Run(context.Background(), machine.UserText("go")) {
@@ -762,8 +771,7 @@ func TestCallerSuspendInsideTheLoop(t *testing.T) {
 
 func TestCancelledContextAppliesNothing(t *testing.T) {
 	model := scripted.New(scripted.Tool("ask", askIn{"a"}), scripted.Text("done"))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
-	ids := pendingIDs(run(t, m, machine.UserText("go")))
+	m, ids := parkedDesk(t, model)
 	before := snap(m)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

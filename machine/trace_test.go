@@ -153,7 +153,7 @@ func TestMetrics(t *testing.T) {
 // configured records nothing and leaves suspensions without a trace.
 func TestNoProviderNoSpans(t *testing.T) {
 	model := scripted.New(scripted.Tool("ask", askIn{"x"}))
-	m := newMachine(t, charter(t, model, suspendNode(t), doneNode(t)), "desk")
+	m := deskMachine(t, model)
 	steps := run(t, m, machine.UserText("go"))
 	require.Empty(t, steps[len(steps)-1].Suspensions[0].TraceParent)
 }
