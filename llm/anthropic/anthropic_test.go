@@ -26,19 +26,13 @@ var messagesAPI = fakeapi.API{
 // newModel returns a hermetic model pointed at srv with retries off.
 func newModel(t *testing.T, srv *fakeapi.Server, edit ...func(*anthropic.Config)) *anthropic.Model {
 	t.Helper()
-	cfg := anthropic.Config{
+	return fakeapi.NewModel(t, anthropic.New, anthropic.Config{
 		APIKey:            "test-key",
 		BaseURL:           srv.URL,
 		MaxRetries:        new(0),
 		IgnoreEnvironment: true,
 		DefaultSettings:   llm.Settings{Model: "claude-sonnet-4-5"},
-	}
-	for _, e := range edit {
-		e(&cfg)
-	}
-	m, err := anthropic.New(cfg)
-	require.NoError(t, err)
-	return m
+	}, edit...)
 }
 
 func TestThinkingReplayedUnchanged(t *testing.T) {

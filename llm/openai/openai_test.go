@@ -25,19 +25,13 @@ var chatAPI = fakeapi.API{
 // newModel returns a hermetic model pointed at srv with retries off.
 func newModel(t *testing.T, srv *fakeapi.Server, edit ...func(*openai.Config)) *openai.Model {
 	t.Helper()
-	cfg := openai.Config{
+	return fakeapi.NewModel(t, openai.New, openai.Config{
 		APIKey:            "test-key",
 		BaseURL:           srv.URL,
 		MaxRetries:        new(0),
 		IgnoreEnvironment: true,
 		DefaultSettings:   llm.Settings{Model: "gpt-4.1"},
-	}
-	for _, e := range edit {
-		e(&cfg)
-	}
-	m, err := openai.New(cfg)
-	require.NoError(t, err)
-	return m
+	}, edit...)
 }
 
 func TestToolArguments(t *testing.T) {

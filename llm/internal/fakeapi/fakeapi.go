@@ -183,6 +183,20 @@ func (s *Server) LastBody(t *testing.T) map[string]any {
 	return m
 }
 
+// NewModel applies edits to cfg and builds an adapter's model from it
+// with newModel, failing t on error: an adapter test's newModel.
+func NewModel[C, M any](t testing.TB, newModel func(C) (M, error), cfg C, edits ...func(*C)) M {
+	t.Helper()
+	for _, e := range edits {
+		e(&cfg)
+	}
+	m, err := newModel(cfg)
+	if err != nil {
+		t.Fatalf("fakeapi: new model: %v", err)
+	}
+	return m
+}
+
 // dir returns the fixture directory.
 func (a API) dir() string {
 	if a.Dir == "" {
