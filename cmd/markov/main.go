@@ -34,10 +34,12 @@
 //	                                  cancel a suspension
 //	graph [--format mermaid|graphviz] print the charter's node graph
 //	serve [--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]
-//	      [--workers N] [--shutdown-timeout D] [--console]
+//	      [--workers N] [--shutdown-timeout D] [--max-wait D] [--console]
 //	      [--read-timeout D] [--write-timeout D] [--idle-timeout D]
 //	                                  serve the HMAC-signed HTTP resume endpoint
-//	                                  (timeouts default to resumehttp's: 15s, 5m, 15s)
+//	                                  (202 Accepted, or the run's summary within
+//	                                  Prefer: wait=N up to --max-wait; timeouts
+//	                                  default to resumehttp's: 15s, 5m, 15s)
 //	                                  and run machines in the background: the
 //	                                  sweeper on SQLite, fleet workers on PostgreSQL
 //	worker --store postgres://… [--workers N] [--shutdown-timeout D] [--health HOST:PORT]

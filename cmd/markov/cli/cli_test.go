@@ -423,6 +423,7 @@ func TestServeNeedsASecret(t *testing.T) {
 func TestServe(t *testing.T) {
 	charter := refundCharter(t)
 	db, machineID, suspendID := parked(t, charter)
+	otherMachineID, otherSuspendID := park(t, charter, db)
 	secret := []byte("0123456789abcdef-0123456789abcdef-test-secret")
 
 	var out, errb syncBuffer
@@ -461,14 +462,20 @@ func TestServe(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
-	// A signed one resumes the machine.
+	// A signed one is accepted: 202, and where to follow the machine,
+	// whose run goes on.
 	body := []byte(`{"payload":{"approved":true,"manager":"dana"}}`)
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/suspensions/"+suspendID+"/resume", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resumehttp.SignRequest(secret, req, body, time.Now())
-	resp, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	resp = signedResume(t, secret, addr.String(), otherSuspendID, body, "")
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	var acc resumehttp.Acceptance
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&acc))
+	resp.Body.Close()
+	require.Equal(t, otherMachineID, acc.MachineID)
+	require.Equal(t, "/machines/"+otherMachineID, acc.Location)
+	require.Equal(t, acc.Location, resp.Header.Get("Location"))
+
+	// A client that waits gets the run's summary.
+	resp = signedResume(t, secret, addr.String(), suspendID, body, "wait=30")
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var sum resumehttp.Summary
@@ -483,7 +490,7 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
-	req, err = http.NewRequest(http.MethodGet, "http://"+addr.String()+"/suspensions", nil)
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr.String()+"/suspensions", nil)
 	require.NoError(t, err)
 	resumehttp.SignRequest(secret, req, nil, time.Now())
 	require.NoError(t, req.Write(conn))
@@ -510,6 +517,24 @@ func TestServe(t *testing.T) {
 	require.Contains(t, stdout, "sweeping expired suspensions every 10ms\n")
 	require.True(t, strings.HasSuffix(stdout, "shutting down\nstopped\n"), stdout)
 	require.Contains(t, errb.String(), "level=", "serve logs to stderr")
+	res := run(t, charter, "pending", "--db", db)
+	require.Equal(t, "no pending suspensions in "+db+"\n", res.stdout, "the accepted resume was applied")
+}
+
+// signedResume posts a signed resume of suspendID with body to the server
+// at addr, with a Prefer header unless prefer is empty.
+func signedResume(t *testing.T, secret []byte, addr, suspendID string, body []byte, prefer string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/suspensions/"+suspendID+"/resume", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if prefer != "" {
+		req.Header.Set("Prefer", prefer)
+	}
+	resumehttp.SignRequest(secret, req, body, time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	return resp
 }
 
 // waitCharter is a charter whose "wait" tool suspends with a timeout (none

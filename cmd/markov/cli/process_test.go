@@ -6,6 +6,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -21,11 +22,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/durable/fleet"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
 )
 
@@ -37,18 +41,30 @@ const (
 	// modelMark is what the child's model writes on stderr when a call
 	// starts, before its latency.
 	modelMark = "model call started: "
+	// childSecret is the children's $MARKOV_SECRET.
+	childSecret = "0123456789abcdef-0123456789abcdef-test"
 )
 
 // echoCharter is a charter of one "echo" node whose model answers the last
 // user message with "echo: " and its text after latency, having written
-// modelMark and the text to mark.
+// modelMark and the text to mark; to the message "wait" it calls the tool
+// "wait", which suspends, and answers its result with "resumed".
 func echoCharter(latency time.Duration, mark io.Writer) (*machine.Charter, error) {
 	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		text := req.Messages[len(req.Messages)-1].Text()
-		fmt.Fprintf(mark, "%s%s\n", modelMark, text)
-		return scripted.Reply{Text: "echo: " + text, Latency: latency}, nil
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == message.Tool:
+			return scripted.Text("resumed"), nil
+		case last.Text() == "wait":
+			return scripted.Tool("wait", struct{}{}), nil
+		}
+		fmt.Fprintf(mark, "%s%s\n", modelMark, last.Text())
+		return scripted.Reply{Text: "echo: " + last.Text(), Latency: latency}, nil
 	})
-	n, err := node.New("echo", node.Config[struct{}]{})
+	wait := node.NewTool("wait", "Wait for a person.", func(ctx *node.ToolContext[struct{}], _ struct{}) (string, error) {
+		return "", ctx.Suspend("waiting for a person")
+	})
+	n, err := node.New("echo", node.Config[struct{}]{Tools: []node.Tool[struct{}]{wait}})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +107,7 @@ func startChild(t *testing.T, latency time.Duration, args ...string) *child {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1", latencyEnv+"="+latency.String(), "MARKOV_SECRET=0123456789abcdef-0123456789abcdef-test")
+	cmd.Env = append(os.Environ(), childEnv+"=1", latencyEnv+"="+latency.String(), "MARKOV_SECRET="+childSecret)
 	cmd.WaitDelay = 5 * time.Second
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
@@ -259,6 +275,33 @@ func TestServeOnPostgresStopsOnSIGTERM(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(replies(t, f, id)) > 0 }, time.Minute, 20*time.Millisecond)
 	require.Equal(t, []string{"echo: hi"}, replies(t, f, id))
+
+	// Resumes over HTTP are accepted through the fleet: 202 at once, or
+	// the run's summary for a client that waits.
+	ctx := context.Background()
+	var suspendIDs []string
+	for range 2 {
+		mid, err := f.Runner().Create(ctx, "", "echo", nil)
+		require.NoError(t, err)
+		steps, err := testkit.Collect(f.Runner().Run(ctx, mid, machine.UserText("wait")))
+		require.NoError(t, err)
+		suspendIDs = append(suspendIDs, steps[len(steps)-1].Suspensions[0].SuspendID)
+	}
+	body := []byte(`{"payload":"ok"}`)
+	resp := signedResume(t, []byte(childSecret), addr, suspendIDs[0], body, "")
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	resp = signedResume(t, []byte(childSecret), addr, suspendIDs[1], body, "wait=50")
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var sum resumehttp.Summary
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sum))
+	require.True(t, sum.Done)
+	require.Equal(t, "resumed", sum.Text)
+	require.Eventually(t, func() bool {
+		list, err := f.Runner().Pending(ctx, store.Filter{})
+		return err == nil && len(list) == 0
+	}, time.Minute, 20*time.Millisecond, "the accepted resume is applied")
 
 	s.terminate(time.Minute)
 	out := s.out.String()

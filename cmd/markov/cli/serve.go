@@ -24,6 +24,7 @@ type serveConfig struct {
 	secretEnv string
 	secret    []byte
 	sweep     time.Duration
+	maxWait   time.Duration
 	work      workFlags
 	ui        consoleFlags
 	server    resumehttp.ServerConfig
@@ -33,10 +34,13 @@ type serveConfig struct {
 // ctx is done (the markov command cancels it on SIGINT and SIGTERM), with
 // what runs machines in the background: on SQLite a sweeper that resolves
 // expired suspensions, on PostgreSQL the fleet's workers (--workers, 0:
-// none in this process). Then it stops accepting requests and jobs, waits
-// for the requests in flight and the runs in progress within
-// --shutdown-timeout (runs still going are cancelled and continue
-// elsewhere from their last save) and returns nil.
+// none in this process). Resumes, cancellations and commands are answered
+// 202 Accepted once their input is durable (resumehttp.Config.Acceptor:
+// the runner on SQLite, the fleet on PostgreSQL), or with the run's
+// summary when the client waits (Prefer: wait=N, up to --max-wait). Then
+// it stops accepting requests and jobs, waits for the requests in flight
+// and the runs in progress within --shutdown-timeout (runs still going
+// are cancelled and continue from their last save) and returns nil.
 func Serve(ctx context.Context, c *CLI, args []string) error {
 	cfg, err := c.parseServe(args)
 	if err != nil {
@@ -77,7 +81,21 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	if c.onListen != nil {
 		c.onListen(ln.Addr())
 	}
-	return c.runUntilDone(ctx, cfg.work.shutdown, srv, ln, stopWork)
+	return c.runUntilDone(ctx, cfg.work.shutdown, db, srv, ln, stopWork)
+}
+
+// waitAccepted waits for the runs the runner continues in the background
+// after accepting their input (on SQLite; a fleet's are its jobs'); when
+// ctx ends first they are cancelled, each machine left at its last save
+// with the input applied, and its next run continues it. That is a normal
+// shutdown: no error.
+func (c *CLI) waitAccepted(ctx context.Context, db *DB) error {
+	err := db.Runner.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		c.logger().LogAttrs(ctx, slog.LevelWarn, "shutdown timeout: the runs of accepted inputs were cancelled; each machine continues from its last save on its next run")
+		return nil
+	}
+	return err
 }
 
 // parseServe parses and checks serve's flags and reads its secret.
@@ -87,10 +105,11 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "the `address` to listen on")
 	fs.StringVar(&cfg.secretEnv, "secret-env", "MARKOV_SECRET", "the environment `variable` holding the HMAC secret shared with the callers")
 	fs.DurationVar(&cfg.sweep, "sweep", 30*time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
+	fs.DurationVar(&cfg.maxWait, "max-wait", resumehttp.DefaultMaxWait, "the longest a resume, cancel or command waits for its run when the client asks to (Prefer: wait=N) before answering 202 Accepted (negative: never wait); under --write-timeout")
 	cfg.work.register(fs)
 	cfg.ui.register(fs)
 	fs.DurationVar(&cfg.server.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
-	fs.DurationVar(&cfg.server.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written, the run it starts included")
+	fs.DurationVar(&cfg.server.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written (a wait for its run included: --max-wait)")
 	fs.DurationVar(&cfg.server.IdleTimeout, "idle-timeout", resumehttp.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	pos, err := c.Parse(fs, "serve", args)
 	if err != nil {
@@ -108,6 +127,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	if cfg.server.ReadTimeout <= 0 || cfg.server.WriteTimeout <= 0 || cfg.server.IdleTimeout <= 0 {
 		return nil, Usagef("serve", "--read-timeout, --write-timeout and --idle-timeout must be positive")
 	}
+	if cfg.maxWait >= cfg.server.WriteTimeout {
+		return nil, Usagef("serve", "--max-wait %s must be under --write-timeout %s (the answer must be written in time)", cfg.maxWait, cfg.server.WriteTimeout)
+	}
 	secret := c.getenv(cfg.secretEnv)
 	if secret == "" {
 		return nil, fmt.Errorf("$%s is not set: set it to the HMAC secret the callers sign with (at least %d bytes; for example: openssl rand -hex 32)", cfg.secretEnv, resumehttp.MinSecretLen)
@@ -122,7 +144,11 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 // serveHandler assembles serve's handler: the unauthenticated probes, the
 // signed resumehttp endpoints and, when asked for, the console.
 func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
-	api, err := resumehttp.New(resumehttp.Config{Runner: db.Runner, Secret: cfg.secret, Logger: c.Logger})
+	rc := resumehttp.Config{Runner: db.Runner, Secret: cfg.secret, Acceptor: db.Runner, MaxWait: cfg.maxWait, Logger: c.Logger}
+	if db.Fleet != nil {
+		rc.Acceptor = db.Fleet // the input is committed with its job, for any worker
+	}
+	api, err := resumehttp.New(rc)
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +160,10 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
 }
 
 // runUntilDone serves srv on ln (none if srv is nil) until ctx is done or
-// the listener fails; then it shuts srv down and stops the background
-// work (stopWork) together, within the shutdown timeout.
-func (c *CLI) runUntilDone(ctx context.Context, shutdown time.Duration, srv *http.Server, ln net.Listener, stopWork func(context.Context) error) error {
+// the listener fails; then, within the shutdown timeout, it stops the
+// background work (stopWork) and, together, shuts srv down and waits for
+// the runs of the inputs its requests accepted.
+func (c *CLI) runUntilDone(ctx context.Context, shutdown time.Duration, db *DB, srv *http.Server, ln net.Listener, stopWork func(context.Context) error) error {
 	var served chan error // nil without a server: never ready
 	if srv != nil {
 		served = make(chan error, 1)
@@ -146,7 +173,7 @@ func (c *CLI) runUntilDone(ctx context.Context, shutdown time.Duration, srv *htt
 	case err := <-served: // the listener failed
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown)
 		defer cancel()
-		return errors.Join(err, stopWork(stopCtx))
+		return errors.Join(err, stopWork(stopCtx), c.waitAccepted(stopCtx, db))
 	case <-ctx.Done():
 	}
 	w := c.Out()
@@ -162,6 +189,7 @@ func (c *CLI) runUntilDone(ctx context.Context, shutdown time.Duration, srv *htt
 		if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
 			err = serveErr
 		}
+		err = errors.Join(err, c.waitAccepted(shutCtx, db))
 	}
 	wg.Wait()
 	if err = errors.Join(err, workErr); err != nil {

@@ -21,8 +21,9 @@ import (
 )
 
 // A bad store choice is a usage error that shows no password; an
-// unreachable database fails the command with a readable error.
-func TestStoreFlags(t *testing.T) {
+// unreachable database fails the command with a readable error; so do the
+// fleet's flags.
+func TestFleetCommandLine(t *testing.T) {
 	charter := refundCharter(t)
 	db := filepath.Join(t.TempDir(), "test.db")
 	for _, tt := range []struct {
@@ -40,6 +41,7 @@ func TestStoreFlags(t *testing.T) {
 		{"worker without workers", []string{"worker", "--workers", "0"}, ExitUsage, "markov worker: --workers must be at least 1"},
 		{"serve negative workers", []string{"serve", "--workers", "-1"}, ExitUsage, "markov serve: --workers must be at least 0"},
 		{"worker bad timeout", []string{"worker", "--shutdown-timeout", "0s"}, ExitUsage, "--shutdown-timeout must be positive"},
+		{"max-wait over write-timeout", []string{"serve", "--write-timeout", "10s"}, ExitUsage, "markov serve: --max-wait 1m0s must be under --write-timeout 10s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res := run(t, charter, tt.args...)

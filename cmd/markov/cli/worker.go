@@ -149,7 +149,7 @@ func Worker(ctx context.Context, c *CLI, args []string) error {
 			c.onListen(ln.Addr())
 		}
 	}
-	return c.runUntilDone(ctx, work.shutdown, srv, ln, stopWork)
+	return c.runUntilDone(ctx, work.shutdown, db, srv, ln, stopWork)
 }
 
 // parkedEntry is the JSON output of parked, one parked machine.
