@@ -85,14 +85,22 @@ func weatherCharter(t *testing.T, model llm.Model, opts ...node.ToolOption) *mac
 	return charter(t, model, assistant)
 }
 
+// weatherRound asks a weather machine (weatherCharter) driven by model
+// about Paris and returns the run's events, as lines and as they came.
+func weatherRound(t *testing.T, model llm.Model) ([]string, []machine.Event) {
+	t.Helper()
+	m := newMachine(t, weatherCharter(t, model), "assistant")
+	lines, all, err := events(m.Events(context.Background(), machine.UserText("Weather in Paris?")))
+	require.NoError(t, err)
+	return lines, all
+}
+
 func TestEventsToolRound(t *testing.T) {
 	model := scripted.New(
 		lookInParis,
 		scripted.Text("Sunny, 21°C."),
 	).Configure(scripted.Config{ChunkSize: 5})
-	m := newMachine(t, weatherCharter(t, model), "assistant")
-	lines, all, err := events(m.Events(context.Background(), machine.UserText("Weather in Paris?")))
-	require.NoError(t, err)
+	lines, all := weatherRound(t, model)
 	require.Equal(t, []string{
 		`text_delta id1/assistant [0] "Let m"`,
 		`text_delta id1/assistant [0] "e loo"`,
@@ -235,9 +243,7 @@ func TestEventsFallbackOneDeltaPerBlock(t *testing.T) {
 		lookInParis,
 		scripted.Text("Sunny, 21°C."),
 	)}
-	m := newMachine(t, weatherCharter(t, model), "assistant")
-	lines, _, err := events(m.Events(context.Background(), machine.UserText("Weather in Paris?")))
-	require.NoError(t, err)
+	lines, _ := weatherRound(t, model)
 	require.Equal(t, []string{
 		`text_delta id1/assistant [0] "Let me look."`,
 		`tool_started id1 toolu_1 weather {"city":"Paris"}`,
