@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
@@ -105,9 +107,11 @@ func BenchmarkRestoreRound(b *testing.B) {
 			c := roundCharter()
 			h := roomy(history(size))
 			b.ReportAllocs()
+			start := cpu()
 			for b.Loop() {
 				oneRound(b, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
 			}
+			reportCPU(b, cpu()-start)
 		})
 	}
 }
@@ -159,14 +163,34 @@ func loop(b *testing.B, every int, fresh func() *machine.Machine, body func(*mac
 	m := fresh()
 	b.ReportAllocs()
 	b.ResetTimer()
+	var used time.Duration // CPU time while the timer runs
+	start := cpu()
 	for i := range b.N {
 		if i%every == every-1 {
 			b.StopTimer()
+			used += cpu() - start
 			m = fresh()
+			start = cpu()
 			b.StartTimer()
 		}
 		body(m)
 	}
+	reportCPU(b, used+cpu()-start)
+}
+
+// reportCPU reports used, the CPU time of b's iterations, per iteration
+// (cpu-ns/op): it counts the process's every thread (the garbage
+// collector's too) and, unlike ns/op, not the time other processes hold
+// the cores, which on a loaded machine is most of it.
+func reportCPU(b *testing.B, used time.Duration) {
+	b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/op")
+}
+
+// cpu returns the CPU time, user and system, the process has used.
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkWorkers(b *testing.B) {
@@ -243,12 +267,14 @@ func BenchmarkSuspendCycle(b *testing.B) {
 	c := askCharter()
 	h := roomy(history(1000))
 	b.ReportAllocs()
+	start := cpu()
 	for b.Loop() {
 		m := must(machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: state{}, Idle: true}, h))
 		id := suspended(b, m)
 		data := must(serialize.Marshal(m))
 		resumed(b, must(serialize.Unmarshal(c, data)), id)
 	}
+	reportCPU(b, cpu()-start)
 }
 
 func BenchmarkSuspendResume(b *testing.B) {
