@@ -122,10 +122,7 @@ func TestBrowserLiveInbox(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		signInAs(s, "ada"),
 		chromedp.WaitVisible(css(`body[data-following="1"]`)),
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Evaluate[any](`window.notReloaded = "yes"`)(ctx, tg)
-			return err
-		}),
+		markPage,
 	))
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -134,6 +131,19 @@ func TestBrowserLiveInbox(t *testing.T) {
 	require.NoError(t, err, "child: %s", out)
 
 	require.Equal(t, "refund 7700 for order 77", text(t, ctx, `tr[data-suspension] a.decide`))
+	requireNotReloaded(t, ctx)
+}
+
+// markPage marks the page, so that requireNotReloaded can tell it was
+// updated in place.
+var markPage = chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	_, err := chromedp.Evaluate[any](`window.notReloaded = "yes"`)(ctx, tg)
+	return err
+})
+
+// requireNotReloaded checks that the page markPage marked is still there.
+func requireNotReloaded(t *testing.T, ctx context.Context) {
+	t.Helper()
 	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.notReloaded`))
 	require.NoError(t, err)
 	require.Equal(t, "yes", marker, "the page was reloaded")
@@ -152,10 +162,7 @@ func TestBrowserMachineLive(t *testing.T) {
 		chromedp.Navigate(s.srv.URL+"/ui/machines/m-live"),
 		chromedp.WaitVisible(css(`body[data-following="1"]`)),
 		chromedp.WaitVisible(css(`#timeline li.ev.suspended`)), // the log so far
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Evaluate[any](`window.notReloaded = "yes"`)(ctx, tg)
-			return err
-		}),
+		markPage,
 	))
 
 	other := openRunner(t, s.path)
@@ -166,9 +173,7 @@ func TestBrowserMachineLive(t *testing.T) {
 	require.Contains(t, text(t, ctx, `#timeline li.ev.text_delta`), "Refund approved")
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`#timeline li.ev.step`))))
 	require.Contains(t, text(t, ctx, `#answer`), "Refund approved")
-	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.notReloaded`))
-	require.NoError(t, err)
-	require.Equal(t, "yes", marker, "the page was reloaded")
+	requireNotReloaded(t, ctx)
 }
 
 // TestBrowserApprove approves through the generated form: the machine
