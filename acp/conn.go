@@ -195,33 +195,9 @@ func (c *conn) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigOp
 func (c *conn) HandleExtensionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case MethodSuspend:
-		req, err := DecodeSuspendRequest(params)
-		if err != nil {
-			return nil, reqErr(err)
-		}
-		s, err := c.open(ctx, req.SessionID)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := c.suspend(ctx, s, req)
-		if err != nil {
-			return nil, reqErr(err)
-		}
-		return resp, nil
+		return extension(ctx, c, params, DecodeSuspendRequest, func(r SuspendRequest) string { return r.SessionID }, c.suspend)
 	case MethodResume:
-		req, err := DecodeResumeRequest(params)
-		if err != nil {
-			return nil, reqErr(err)
-		}
-		s, err := c.open(ctx, req.SessionID)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := c.resume(ctx, s, req)
-		if err != nil {
-			return nil, reqErr(err)
-		}
-		return resp, nil
+		return extension(ctx, c, params, DecodeResumeRequest, func(r ResumeRequest) string { return r.SessionID }, c.resume)
 	}
 	return nil, acpsdk.NewMethodNotFound(method)
 }
@@ -243,6 +219,26 @@ func (c *conn) attach(id string) *session {
 		c.sessions[id] = s
 	}
 	return s
+}
+
+// extension serves an extension method: it decodes params with decode,
+// opens the session the request names (sessionID) and runs do on it.
+// Params that do not decode and requests do refuses are request errors.
+func extension[R, T any](ctx context.Context, c *conn, params json.RawMessage, decode func(json.RawMessage) (R, error),
+	sessionID func(R) string, do func(context.Context, *session, R) (T, error)) (any, error) {
+	req, err := decode(params)
+	if err != nil {
+		return nil, reqErr(err)
+	}
+	s, err := c.open(ctx, sessionID(req))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := do(ctx, s, req)
+	if err != nil {
+		return nil, reqErr(err)
+	}
+	return resp, nil
 }
 
 // open attaches the stored session id; an unknown one is a "resource not

@@ -76,12 +76,7 @@ func HistogramSums[N int64 | float64](rm metricdata.ResourceMetrics, name string
 	if !ok {
 		return nil
 	}
-	out := map[string]N{}
-	for _, p := range h.DataPoints {
-		v, _ := p.Attributes.Value(key)
-		out[v.Emit()] += p.Sum
-	}
-	return out
+	return byValue(h.DataPoints, key, func(p metricdata.HistogramDataPoint[N]) (attribute.Set, N) { return p.Attributes, p.Sum })
 }
 
 // HistogramCounts returns the counts of the float histogram name by the
@@ -91,12 +86,7 @@ func HistogramCounts(rm metricdata.ResourceMetrics, name string, key attribute.K
 	if !ok {
 		return nil
 	}
-	out := map[string]uint64{}
-	for _, p := range h.DataPoints {
-		v, _ := p.Attributes.Value(key)
-		out[v.Emit()] += p.Count
-	}
-	return out
+	return byValue(h.DataPoints, key, func(p metricdata.HistogramDataPoint[float64]) (attribute.Set, uint64) { return p.Attributes, p.Count })
 }
 
 // Sums returns the values of the int sum (a counter) name by the value of
@@ -106,10 +96,17 @@ func Sums(rm metricdata.ResourceMetrics, name string, key attribute.Key) map[str
 	if !ok {
 		return nil
 	}
-	out := map[string]int64{}
-	for _, p := range s.DataPoints {
-		v, _ := p.Attributes.Value(key)
-		out[v.Emit()] += p.Value
+	return byValue(s.DataPoints, key, func(p metricdata.DataPoint[int64]) (attribute.Set, int64) { return p.Attributes, p.Value })
+}
+
+// byValue adds up the values of points by the value of their attribute
+// key; of gives a point's attributes and value.
+func byValue[P any, V int64 | uint64 | float64](points []P, key attribute.Key, of func(P) (attribute.Set, V)) map[string]V {
+	out := map[string]V{}
+	for _, p := range points {
+		attrs, v := of(p)
+		k, _ := attrs.Value(key)
+		out[k.Emit()] += v
 	}
 	return out
 }
