@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -148,4 +150,21 @@ func TestParkedOnPostgres(t *testing.T) {
 	require.NotEmpty(t, got[0]["parked_at"])
 	require.Len(t, got[0]["errors"], 1)
 	require.Contains(t, got[0]["errors"].([]any)[0], "the model is down")
+}
+
+// On SQLite the console has no fleet: its fleet view says so (404), and
+// does not fail on a nil fleet.
+func TestServeConsoleWithoutFleet(t *testing.T) {
+	c := &CLI{Charter: refundCharter(t)}
+	c.SetDB(filepath.Join(t.TempDir(), "test.db"))
+	db, err := c.Open(context.Background(), false)
+	require.NoError(t, err)
+	defer db.Close()
+	require.Nil(t, db.Fleet)
+	h, err := c.serveHandler(&serveConfig{secret: []byte(childSecret), ui: consoleFlags{enabled: true, header: "X-Test-User"}}, db)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	require.Equal(t, http.StatusNotFound, getStatus(t, srv.URL+"/ui/fleet", http.Header{"X-Test-User": {"dana"}}))
+	require.Equal(t, http.StatusOK, getStatus(t, srv.URL+"/ui/", http.Header{"X-Test-User": {"dana"}}))
 }
