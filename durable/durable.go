@@ -456,6 +456,12 @@ func (r *Runner) load(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load machine %s: %w", id, err)
 	}
+	return r.assemble(ctx, id, snap)
+}
+
+// assemble decodes machine id's loaded snapshot into a session, with the
+// machine's suspension index.
+func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot) (*session, error) {
 	m, err := serialize.Assemble(r.charter, snap.Tree, snap.History)
 	if err != nil {
 		return nil, fmt.Errorf("decode machine %s: %w", id, err)

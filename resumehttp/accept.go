@@ -156,3 +156,99 @@ func (h *Handler) accepted(w http.ResponseWriter, r *http.Request, a durable.Acc
 	w.Header().Set("Location", loc)
 	h.writeJSON(w, r, http.StatusAccepted, Acceptance{MachineID: a.MachineID, Location: loc, SuspendID: a.SuspendID, Command: a.Command}, attrs...)
 }
+
+// Statuser is the optional capability of a [Runner] or an [Acceptor]
+// that serves GET /machines/{id}. *durable.Runner reports running,
+// awaiting_resume, idle or done; *fleet.Fleet adds parked and the inputs
+// queued.
+type Statuser interface {
+	// Status returns what machineID is doing.
+	Status(ctx context.Context, machineID string) (durable.Status, error)
+}
+
+// ParkedLister is the optional capability of a [Runner] or an
+// [Acceptor] that serves GET /parked: *fleet.Fleet.
+type ParkedLister interface {
+	// Parked lists the parked machines, most recent first (at most
+	// limit).
+	Parked(ctx context.Context, limit int) ([]durable.Parked, error)
+}
+
+var _ Statuser = (*durable.Runner)(nil)
+
+// MachineStatus is the answer of GET /machines/{id}.
+type MachineStatus struct {
+	MachineID string `json:"machine_id"`
+	// Status is running, awaiting_resume, idle, done or parked
+	// (durable.State).
+	Status string `json:"status"`
+	// Revision is the stored revision, UpdatedAt when it was saved.
+	Revision  int64     `json:"revision"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// Pending are the pending suspensions.
+	Pending []Suspension `json:"pending"`
+	// Messages is the length of the history; LastText the last thing the
+	// machine said.
+	Messages int    `json:"messages"`
+	LastText string `json:"last_text,omitempty"`
+	// Queued counts inputs accepted and not applied yet (a fleet).
+	Queued int `json:"queued,omitempty"`
+	// Errors are a parked machine's errors, oldest first.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// ParkedMachine is an entry of GET /parked.
+type ParkedMachine struct {
+	MachineID string    `json:"machine_id"`
+	Job       int64     `json:"job"`
+	Kind      string    `json:"kind"`
+	Errors    []string  `json:"errors"`
+	ParkedAt  time.Time `json:"parked_at,omitzero"`
+}
+
+// ParkedList is the answer of GET /parked, most recently parked first.
+type ParkedList struct {
+	Parked []ParkedMachine `json:"parked"`
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request, s Statuser) {
+	st, err := s.Status(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := MachineStatus{
+		MachineID: st.MachineID, Status: string(st.State), Revision: st.Revision, UpdatedAt: st.UpdatedAt,
+		Pending: make([]Suspension, len(st.Pending)), Messages: st.Messages, LastText: st.LastText,
+		Queued: st.Queued, Errors: st.Errors,
+	}
+	for i, p := range st.Pending {
+		out.Pending[i] = suspensionOf(p)
+	}
+	h.writeJSON(w, r, http.StatusOK, out)
+}
+
+func (h *Handler) parked(w http.ResponseWriter, r *http.Request, p ParkedLister) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			h.writeError(w, r, http.StatusBadRequest, "bad_request", "limit must be a positive integer")
+			return
+		}
+		limit = n
+	}
+	list, err := p.Parked(r.Context(), limit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := ParkedList{Parked: make([]ParkedMachine, len(list))}
+	for i, m := range list {
+		out.Parked[i] = ParkedMachine{MachineID: m.MachineID, Job: m.Job, Kind: m.Kind, Errors: m.Errors, ParkedAt: m.At}
+		if out.Parked[i].Errors == nil {
+			out.Parked[i].Errors = []string{}
+		}
+	}
+	h.writeJSON(w, r, http.StatusOK, out)
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,6 +173,15 @@ func (a *acceptEnv) awaitRun(t testing.TB, acc durable.Accepted) []machine.Step 
 	return steps
 }
 
+// settle waits for the run that holds machine mid (one that has logged
+// its last step may still hold it, finishing its job) to let it go.
+func (a *acceptEnv) settle(t testing.TB, mid string) {
+	t.Helper()
+	h, err := a.runner.Hold(context.Background(), mid)
+	require.NoError(t, err)
+	h.Release()
+}
+
 // A resume answers 202 with the machine's Location once the result is
 // saved; the run goes on and ends; a second result is 409.
 func TestAcceptedResume(t *testing.T) {
@@ -301,5 +311,121 @@ func TestConcurrentAcceptedResumes(t *testing.T) {
 				require.Empty(t, a.fingerprint(t, mid).Pending)
 			})
 		}
+	}
+}
+
+// GET /machines/{id}: idle before its first run, awaiting_resume while
+// suspended, running while a run holds it, done after; unknown is 404.
+func TestMachineStatus(t *testing.T) {
+	for name, open := range acceptEnvs {
+		t.Run(name, func(t *testing.T) {
+			a := open(t, nil)
+			status := func(id string) resumehttp.MachineStatus {
+				return requireOK[resumehttp.MachineStatus](t, a.call(t, "GET", "/machines/"+id, ""))
+			}
+			fresh := a.create(t)
+			require.Equal(t, resumehttp.MachineStatus{MachineID: fresh, Status: "idle", Revision: 1, Pending: []resumehttp.Suspension{}},
+				withoutTime(status(fresh)))
+
+			mid, sid := a.start(t, "refund")
+			st := status(mid)
+			require.Equal(t, "awaiting_resume", st.Status)
+			require.Len(t, st.Pending, 1)
+			require.Equal(t, sid, st.Pending[0].ID)
+
+			open := a.gate.close()
+			defer open()
+			require.Equal(t, http.StatusAccepted, a.post(t, resumePath(sid), `{"payload":"yes"}`).Status)
+			if name == "sqlite" {
+				// Applied when accepted, and held by the run that waits
+				// for the model.
+				require.Equal(t, "running", status(mid).Status)
+			}
+			open()
+			a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
+			a.settle(t, mid)
+			st = status(mid)
+			require.Equal(t, "done", st.Status)
+			require.Empty(t, st.Pending)
+			require.Equal(t, "result: yes", st.LastText)
+			require.Equal(t, 4, st.Messages) // user, tool use, tool result, text
+
+			requireError(t, a.call(t, "GET", "/machines/nope", ""), http.StatusNotFound, "unknown_machine")
+		})
+	}
+}
+
+func withoutTime(s resumehttp.MachineStatus) resumehttp.MachineStatus {
+	s.UpdatedAt = time.Time{}
+	return s
+}
+
+// A run held by a fleet worker is running, fleet-wide.
+func TestMachineStatusRunningFleet(t *testing.T) {
+	a := fleetEnv(t, nil)
+	mid, sid := a.start(t, "refund")
+	open := a.gate.close()
+	defer open()
+	require.Equal(t, http.StatusAccepted, a.post(t, resumePath(sid), `{"payload":"yes"}`).Status)
+	// The worker holds the machine while the model waits at the gate:
+	// watch for the resumption it logs before the model call.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for e, err := range a.runner.Watch(ctx, mid, 0) {
+		require.NoError(t, err)
+		if e.Kind == machine.EventResumed {
+			break
+		}
+	}
+	st := requireOK[resumehttp.MachineStatus](t, a.call(t, "GET", "/machines/"+mid, ""))
+	require.Equal(t, "running", st.Status)
+	open()
+	a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
+}
+
+// GET /parked lists a fleet's parked machines; 501 without a fleet.
+func TestParkedEndpoint(t *testing.T) {
+	requireError(t, embeddedEnv(t, nil).call(t, "GET", "/parked", ""), http.StatusNotImplemented, "not_implemented")
+	a := fleetEnv(t, nil)
+	require.Equal(t, resumehttp.ParkedList{Parked: []resumehttp.ParkedMachine{}},
+		requireOK[resumehttp.ParkedList](t, a.call(t, "GET", "/parked?limit=5", "")))
+	requireError(t, a.call(t, "GET", "/parked?limit=x", ""), http.StatusBadRequest, "bad_request")
+}
+
+// An Idempotency-Key sets the invocation's ID (the handler's
+// IdempotencyKey) and a repeat never runs the command again; a bad key
+// is 400 and changes nothing.
+func TestIdempotencyKeyHTTP(t *testing.T) {
+	for name, open := range acceptEnvs {
+		t.Run(name, func(t *testing.T) {
+			a := open(t, nil)
+			mid := a.create(t)
+			path := "/machines/" + mid + "/commands/bump"
+			before := a.fingerprint(t, mid)
+			for i, bad := range [][]string{
+				{"Idempotency-Key", "has space"}, {"Idempotency-Key", ""}, {"Idempotency-Key", strings.Repeat("k", 256)},
+				{"Idempotency-Key", "k1", "Idempotency-Key", "k2"}, {"Idempotency-Key", "k/1"},
+			} {
+				body := `{"input":{"by":1},"request_id":"` + strconv.Itoa(i) + `"}`
+				requireError(t, a.post(t, path, body, bad...), http.StatusBadRequest, "bad_request")
+			}
+			a.requireUnchanged(t, before, mid)
+
+			resp := a.post(t, path, `{"input":{"by":1}}`, "Idempotency-Key", "k1", "Prefer", "wait=30")
+			sum := requireOK[resumehttp.Summary](t, resp)
+			m, _, err := a.runner.Load(context.Background(), mid)
+			require.NoError(t, err)
+			require.JSONEq(t, strconv.Quote(m.Root().ID+"/command/k1"), string(sum.Command.Value))
+
+			// A retry with the same key (a new signature: another body).
+			requireError(t, a.post(t, path, `{"input":{"by":1},"request_id":"retry"}`, "Idempotency-Key", "k1"),
+				http.StatusConflict, "idempotency_key_reused")
+			// Another key runs.
+			sum = requireOK[resumehttp.Summary](t, a.post(t, path, `{"input":{"by":2}}`, "Idempotency-Key", `"k2"`, "Prefer", "wait=30"))
+			require.JSONEq(t, strconv.Quote(m.Root().ID+"/command/k2"), string(sum.Command.Value))
+			m, _, err = a.runner.Load(context.Background(), mid)
+			require.NoError(t, err)
+			require.Equal(t, counter{Count: 3}, m.Root().State)
+		})
 	}
 }

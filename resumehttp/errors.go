@@ -189,3 +189,9 @@ var ErrBadQuery = errors.New("resumehttp: bad query")
 // parameter of an event stream that is not a sequence number
 // ([ParseCursor]); the endpoint answers 400 bad_request.
 var ErrBadCursor = errors.New("resumehttp: bad event cursor")
+
+// ErrBadIdempotencyKey reports an Idempotency-Key header of a command
+// that is repeated, empty, too long or holds a character outside
+// A–Z a–z 0–9 - _ . : ~; the handler answers 400 bad_request and changes
+// nothing.
+var ErrBadIdempotencyKey = errors.New("resumehttp: bad Idempotency-Key")

@@ -167,6 +167,10 @@ type Config struct {
 	// run before answering 202 (DefaultMaxWait if zero; negative: never
 	// wait). Keep it under the server's WriteTimeout.
 	MaxWait time.Duration
+	// IdempotencyWindow is how long the Idempotency-Key of a command is
+	// remembered (DefaultIdempotencyWindow if zero), in the same store as
+	// the signatures (Replays).
+	IdempotencyWindow time.Duration
 	// BasePath is the path the handler is mounted under, for the Location
 	// of a 202 answer ("" when mounted at the root, as it should be: the
 	// path the handler sees is the one signed).
@@ -195,6 +199,7 @@ type Handler struct {
 	acceptor  Acceptor
 	maxWait   time.Duration
 	basePath  string
+	idemTTL   time.Duration
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -208,8 +213,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("%w: Window is negative", ErrInvalidConfig)
 	case cfg.MaxBody < 0:
 		return nil, fmt.Errorf("%w: MaxBody is negative", ErrInvalidConfig)
-	case cfg.Heartbeat < 0:
-		return nil, fmt.Errorf("%w: Heartbeat is negative", ErrInvalidConfig)
+	case cfg.Heartbeat < 0 || cfg.IdempotencyWindow < 0:
+		return nil, fmt.Errorf("%w: Heartbeat or IdempotencyWindow is negative", ErrInvalidConfig)
 	case cfg.FailureBurst < 0 || cfg.FailureRefill < 0 || cfg.MaxClients < 0:
 		return nil, fmt.Errorf("%w: FailureBurst, FailureRefill or MaxClients is negative", ErrInvalidConfig)
 	}
@@ -228,6 +233,7 @@ func New(cfg Config) (*Handler, error) {
 		acceptor:  cfg.Acceptor,
 		maxWait:   orDefault(cfg.MaxWait, DefaultMaxWait),
 		basePath:  strings.TrimSuffix(cfg.BasePath, "/"),
+		idemTTL:   orDefault(cfg.IdempotencyWindow, DefaultIdempotencyWindow),
 		limit: failureLimit{
 			burst:   float64(orDefault(cfg.FailureBurst, DefaultFailureBurst)),
 			refill:  orDefault(cfg.FailureRefill, DefaultFailureRefill),
@@ -279,6 +285,8 @@ func (h *Handler) routes() *http.ServeMux {
 	mux.HandleFunc("GET /suspensions", needs(h, h.list))
 	mux.HandleFunc("GET /suspensions/{id}", h.get)
 	mux.HandleFunc("DELETE /suspensions/{id}", h.cancel)
+	mux.HandleFunc("GET /machines/{id}", needs(h, h.status))
+	mux.HandleFunc("GET /parked", needs(h, h.parked))
 	mux.HandleFunc("GET /machines/{id}/commands", needs(h, h.commands))
 	mux.HandleFunc("POST /machines/{id}/commands/{name}", needs(h, h.invoke))
 	mux.HandleFunc("POST /machines/{id}/suspend", needs(h, h.suspend))
@@ -291,6 +299,8 @@ func (h *Handler) routes() *http.ServeMux {
 		"/suspensions/{id}/resume":       "POST",
 		"/suspensions":                   "GET, HEAD",
 		"/suspensions/{id}":              "DELETE, GET, HEAD",
+		"/machines/{id}":                 "GET, HEAD",
+		"/parked":                        "GET, HEAD",
 		"/machines/{id}/commands":        "GET, HEAD",
 		"/machines/{id}/commands/{name}": "POST",
 		"/machines/{id}/suspend":         "POST",
@@ -358,10 +368,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(jw, r)
 }
 
-// needs serves an endpoint with the capability C of the handler's runner,
-// or answers 501 not_implemented when the runner lacks it.
+// needs serves an endpoint with the capability C of the handler's
+// acceptor or, if it lacks it, of its runner; or answers 501
+// not_implemented when neither has it.
 func needs[C any](h *Handler, serve func(http.ResponseWriter, *http.Request, C)) http.HandlerFunc {
-	c, ok := h.runner.(C)
+	c, ok := h.acceptor.(C)
+	if !ok {
+		c, ok = h.runner.(C)
+	}
 	if !ok {
 		return func(w http.ResponseWriter, r *http.Request) {
 			h.writeError(w, r, http.StatusNotImplemented, "not_implemented",
@@ -475,7 +489,15 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	inv := command.Invocation{Name: name, InstanceID: req.InstanceID}
+	key, err := idempotencyKey(r.Header)
+	if err != nil {
+		h.writeError(w, r, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	if key != "" && !h.firstInvocation(w, r, id, key) {
+		return
+	}
+	inv := command.Invocation{Name: name, InstanceID: req.InstanceID, ID: key}
 	if p := rawOrNil(req.Input); p != nil {
 		inv.Input = p
 	}

@@ -24,7 +24,7 @@ import (
 type queries struct {
 	exists, insert, revision, inbox, consume, remove string
 	pending, clear, dbNow, pendingFor, retention     string
-	logSeq                                           string
+	logSeq, queued                                   string
 }
 
 func newQueries(schema string) queries {
@@ -40,6 +40,7 @@ func newQueries(schema string) queries {
 		clear:      r.Replace(`DELETE FROM {s}.inbox WHERE machine_id = $1`),
 		dbNow:      `SELECT now()`,
 		logSeq:     r.Replace(`SELECT coalesce(max(seq), 0) FROM {s}.events WHERE machine_id = $1`),
+		queued:     r.Replace(`SELECT count(*) FROM {s}.inbox WHERE machine_id = $1`),
 		pendingFor: r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE suspend_id = $1)`),
 		retention: r.Replace(`DELETE FROM {s}.machines m
 			WHERE m.updated_at < now() - make_interval(secs => $1)
@@ -265,23 +266,9 @@ func (f *Fleet) workRetention(ctx context.Context, _ *river.Job[retentionArgs]) 
 	return nil
 }
 
-// Parked is a machine whose job failed Config.MaxAttempts times and was
-// given up: its inputs or deadline wait until the machine is fixed and
-// sent a new input.
-type Parked struct {
-	MachineID string
-	// Job is the River job ID; Kind its kind (markov_run, markov_expire).
-	Job  int64
-	Kind string
-	// Errors are the errors of the attempts, oldest first.
-	Errors []string
-	// At is when it was parked.
-	At time.Time
-}
-
 // Parked lists the parked machines, most recently parked first (at most
 // limit; limit ≤ 0: 100).
-func (f *Fleet) Parked(ctx context.Context, limit int) ([]Parked, error) {
+func (f *Fleet) Parked(ctx context.Context, limit int) ([]durable.Parked, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -290,20 +277,36 @@ func (f *Fleet) Parked(ctx context.Context, limit int) ([]Parked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: parked: %w", err)
 	}
-	out := make([]Parked, 0, len(res.Jobs))
+	out := make([]durable.Parked, 0, len(res.Jobs))
 	for _, j := range res.Jobs {
-		var a runArgs
-		json.Unmarshal(j.EncodedArgs, &a)
-		p := Parked{MachineID: a.MachineID, Job: j.ID, Kind: j.Kind}
-		if j.FinalizedAt != nil {
-			p.At = *j.FinalizedAt
-		}
-		for _, e := range j.Errors {
-			p.Errors = append(p.Errors, e.Error)
-		}
-		out = append(out, p)
+		w := work(j)
+		out = append(out, durable.Parked{MachineID: w.MachineID, Job: w.Job, Kind: w.Kind, Errors: w.Errors, At: w.At})
 	}
 	return out, nil
+}
+
+// Status is durable.Runner.Status with what the fleet knows: the inputs
+// accepted and not applied yet (Queued), and whether the machine is
+// parked — its latest job given up after its last attempt, with the
+// attempts' errors — when no run holds it.
+func (f *Fleet) Status(ctx context.Context, id string) (durable.Status, error) {
+	st, err := f.runner.Status(ctx, id)
+	if err != nil {
+		return st, err
+	}
+	if err := f.cfg.Store.Pool().QueryRow(ctx, f.q.queued, id).Scan(&st.Queued); err != nil {
+		return st, fmt.Errorf("fleet: status of %s: %w", id, err)
+	}
+	res, err := f.client.JobList(ctx, river.NewJobListParams().Kinds(kindRun, kindExpire).
+		Where("args->>'machine_id' = @machine", river.NamedArgs{"machine": id}).
+		OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(1))
+	if err != nil {
+		return st, fmt.Errorf("fleet: status of %s: %w", id, err)
+	}
+	if len(res.Jobs) == 1 && res.Jobs[0].State == rivertype.JobStateDiscarded && st.State != durable.StateRunning {
+		st.State, st.Errors = durable.StateParked, work(res.Jobs[0]).Errors
+	}
+	return st, nil
 }
 
 // drain runs a sequence to its end and returns its last step.

@@ -114,3 +114,20 @@ func (s *Store) lockKey(machineID string) int64 {
 	h.Write([]byte("markov/machine:" + s.q.expand("{s}") + ":" + machineID))
 	return int64(h.Sum64())
 }
+
+// MachineLocked reports whether any session of the database holds
+// machineID's lock (package durable's LockProber: a machine's status is
+// running while it is held), by looking the advisory lock up in pg_locks.
+func (s *Store) MachineLocked(ctx context.Context, machineID string) (bool, error) {
+	key := uint64(s.lockKey(machineID))
+	var held bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		  AND classid::bigint = $1 AND objid::bigint = $2
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`,
+		int64(key>>32), int64(key&0xffffffff)).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("postgres: is machine %q locked: %w", machineID, err)
+	}
+	return held, nil
+}
