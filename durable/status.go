@@ -100,7 +100,14 @@ func (r *Runner) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{MachineID: id, Revision: snap.Revision, UpdatedAt: snap.UpdatedAt, Pending: []store.Suspension{}}
+	st := s.status(held)
+	st.UpdatedAt = snap.UpdatedAt
+	return st, nil
+}
+
+// status is the status of the session's machine, held or not.
+func (s *session) status(held bool) Status {
+	st := Status{MachineID: s.id, Revision: s.rev, Pending: []store.Suspension{}}
 	for _, e := range s.indexed {
 		if e.Status == store.StatusPending {
 			st.Pending = append(st.Pending, e)
@@ -128,7 +135,7 @@ func (r *Runner) Status(ctx context.Context, id string) (Status, error) {
 	default:
 		st.State = StateDone
 	}
-	return st, nil
+	return st
 }
 
 // held reports whether a run holds machine id: in this process, or in

@@ -20,7 +20,7 @@ func TestPreferWait(t *testing.T) {
 		{[]string{"WAIT = 7 ; foo=bar"}, 7, true},
 		{[]string{`wait="12"`}, 12, true},
 		{[]string{`handling=lenient, x="a,wait=3"`, "wait=4"}, 4, true}, // a quoted comma splits nothing
-		{[]string{"wait=1, wait=9"}, 1, true},                          // the first counts
+		{[]string{"wait=1, wait=9"}, 1, true},                           // the first counts
 		{[]string{"wait=99999999999999999999999"}, maxPreferWait, true},
 		{[]string{"wait=-1"}, 0, false},
 		{[]string{"wait=1.5"}, 0, false},

@@ -206,20 +206,8 @@ var _ http.Handler = (*Handler)(nil)
 
 // New returns a Handler for cfg.
 func New(cfg Config) (*Handler, error) {
-	switch {
-	case cfg.Runner == nil:
-		return nil, fmt.Errorf("%w: Runner is required", ErrInvalidConfig)
-	case cfg.Window < 0:
-		return nil, fmt.Errorf("%w: Window is negative", ErrInvalidConfig)
-	case cfg.MaxBody < 0:
-		return nil, fmt.Errorf("%w: MaxBody is negative", ErrInvalidConfig)
-	case cfg.Heartbeat < 0 || cfg.IdempotencyWindow < 0:
-		return nil, fmt.Errorf("%w: Heartbeat or IdempotencyWindow is negative", ErrInvalidConfig)
-	case cfg.FailureBurst < 0 || cfg.FailureRefill < 0 || cfg.MaxClients < 0:
-		return nil, fmt.Errorf("%w: FailureBurst, FailureRefill or MaxClients is negative", ErrInvalidConfig)
-	}
-	if err := CheckSecret(cfg.Secret); err != nil {
-		return nil, fmt.Errorf("%w: Secret: %w", ErrInvalidConfig, err)
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
 	}
 	h := &Handler{
 		runner:    cfg.Runner,
@@ -262,6 +250,27 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.mux = h.routes()
 	return h, nil
+}
+
+// checkConfig returns an error wrapping ErrInvalidConfig if New cannot
+// build a Handler from cfg.
+func checkConfig(cfg Config) error {
+	switch {
+	case cfg.Runner == nil:
+		return fmt.Errorf("%w: Runner is required", ErrInvalidConfig)
+	case cfg.Window < 0:
+		return fmt.Errorf("%w: Window is negative", ErrInvalidConfig)
+	case cfg.MaxBody < 0:
+		return fmt.Errorf("%w: MaxBody is negative", ErrInvalidConfig)
+	case cfg.Heartbeat < 0 || cfg.IdempotencyWindow < 0:
+		return fmt.Errorf("%w: Heartbeat or IdempotencyWindow is negative", ErrInvalidConfig)
+	case cfg.FailureBurst < 0 || cfg.FailureRefill < 0 || cfg.MaxClients < 0:
+		return fmt.Errorf("%w: FailureBurst, FailureRefill or MaxClients is negative", ErrInvalidConfig)
+	}
+	if err := CheckSecret(cfg.Secret); err != nil {
+		return fmt.Errorf("%w: Secret: %w", ErrInvalidConfig, err)
+	}
+	return nil
 }
 
 // replayGuard is the shared replay guard of cfg: Config.Replays, or the
