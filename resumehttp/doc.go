@@ -7,12 +7,14 @@
 //
 // Every request and response body is JSON, errors and redirects included.
 //
-//	POST   /suspensions/{id}/resume        {"payload": <any JSON>, "is_error": false}  → Summary
+//	POST   /suspensions/{id}/resume        {"payload": <any JSON>, "is_error": false}  → Summary (202 Acceptance with an Acceptor)
 //	GET    /suspensions?status=pending&machine=…&limit=…&deadline_before=<RFC 3339>   → SuspensionList
 //	GET    /suspensions/{id}                                                          → Suspension
-//	DELETE /suspensions/{id}               {"reason": "…"} (optional)                 → Summary
+//	DELETE /suspensions/{id}               {"reason": "…"} (optional)                 → Summary (202 Acceptance with an Acceptor)
+//	GET    /machines/{id}                                                             → MachineStatus
+//	GET    /parked?limit=…                                                            → ParkedList
 //	GET    /machines/{id}/commands                                                    → CommandList
-//	POST   /machines/{id}/commands/{name}  {"input": <any JSON>, "instance_id": "…"}  → Summary
+//	POST   /machines/{id}/commands/{name}  {"input": <any JSON>, "instance_id": "…"}  → Summary (202 Acceptance with an Acceptor)
 //	POST   /machines/{id}/suspend          SuspendRequest                             → SuspendResult (200; 202 if not applied yet)
 //	POST   /events/{name}                  {"payload": <any JSON>}                    → SignalResult
 //	GET    /machines/{id}/events?after=N                                              → text/event-stream
@@ -55,8 +57,9 @@
 // answers 501 not_implemented (after authentication, like every answer).
 // *durable.Runner has them all.
 //
-// Resume, cancel and invoke run the machine to the end of its run (every
-// step saved by the runner) before they answer with a [Summary]: the
+// Without an [Acceptor] (Config.Acceptor), resume, cancel and invoke run
+// the machine to the end of its run (every step saved by the runner)
+// before they answer with a [Summary]: the
 // machine, the reasons of its steps, whether the run is done, the suspend
 // IDs still pending, the last assistant text and, for a command, its value.
 // The resume payload is passed on as raw JSON (json.RawMessage), so it
@@ -74,6 +77,69 @@
 // The run is detached from the request's cancellation: once a result is
 // accepted, a client that hangs up does not leave the machine halfway
 // through its run. Bound long runs with the model's own timeouts.
+//
+// # Accepted, not held: 202, Location and Prefer: wait
+//
+// With an [Acceptor] — the runner itself for the embedded default
+// (Config.Acceptor = the *durable.Runner), or a *fleet.Fleet — resume,
+// cancel and invoke answer as soon as the input is durably accepted,
+// without holding the request for the run's model calls:
+//
+//	202 Accepted
+//	Location: <BasePath>/machines/{id}
+//	{"machine_id": "…", "location": "/machines/…", "suspend_id": "…"}   (an Acceptance; "command" for a command)
+//
+// Accepted means: on the embedded runner, the input was applied and
+// saved under the machine's hold (a resume handler or a command has run
+// once), and the rest of the run goes on in a goroutine of the runner
+// (durable.Runner.Wait drains them on shutdown); on a fleet, the input is
+// committed with the River job that applies it, in whichever process.
+// A second result for an accepted suspension — also one racing it — is
+// 409 already_resolved, and never a second run: of 50 concurrent resumes
+// of one suspension one is accepted and its resume handler runs once.
+// Errors found while accepting (an unknown suspension, a payload failing
+// its schema, a failing command on the embedded runner) answer as below,
+// with nothing applied. A client that wants the outcome polls Location.
+//
+// A client that prefers to wait sends "Prefer: wait=N" (RFC 7240; other
+// preferences are ignored, and so is a wait that is not a whole number
+// of seconds): the handler waits up to min(N, Config.MaxWait, default
+// 60 s) for the run that applies the input to end and answers 200 with
+// its [Summary], or 202 as above when it does not end in time; both carry
+// "Preference-Applied: wait=<seconds waited at most>". The wait uses the
+// runner's completion signal in process, and the durable event log on a
+// fleet (durable.Runner.Await); it never polls.
+//
+// GET /machines/{id} answers a [MachineStatus]: "status" is
+//
+//	running          a run holds the machine now (fleet-wide on PostgreSQL)
+//	awaiting_resume  suspensions are pending ("pending" lists them)
+//	idle             nothing pending and no run ended yet: not run, or a run
+//	                 cut short after its input was saved (the next run continues it)
+//	done             the last run ended; the machine waits for new input
+//	parked           (fleet) its job was given up after its last attempt; "errors" says why
+//
+// with "revision", "updated_at", "messages", "last_text" (what the last
+// run said) and, on a fleet, "queued" (inputs accepted, not applied yet).
+// An unknown machine is 404 unknown_machine. GET /parked lists a fleet's
+// parked machines with their errors ([ParkedLister]; 501 without one).
+// The runner's or acceptor's [Statuser] serves GET /machines/{id}.
+//
+// # Idempotency-Key
+//
+// POST /machines/{id}/commands/{name} takes an "Idempotency-Key" header:
+// 1 to 255 characters among A–Z a–z 0–9 - _ . : ~ (quoted or not). It
+// becomes the invocation's ID, so the command's handler gets the stable
+// key "ROOT/command/<key>" (command.Context.IdempotencyKey) for its own
+// external effect. The handler remembers the key per machine for
+// Config.IdempotencyWindow (default 24 h) in the replay guard's store
+// (fleet-wide on a shared database); a repeat within it answers 409
+// idempotency_key_reused and runs nothing — fetch the outcome from
+// GET /machines/{id}. The key is spent by the first request that passes
+// authentication and validation, whatever the command's outcome: retry a
+// command that failed with a new key. A malformed key (two headers,
+// empty, too long, another character) is 400 bad_request and changes
+// nothing.
 //
 // # Event streams
 //
@@ -128,7 +194,8 @@
 //	    an ID no store can hold (store.ValidID: empty, over 256 bytes, not
 //	    UTF-8, with a NUL byte) is unknown, whatever the store
 //	405 method_not_allowed (with an Allow header)
-//	409 already_resolved (resumed, cancelled or expired before),
+//	409 already_resolved (resumed, cancelled or expired before, or a result
+//	    already accepted), idempotency_key_reused,
 //	    conflict (another process saved the machine first), duplicate_id,
 //	    no_primary (a suspend of a machine with no primary leaf)
 //	410 deadline_passed: the suspension's deadline passed before the resume;
@@ -143,7 +210,8 @@
 //	500 internal: anything else, a handler's panic included; the details
 //	    are logged, never sent, under the correlation_id the body carries
 //	501 not_implemented: the runner lacks the endpoint's capability
-//	    ([Lister], [Commander], [Signaler], [Suspender], [FreshResumer])
+//	    ([Lister], [Commander], [Signaler], [Suspender], [FreshResumer],
+//	    [Statuser], [ParkedLister])
 //
 // Of concurrent resumes (or cancellations) of one suspension exactly one
 // succeeds and the others are refused, with 409 conflict or
@@ -235,7 +303,8 @@
 //	MaxHeaderBytes     16 KiB  DefaultMaxHeaderBytes
 //
 // A run that outlasts WriteTimeout still completes and is saved; its
-// client gets no answer and can look the machine up.
+// client gets no answer and can look the machine up. With an Acceptor no
+// answer waits for a run longer than Config.MaxWait.
 //
 // A client signs with [SignRequest] (or [Sign] for other HTTP stacks):
 //
