@@ -217,11 +217,11 @@ func requireHistoryText(t testing.TB, e *env, mid, text string) {
 func TestPreferWaitSummary(t *testing.T) {
 	for name, open := range acceptEnvs {
 		t.Run(name, func(t *testing.T) {
-			a := open(t, nil)
+			a := open(t, func(c *resumehttp.Config) { c.MaxWait = 2 * time.Minute })
 			mid, sid := a.start(t, "refund")
-			resp := a.post(t, resumePath(sid), `{"payload":"yes"}`, "Prefer", "respond-async, wait=30")
+			resp := a.post(t, resumePath(sid), `{"payload":"yes"}`, "Prefer", "respond-async, wait=120")
 			sum := requireOK[resumehttp.Summary](t, resp)
-			require.Equal(t, "wait=30", resp.Header.Get("Preference-Applied"))
+			require.Equal(t, "wait=120", resp.Header.Get("Preference-Applied"))
 			require.Equal(t, resumehttp.Summary{MachineID: mid, Steps: []string{"end_turn"}, Done: true, Pending: []string{}, Text: "result: yes"}, sum)
 			require.EqualValues(t, 1, a.handled.Load())
 		})
@@ -255,14 +255,14 @@ func TestConcurrentAcceptedResumes(t *testing.T) {
 		for _, wait := range []bool{false, true} {
 			t.Run(name+"/wait="+strconv.FormatBool(wait), func(t *testing.T) {
 				const n = 50
-				a := open(t, func(c *resumehttp.Config) { c.FailureBurst = 2 * n })
+				a := open(t, func(c *resumehttp.Config) { c.FailureBurst, c.MaxWait = 2*n, 2*time.Minute })
 				mid, sid := a.start(t, "race")
 				reqs := make([]*http.Request, n)
 				for i := range reqs {
 					body := `{"payload":"r` + strconv.Itoa(i) + `"}`
 					reqs[i] = a.request(t, "POST", resumePath(sid), body)
 					if wait {
-						reqs[i].Header.Set("Prefer", "wait=30")
+						reqs[i].Header.Set("Prefer", "wait=120") // ends with the run
 					}
 					sign(t, reqs[i], body)
 				}
@@ -411,7 +411,7 @@ func TestIdempotencyKeyHTTP(t *testing.T) {
 			}
 			a.requireUnchanged(t, before, mid)
 
-			resp := a.post(t, path, `{"input":{"by":1}}`, "Idempotency-Key", "k1", "Prefer", "wait=30")
+			resp := a.post(t, path, `{"input":{"by":1}}`, "Idempotency-Key", "k1", "Prefer", "wait=60")
 			sum := requireOK[resumehttp.Summary](t, resp)
 			m, _, err := a.runner.Load(context.Background(), mid)
 			require.NoError(t, err)
@@ -421,7 +421,7 @@ func TestIdempotencyKeyHTTP(t *testing.T) {
 			requireError(t, a.post(t, path, `{"input":{"by":1},"request_id":"retry"}`, "Idempotency-Key", "k1"),
 				http.StatusConflict, "idempotency_key_reused")
 			// Another key runs.
-			sum = requireOK[resumehttp.Summary](t, a.post(t, path, `{"input":{"by":2}}`, "Idempotency-Key", `"k2"`, "Prefer", "wait=30"))
+			sum = requireOK[resumehttp.Summary](t, a.post(t, path, `{"input":{"by":2}}`, "Idempotency-Key", `"k2"`, "Prefer", "wait=60"))
 			require.JSONEq(t, strconv.Quote(m.Root().ID+"/command/k2"), string(sum.Command.Value))
 			m, _, err = a.runner.Load(context.Background(), mid)
 			require.NoError(t, err)
