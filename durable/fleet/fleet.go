@@ -407,6 +407,18 @@ func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (du
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, f.inboxKey(machineID)); err != nil {
 			return err
 		}
+		if suspendID != nil {
+			// Checked again under the lock: a result accepted and applied
+			// since the caller's check has left the inbox (its row is
+			// removed after the save that resolved the suspension).
+			var st store.Status
+			if err := tx.QueryRow(ctx, f.q.status, *suspendID).Scan(&st); err != nil {
+				return err
+			}
+			if st != store.StatusPending {
+				return fmt.Errorf("suspension %s is %s: %w", *suspendID, st, instance.ErrAlreadyResolved)
+			}
+		}
 		if err := tx.QueryRow(ctx, f.q.insert, machineID, suspendID, kind, body).Scan(&a.InboxID); err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ import (
 type queries struct {
 	exists, insert, revision, inbox, consume, remove string
 	pending, clear, dbNow, pendingFor, retention     string
-	logSeq, queued                                   string
+	logSeq, queued, status                           string
 }
 
 func newQueries(schema string) queries {
@@ -41,6 +41,7 @@ func newQueries(schema string) queries {
 		dbNow:      `SELECT now()`,
 		logSeq:     r.Replace(`SELECT coalesce(max(seq), 0) FROM {s}.events WHERE machine_id = $1`),
 		queued:     r.Replace(`SELECT count(*) FROM {s}.inbox WHERE machine_id = $1`),
+		status:     r.Replace(`SELECT status FROM {s}.suspensions WHERE id = $1`),
 		pendingFor: r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE suspend_id = $1)`),
 		retention: r.Replace(`DELETE FROM {s}.machines m
 			WHERE m.updated_at < now() - make_interval(secs => $1)
