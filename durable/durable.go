@@ -608,7 +608,11 @@ func (s *session) proceed(ctx context.Context, steps []machine.Step, yield func(
 }
 
 // apply applies inputs to the machine and saves them before any model
-// call; it returns the command steps. Inputs the machine refuses fail
+// call, unless every input is a user message: those ran no handler code
+// and resolved nothing, so the first save of the run (the reply's
+// checkpoint, or the step that ends its round) records them, and a run
+// that fails or dies before it leaves the machine as it was, the caller
+// told so. It returns the command steps. Inputs the machine refuses fail
 // with ErrRejected.
 func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.Step, error) {
 	s.noteInputs(inputs)
@@ -623,7 +627,7 @@ func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.
 	for i := range steps {
 		s.rec.add(ctx, machine.Event{Kind: machine.EventStep, Step: &steps[i]}, s.rev)
 	}
-	if len(inputs) > 0 {
+	if !onlyMessages(inputs) {
 		if err := s.save(ctx); err != nil {
 			return nil, err
 		}
@@ -669,4 +673,15 @@ func (s *session) repliesCallTools() (calls bool) {
 		}
 	})
 	return calls
+}
+
+// onlyMessages reports whether inputs are all user messages (true for
+// none).
+func onlyMessages(inputs []machine.Input) bool {
+	for _, in := range inputs {
+		if _, ok := in.(message.Message); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -236,7 +236,7 @@ func TestInspect(t *testing.T) {
 	res := run(t, charter, "inspect", "--db", db, machineID)
 	require.Equal(t, ExitOK, res.code, res.stderr)
 	for _, want := range []string{
-		"machine " + machineID + ` (charter "refunds", revision 4)`,
+		"machine " + machineID + ` (charter "refunds", revision 3)`,
 		"tree:\n  support (",
 		") [suspended: 1 pending]\n    state: {\"refunded\":null}\n",
 		"    suspension " + suspendID + ": pending tool request_refund, deadline ",
@@ -288,7 +288,7 @@ assistant: I'm sorry about the blender. I'll ask a manager to approve the refund
 assistant calls request_refund {"order_id":"A-1042","amount":89.9,"reason":"arrived broken"}
 tool result: refund of $89.90 for order A-1042 issued, approved by dana@example.com
 assistant: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana@example.com.
-machine %[2]s saved at revision 6
+machine %[2]s saved at revision 5
 final answer: Update on your refund: refund of $89.90 for order A-1042 issued, approved by dana@example.com.
 `, suspendID, machineID)
 	require.Equal(t, want, res.stdout)
@@ -299,7 +299,7 @@ final answer: Update on your refund: refund of $89.90 for order A-1042 issued, a
 	require.Equal(t, ExitError, res.code)
 	require.Equal(t, "markov: suspension "+suspendID+" of machine "+machineID+" is resolved, not pending; nothing changed: instance: suspension already resolved\n", res.stderr)
 	require.Empty(t, res.stdout)
-	require.Contains(t, run(t, charter, "inspect", "--db", db, machineID).stdout, "revision 6)")
+	require.Contains(t, run(t, charter, "inspect", "--db", db, machineID).stdout, "revision 5)")
 
 	res = run(t, charter, "resume", "--db", db, "NOSUCHID", `{}`)
 	require.Equal(t, ExitError, res.code)
