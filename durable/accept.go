@@ -61,7 +61,10 @@ type backgroundRuns struct {
 // until it ends or [Runner.Wait] cancels it. The errors are Resume's —
 // an unknown suspension, one already resolved, a payload the suspension
 // refuses — and then nothing is saved. Of concurrent acceptances of one
-// suspension exactly one succeeds.
+// suspension exactly one succeeds; the others fail as soon as its input
+// is saved, not after its run. An acceptance for a machine whose
+// accepted run still goes on otherwise waits for that run (bound it with
+// ctx).
 //
 // The input is durable once this returns: if the process dies before the
 // run ends, the machine is left at its last save, with the input applied
@@ -84,28 +87,101 @@ func (r *Runner) AcceptCancel(ctx context.Context, suspendID, reason string) (Ac
 // unknown command, input failing its schema, an error of its handler)
 // returns the error, with nothing saved.
 func (r *Runner) AcceptInvoke(ctx context.Context, machineID string, inv command.Invocation) (Accepted, error) {
-	a, err := r.accept(ctx, machineID, inv)
+	h, err := r.Hold(ctx, machineID)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("hold machine %s: %w", machineID, err)
+	}
+	a, err := r.accept(ctx, h, inv)
 	a.Command = inv.Name
 	return a, err
 }
 
+// acceptBySuspension accepts in for the machine holding suspendID. While
+// another acceptance's run holds the machine, it waits for the hold, but
+// wakes whenever an acceptance of that machine is saved: if suspendID is
+// no longer pending then, it fails at once with ErrAlreadyResolved rather
+// than after the winner's whole run.
 func (r *Runner) acceptBySuspension(ctx context.Context, suspendID string, in machine.Input) (Accepted, error) {
-	sus, err := r.pendingEntry(ctx, suspendID)
-	if err != nil {
-		return Accepted{}, err
+	for {
+		sus, err := r.pendingEntry(ctx, suspendID)
+		if err != nil {
+			return Accepted{}, err
+		}
+		applied := r.applied.next(sus.MachineID)
+		if _, err := r.pendingEntry(ctx, suspendID); err != nil {
+			return Accepted{}, err // resolved since the first look
+		}
+		h, err := r.holdUntil(ctx, sus.MachineID, applied)
+		if err != nil {
+			return Accepted{}, fmt.Errorf("hold machine %s: %w", sus.MachineID, err)
+		}
+		if h == nil {
+			continue // an acceptance was saved: look again
+		}
+		a, err := r.accept(ctx, h, in)
+		a.SuspendID = suspendID
+		return a, err
 	}
-	a, err := r.accept(ctx, sus.MachineID, in)
-	a.SuspendID = suspendID
-	return a, err
 }
 
-// accept holds machine id, applies in and saves it, and hands the rest of
-// the run, with the hold, to a goroutine.
-func (r *Runner) accept(ctx context.Context, id string, in machine.Input) (Accepted, error) {
-	h, err := r.Hold(ctx, id)
-	if err != nil {
-		return Accepted{}, fmt.Errorf("hold machine %s: %w", id, err)
+// holdUntil is Hold, except that it gives up with a nil Hold and no
+// error when woken is closed first.
+func (r *Runner) holdUntil(ctx context.Context, id string, woken <-chan struct{}) (*Hold, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-woken:
+			cancel()
+		case <-stop:
+		}
+	}()
+	h, err := r.Hold(wctx, id)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return nil, nil
 	}
+	return h, err
+}
+
+// appliedSignals wakes, per machine, the acceptances waiting for its hold
+// when another acceptance of the machine is saved.
+type appliedSignals struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+// next returns the channel closed at the next acceptance saved for id.
+func (a *appliedSignals) next(id string) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ch == nil {
+		a.ch = map[string]chan struct{}{}
+	}
+	ch := a.ch[id]
+	if ch == nil {
+		ch = make(chan struct{})
+		a.ch[id] = ch
+	}
+	return ch
+}
+
+// notify wakes the waiters of id.
+func (a *appliedSignals) notify(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch := a.ch[id]; ch != nil {
+		close(ch)
+		delete(a.ch, id)
+	}
+}
+
+// accept applies in to the machine h holds and saves it, and hands the
+// rest of the run, with the hold, to a goroutine. It takes the hold's
+// ownership: released on failure, or when the run ends.
+func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepted, error) {
+	id := h.MachineID()
 	s, err := r.loadHeld(ctx, id)
 	if err != nil {
 		h.Release()
@@ -118,6 +194,7 @@ func (r *Runner) accept(ctx context.Context, id string, in machine.Input) (Accep
 		h.Release()
 		return Accepted{}, err
 	}
+	r.applied.notify(id)
 	a := Accepted{MachineID: id, Revision: s.rev}
 	a.run = r.bg.start(ctx, func(ctx context.Context, b *background) {
 		defer h.Release()

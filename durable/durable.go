@@ -82,8 +82,10 @@ type Runner struct {
 	beforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
 	local      *localLocks
 	met        *telemetry.Metrics
-	// bg are the runs that accepted inputs left in the background.
-	bg backgroundRuns
+	// bg are the runs that accepted inputs left in the background;
+	// applied wakes the acceptances waiting for their machine.
+	bg      backgroundRuns
+	applied appliedSignals
 }
 
 // New returns a Runner.

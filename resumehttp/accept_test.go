@@ -52,18 +52,22 @@ func (g *gate) Generate(ctx context.Context, req *llm.Request) (*llm.Response, e
 	return g.Model.Generate(ctx, req)
 }
 
-// close makes the model's calls wait; the function returned lets them go.
+// close makes the model's calls wait until open; it returns open.
 func (g *gate) close() (open func()) {
-	ch := make(chan struct{})
 	g.mu.Lock()
-	g.closed = ch
+	g.closed = make(chan struct{})
 	g.mu.Unlock()
-	return sync.OnceFunc(func() {
-		g.mu.Lock()
+	return g.open
+}
+
+// open lets the model's calls go; it does nothing on an open gate.
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed != nil {
+		close(g.closed)
 		g.closed = nil
-		g.mu.Unlock()
-		close(ch)
-	})
+	}
 }
 
 // acceptDesk is a charter whose tool "ask" suspends and counts the runs
@@ -286,6 +290,11 @@ func TestConcurrentAcceptedResumes(t *testing.T) {
 						codes[i] = eb.Code
 					})
 				}
+				if !wait {
+					// The winner's run waits at the gate until every
+					// answer is in: the losers are not held for it.
+					defer a.gate.close()()
+				}
 				close(start)
 				wg.Wait()
 				won, refused := 0, 0
@@ -306,6 +315,7 @@ func TestConcurrentAcceptedResumes(t *testing.T) {
 				}
 				require.Equal(t, 1, won)
 				require.Equal(t, n-1, refused)
+				a.gate.open()
 				a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
 				require.EqualValues(t, 1, a.handled.Load())
 				require.Empty(t, a.fingerprint(t, mid).Pending)
