@@ -113,7 +113,7 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 
 // Publish implements [store.EventLog]: the payloads go into live_events,
 // where the watchers of other processes poll them, and straight to this
-// process's. Their commits do not wait for the disk (see liveConn).
+// process's. Their commits do not wait for the disk (see liveSync).
 func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte) error {
 	if err := store.CheckLive(payloads); err != nil {
 		return fmt.Errorf("sqlite: publish: %w", err)

@@ -102,6 +102,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -152,10 +153,9 @@ type Store struct {
 	readOnly bool
 	// writeSem serializes this process's write transactions.
 	writeSem chan struct{}
-	// sync is the synchronous setting; live is the connection live
-	// payloads are written on (liveConn), opened on first use.
+	// sync is the synchronous setting (live payloads are committed at
+	// NORMAL: liveSync).
 	sync string
-	live *sql.Conn
 	// stmts keeps the write path's statements prepared.
 	stmts stmtCache
 	// hub wakes this process's subscriptions (events.go); pruned is when
@@ -384,7 +384,8 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.writeOn(ctx, false, fn)
 }
 
-// writeOn is write, on the live connection (liveConn) if live is set.
+// writeOn is write; with live set, its commit does not wait for the disk
+// (liveSync).
 func (s *Store) writeOn(ctx context.Context, live bool, fn func(tx *sql.Tx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
@@ -395,16 +396,16 @@ func (s *Store) writeOn(ctx context.Context, live bool, fn func(tx *sql.Tx) erro
 		return ctx.Err()
 	}
 	defer func() { <-s.writeSem }()
-	var db interface {
-		BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
-	} = s.db
-	if live {
-		c, err := s.liveConn(ctx)
-		if err != nil {
-			return err
-		}
-		db = c
+	if live && (s.sync == "FULL" || s.sync == "EXTRA") {
+		return s.liveSync(ctx, fn)
 	}
+	return commit(ctx, s.db, fn)
+}
+
+// commit runs fn in a transaction of db, committing if it returns nil.
+func commit(ctx context.Context, db interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -416,27 +417,28 @@ func (s *Store) writeOn(ctx context.Context, live bool, fn func(tx *sql.Tx) erro
 	return tx.Commit()
 }
 
-// liveConn returns the connection live payloads are written on, opening
-// it on first use (with writeSem held). Under synchronous FULL or EXTRA it
-// runs at NORMAL: its commits do not wait for the disk — live payloads are
-// no record (the event log is), a process crash loses none of them, and
-// the next synced commit carries them — while WAL checkpoints still sync.
-func (s *Store) liveConn(ctx context.Context) (*sql.Conn, error) {
-	if s.live != nil {
-		return s.live, nil
-	}
+// liveSync runs fn in a transaction whose commit does not wait for the
+// disk, for live payloads: they are no record (the event log is), a
+// process crash loses none of them, and the next synced commit carries
+// them. It lowers the connection's synchronous setting to NORMAL for the
+// transaction, on a connection of the pool — the one the saves use, whose
+// page cache a write on another connection would throw away — and puts it
+// back after; a connection whose setting cannot be put back is discarded.
+func (s *Store) liveSync(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	c, err := s.db.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if s.sync == "FULL" || s.sync == "EXTRA" {
-		if _, err := c.ExecContext(ctx, `PRAGMA synchronous=NORMAL`); err != nil {
-			c.Close()
-			return nil, err
-		}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `PRAGMA synchronous=NORMAL`); err != nil {
+		return err
 	}
-	s.live = c
-	return c, nil
+	err = commit(ctx, c, fn)
+	if _, resetErr := c.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous=`+s.sync); resetErr != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		return errors.Join(err, resetErr)
+	}
+	return err
 }
 
 // read runs fn in a deferred (snapshot) transaction.
@@ -878,9 +880,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	if s.live != nil {
-		s.live.Close()
-	}
 	s.stmts.close()
 	return s.db.Close()
 }
