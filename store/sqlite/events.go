@@ -126,7 +126,8 @@ func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte
 	}
 	items := make([]livehub.Item, 0, len(payloads))
 	now := s.now()
-	err := s.writeOn(ctx, true, func(tx *sql.Tx) error {
+	err := s.writeOn(ctx, true, func(sqlTx *sql.Tx) error {
+		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
 		if s.pruned.Load() < now.Add(-liveKept/6).UnixMicro() {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM live_events WHERE at < ?`, now.Add(-liveKept).UnixMicro()); err != nil {
 				return err
