@@ -16,16 +16,24 @@ func TestLiveSyncRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.db.SetMaxOpenConns(1) // the payload's connection is the one read below
 	if err := s.Publish(ctx, "m1", [][]byte{[]byte(`{"v":1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	var level int
-	if err := s.db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&level); err != nil {
-		t.Fatal(err)
-	}
-	if level != 2 { // FULL
-		t.Fatalf("synchronous = %d after a live commit, want 2 (FULL)", level)
+	// The payload's connection is among the pool's idle ones: hold them
+	// all (and a new one) while reading each one's setting.
+	for i := range 3 {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var level int
+		if err := c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&level); err != nil {
+			t.Fatal(err)
+		}
+		if level != 2 { // FULL
+			t.Fatalf("connection %d: synchronous = %d after a live commit, want 2 (FULL)", i, level)
+		}
 	}
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM live_events WHERE machine_id = 'm1'`).Scan(&n); err != nil || n != 1 {
