@@ -143,7 +143,9 @@ func (r *Runner) Load(ctx context.Context, id string) (*machine.Machine, int64, 
 // was loaded at: a save by a writer that does not hold the machine makes
 // Run yield an error wrapping store.ErrConflict, and nothing of this run
 // is kept. Breaking out of the loop leaves the store at the last yielded
-// step. Like machine.Run's, the sequence is single-use: ranging over it
+// step. Inputs that are only user messages are saved with the run's first
+// step (the model reply's checkpoint): a run that fails before it, in the
+// model call for one, keeps nothing of them. Like machine.Run's, the sequence is single-use: ranging over it
 // again yields machine.ErrIterReused once and applies nothing twice (the
 // sequences of Resume, Cancel and Invoke too).
 func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Step, error] {

@@ -393,3 +393,36 @@ func TestCoreStoreOnly(t *testing.T) {
 	require.ErrorIs(t, err, durable.ErrUnsupported)
 	require.ErrorIs(t, r.RunSweeper(ctx, time.Hour), durable.ErrUnsupported)
 }
+
+// TestUserMessageSavedWithFirstStep checks that a run's user messages are
+// saved with its first step, not before the model call: a model call that
+// fails keeps nothing of them (the caller, told so, sends them again), and
+// a run that gets through saves them once.
+func TestUserMessageSavedWithFirstStep(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		down := errors.New("model down")
+		failing := newRunner(t, s, llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) { return nil, down }))
+		id, err := failing.Create(ctx, "", "desk", nil)
+		require.NoError(t, err)
+		_, err = drain(failing.Run(ctx, id, machine.UserText("hello")))
+		require.ErrorIs(t, err, down)
+		m, rev, err := failing.Load(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), rev, "the failed run saved something")
+		require.Empty(t, m.History())
+
+		r := newRunner(t, s, agentModel(0))
+		_, err = drain(r.Run(ctx, id, machine.UserText("hello")))
+		require.NoError(t, err)
+		m, _, err = r.Load(ctx, id)
+		require.NoError(t, err)
+		users := 0
+		for _, msg := range m.History() {
+			if msg.Role == message.User {
+				users++
+			}
+		}
+		require.Equal(t, 1, users)
+	})
+}
