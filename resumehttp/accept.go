@@ -243,12 +243,18 @@ func (h *Handler) parked(w http.ResponseWriter, r *http.Request, p ParkedLister)
 		h.fail(w, r, err)
 		return
 	}
-	out := ParkedList{Parked: make([]ParkedMachine, len(list))}
+	h.writeJSON(w, r, http.StatusOK, ParkedList{Parked: ParkedMachines(list)})
+}
+
+// ParkedMachines returns list as GET /parked answers it (errors never
+// null); markov parked -o json prints the same.
+func ParkedMachines(list []durable.Parked) []ParkedMachine {
+	out := make([]ParkedMachine, len(list))
 	for i, m := range list {
-		out.Parked[i] = ParkedMachine{MachineID: m.MachineID, Job: m.Job, Kind: m.Kind, Errors: m.Errors, ParkedAt: m.At}
-		if out.Parked[i].Errors == nil {
-			out.Parked[i].Errors = []string{}
+		out[i] = ParkedMachine{MachineID: m.MachineID, Job: m.Job, Kind: m.Kind, Errors: m.Errors, ParkedAt: m.At}
+		if out[i].Errors == nil {
+			out[i].Errors = []string{}
 		}
 	}
-	h.writeJSON(w, r, http.StatusOK, out)
+	return out
 }

@@ -336,10 +336,8 @@ func (f *Fleet) Await(ctx context.Context, a durable.Accepted) ([]machine.Step, 
 }
 
 func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entry) (durable.Accepted, error) {
+	// The status is checked in accept, under the machine's inbox lock.
 	sus, err := f.runner.Suspension(ctx, suspendID)
-	if err == nil && sus.Status != store.StatusPending {
-		err = fmt.Errorf("suspension %s is %s: %w", suspendID, sus.Status, instance.ErrAlreadyResolved)
-	}
 	if err != nil {
 		return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
 	}
@@ -408,9 +406,9 @@ func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (du
 			return err
 		}
 		if suspendID != nil {
-			// Checked again under the lock: a result accepted and applied
-			// since the caller's check has left the inbox (its row is
-			// removed after the save that resolved the suspension).
+			// Checked under the lock: a result accepted and applied since
+			// has left the inbox (its row is removed after the save that
+			// resolved the suspension), so the unique row cannot tell.
 			var st store.Status
 			if err := tx.QueryRow(ctx, f.q.status, *suspendID).Scan(&st); err != nil {
 				return err

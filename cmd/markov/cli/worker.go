@@ -152,15 +152,6 @@ func Worker(ctx context.Context, c *CLI, args []string) error {
 	return c.runUntilDone(ctx, work.shutdown, db, srv, ln, stopWork)
 }
 
-// parkedEntry is the JSON output of parked, one parked machine.
-type parkedEntry struct {
-	MachineID string    `json:"machine_id"`
-	Kind      string    `json:"kind"`
-	Job       int64     `json:"job"`
-	ParkedAt  time.Time `json:"parked_at,omitzero"`
-	Errors    []string  `json:"errors"`
-}
-
 // Parked lists the machines a fleet parked — those whose job failed its
 // attempts — with their errors, most recent first.
 func Parked(ctx context.Context, c *CLI, args []string) error {
@@ -190,14 +181,7 @@ func Parked(ctx context.Context, c *CLI, args []string) error {
 		return err
 	}
 	if *out == FormatJSON {
-		entries := make([]parkedEntry, len(list))
-		for i, p := range list {
-			entries[i] = parkedEntry{MachineID: p.MachineID, Kind: p.Kind, Job: p.Job, ParkedAt: p.At, Errors: p.Errors}
-			if entries[i].Errors == nil {
-				entries[i].Errors = []string{}
-			}
-		}
-		return c.WriteJSON(entries)
+		return c.WriteJSON(resumehttp.ParkedMachines(list))
 	}
 	w := c.Out()
 	if len(list) == 0 {
