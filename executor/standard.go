@@ -136,10 +136,21 @@ func (e *standard) Step(ctx context.Context, req *StepRequest) (*StepResult, err
 	if req.ReplyOnly || r.Reply.Stop == llm.MaxTokens {
 		return r, nil
 	}
-	if uses := r.Reply.Message.ToolUses(); len(uses) > 0 {
+	if uses := toolUses(&r.Reply.Message); len(uses) > 0 {
 		e.runTools(ctx, lf, r, uses)
 	}
 	return r, nil
+}
+
+// toolUses returns the tool uses of m, read-only: its parts themselves,
+// capped, when they are all tool uses (no copy), else m.ToolUses().
+func toolUses(m *message.Message) []message.Part {
+	for i := range m.Parts {
+		if m.Parts[i].Kind != message.KindToolUse {
+			return m.ToolUses()
+		}
+	}
+	return m.Parts[:len(m.Parts):len(m.Parts)]
 }
 
 // reply asks the model for the leaf's reply.

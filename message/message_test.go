@@ -2,6 +2,7 @@ package message
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -62,6 +63,30 @@ func TestCloneIsDeep(t *testing.T) {
 	}
 	if CloneAll(nil) != nil {
 		t.Fatal("CloneAll(nil) != nil")
+	}
+}
+
+// TestCloneAllAsClone holds CloneAll, which carves its copies out of
+// shared arrays, to what Clone gives message by message (nil and empty
+// lists and data alike), and to copies that cannot reach one another.
+func TestCloneAllAsClone(t *testing.T) {
+	msgs := []Message{
+		{Role: User},
+		{Role: User, Parts: []Part{}},
+		{Role: Assistant, Parts: []Part{ToolUse("1", "x", json.RawMessage(`{"a":1}`)), {Kind: KindStructured, Data: json.RawMessage{}}}},
+		{Role: Tool, Parts: []Part{ToolResult("1", "ok", false)}, Source: Source{To: "a"}},
+		{Role: Record, Parts: []Part{RecordPart("r", json.RawMessage(`[2]`))}},
+	}
+	got := CloneAll(msgs)
+	for i := range msgs {
+		if want := msgs[i].Clone(); !reflect.DeepEqual(got[i], want) {
+			t.Errorf("message %d: CloneAll gives %#v, Clone %#v", i, got[i], want)
+		}
+	}
+	_ = append(got[2].Parts, Text("more"))
+	_ = append(got[2].Parts[0].Data, 'x')
+	if got[3].Parts[0].Kind != KindToolResult || string(got[4].Parts[0].Data) != `[2]` {
+		t.Errorf("appending to one copy reached the next: %#v", got[3:])
 	}
 }
 
