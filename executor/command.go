@@ -31,9 +31,7 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 	}
 	f := e.newFrame(ctx, lf, ent, lf.in.State, nil)
 	f.KeyID = resumeKey(call)
-	f, out, err := e.limit(ctx, ent.tool, f, func(f *frame.Frame) (any, error) {
-		return frame.CallResume(ent.tool.Resume, f, call.Input, r)
-	})
+	f, out, err := e.limit(ctx, f, handlerCall{tool: ent.tool, input: call.Input, resume: &r})
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
 		c := e.newCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)
 		c.ToolUseID, c.Stage = call.ToolUseID, call.Stage+1

@@ -304,7 +304,7 @@ func (e *standard) call(ctx context.Context, lf *leaf, ent entry, u message.Part
 	if ent.tool.Concurrent {
 		f.ReadOnly = true
 	}
-	f, out, err := e.limit(ctx, ent.tool, f, func(f *frame.Frame) (any, error) { return frame.Call(ent.tool.Run, f, u.Data) })
+	f, out, err := e.limit(ctx, f, handlerCall{tool: ent.tool, input: u.Data})
 	if metered {
 		e.met.Tool(ctx, u.Name, outcomeOf(err), time.Since(start))
 	}
