@@ -12,9 +12,16 @@ import (
 // and tool code each time. Every leaf still starts at once: a leaf that
 // finds no goroutine waiting gets a new one. A round's steps are joined
 // before its step is yielded, as ever; only the idle goroutines remain,
-// and they exit after idleFor without work.
+// and they exit after idleFor/2 to idleFor without work.
+//
+// The idle goroutines wait on channels of their own, and one timer for
+// all of them (ticking every idleFor/2 while any is idle) dismisses those
+// idle since the tick before last: a round of a hundred leaves wakes the
+// hundred goroutines it needs, and arms, stops and checks no timer of
+// theirs.
 
-// idleFor is how long a goroutine waits for another leaf before it exits.
+// idleFor is how long a goroutine waits for another leaf before it exits
+// (at most; at least half of it).
 const idleFor = 2 * time.Second
 
 // task is one call fn(i) of a runAll, done when it returns.
@@ -24,51 +31,118 @@ type task struct {
 	done *sync.WaitGroup
 }
 
-func (t task) run() {
-	defer t.done.Done()
-	t.fn(t.i)
+// runner is a goroutine that runs tasks. Its work channel holds the one
+// task it is handed at a time; closing it dismisses the runner.
+type runner struct {
+	work chan task
+	// tick is the reaper's tick count when the runner last went idle.
+	tick uint64
 }
 
-// tasks hands work to the waiting goroutines.
-var tasks = make(chan task)
+// runnerPool is the idle runners and the timer that dismisses them.
+type runnerPool struct {
+	mu sync.Mutex
+	// idle are the runners waiting for a task, the most recently idle
+	// last (so ticks are non-decreasing along it).
+	idle []*runner
+	// ticks counts the reaper's ticks; reaping is set while its timer
+	// is armed.
+	ticks   uint64
+	reaping bool
+	timer   *time.Timer
+	// every is the time between ticks (idleFor/2 when zero).
+	every time.Duration
+}
 
-// goRun runs t on a waiting goroutine, or on a new one.
-func goRun(t task) {
-	select {
-	case tasks <- t:
-	default:
-		go serve(t)
+// runners is the process's pool: every machine's rounds share it.
+var runners runnerPool
+
+// take removes up to n idle runners, the most recently idle (warmest)
+// first.
+func (p *runnerPool) take(n int) []*runner {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := min(n, len(p.idle))
+	if k == 0 {
+		return nil
+	}
+	taken := make([]*runner, k)
+	copy(taken, p.idle[len(p.idle)-k:])
+	clear(p.idle[len(p.idle)-k:])
+	p.idle = p.idle[:len(p.idle)-k]
+	return taken
+}
+
+// park puts r back among the idle runners, arming the reaper if it is
+// not.
+func (p *runnerPool) park(r *runner) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.tick = p.ticks
+	p.idle = append(p.idle, r)
+	if !p.reaping {
+		p.reaping = true
+		if p.timer == nil {
+			p.timer = time.AfterFunc(p.interval(), p.reap)
+		} else {
+			p.timer.Reset(p.interval())
+		}
 	}
 }
 
-// serve runs t, then the work handed to it, until none comes for
-// idleFor (between idleFor/2 and idleFor: the timer is pushed back only
-// once half its time has passed, not after every task, which would take
-// the timers' lock a hundred times a round of a hundred leaves).
-func serve(t task) {
-	timer := time.NewTimer(idleFor)
-	defer timer.Stop()
-	deadline := time.Now().Add(idleFor)
-	for {
-		t.run()
-		if now := time.Now(); deadline.Sub(now) < idleFor/2 {
-			timer.Reset(idleFor)
-			deadline = now.Add(idleFor)
-		}
-		select {
-		case t = <-tasks:
-		case <-timer.C:
-			return
-		}
+// reap is the reaper's tick: it dismisses the runners idle since before
+// the previous tick (for idleFor/2 to idleFor), and ticks again while
+// any runner is idle.
+func (p *runnerPool) reap() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ticks++
+	gone := 0
+	for gone < len(p.idle) && p.idle[gone].tick+2 <= p.ticks {
+		close(p.idle[gone].work)
+		gone++
+	}
+	n := copy(p.idle, p.idle[gone:])
+	clear(p.idle[n:])
+	p.idle = p.idle[:n]
+	if p.reaping = n > 0; p.reaping {
+		p.timer.Reset(p.interval())
 	}
 }
 
-// runAll runs fn(0) … fn(n-1) concurrently and waits for them.
-func runAll(n int, fn func(i int)) {
+// interval is the time between the reaper's ticks.
+func (p *runnerPool) interval() time.Duration {
+	if p.every == 0 {
+		return idleFor / 2
+	}
+	return p.every
+}
+
+// serve runs the tasks handed to r until r is dismissed. A runner is
+// idle again before its task is done: the next round finds it waiting.
+func (p *runnerPool) serve(r *runner) {
+	for t := range r.work {
+		t.fn(t.i)
+		p.park(r)
+		t.done.Done()
+	}
+}
+
+// runAll runs fn(0) … fn(n-1) concurrently, each on a runner of its own
+// (an idle one, or a new one), and waits for them.
+func (p *runnerPool) runAll(n int, fn func(i int)) {
 	var wg sync.WaitGroup
 	wg.Add(n)
+	idle := p.take(n)
 	for i := range n {
-		goRun(task{fn: fn, i: i, done: &wg})
+		t := task{fn: fn, i: i, done: &wg}
+		if i < len(idle) {
+			idle[i].work <- t
+			continue
+		}
+		r := &runner{work: make(chan task, 1)}
+		r.work <- t
+		go p.serve(r)
 	}
 	wg.Wait()
 }

@@ -293,7 +293,7 @@ func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*
 		return results, err
 	}
 	errs := make([]error, len(reqs))
-	runAll(len(reqs), func(i int) { results[i], errs[i] = m.charter.exec.Step(ctx, &reqs[i]) })
+	runners.runAll(len(reqs), func(i int) { results[i], errs[i] = m.charter.exec.Step(ctx, &reqs[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
