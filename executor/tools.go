@@ -49,7 +49,10 @@ func (e *standard) leaf(root, in *instance.Instance) (*leaf, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownNode, in.Node)
 	}
 	if in != root { // the root has no ancestors to find
-		path := root.Path(in.ID)
+		path := root.PathTo(in)
+		if path == nil { // not the tree's own instance: found by ID, as ever
+			path = root.Path(in.ID)
+		}
 		lf.ancestors = path[: len(path)-1 : len(path)-1]
 	}
 	var err error
