@@ -131,12 +131,18 @@ func (in *Instance) path(is func(*Instance) bool) []*Instance {
 
 // pathTo returns the path from the instance that is up to in, in at depth
 // depth, with room for the ancestors of in: one allocation however deep.
+// It looks at a leaf child without a call of its own (a wide tree's
+// leaves are most of it).
 func (in *Instance) pathTo(is func(*Instance) bool, depth int) []*Instance {
 	if is(in) {
 		return append(make([]*Instance, 0, depth), in)
 	}
 	for _, c := range in.Children {
-		if p := c.pathTo(is, depth+1); p != nil {
+		if len(c.Children) == 0 {
+			if is(c) {
+				return append(make([]*Instance, 0, depth+1), c, in)
+			}
+		} else if p := c.pathTo(is, depth+1); p != nil {
 			return append(p, in)
 		}
 	}
