@@ -190,22 +190,47 @@ type StateCloner func(node string, state any) any
 // cloneState; nil shares them, which is safe inside the machine because
 // state values are replaced, never mutated. Suspension records are deep
 // copies.
+//
+// The copies of the tree's instances are carved out of one array, and
+// their children lists out of another (each capped, so an append to one
+// moves it out): a wide tree is two allocations, not one per instance.
 func (in *Instance) Clone(cloneState StateCloner) *Instance {
-	out := *in
-	if cloneState != nil {
-		out.State = cloneState(in.Node, in.State)
+	instances, children := 0, 0
+	for n := range in.Walk() {
+		instances++
+		children += len(n.Children)
+	}
+	c := cloner{instances: make([]Instance, instances), children: make([]*Instance, children), state: cloneState}
+	return c.clone(in)
+}
+
+// cloner copies a tree into the arrays it carves.
+type cloner struct {
+	instances []Instance
+	children  []*Instance
+	state     StateCloner
+}
+
+// clone copies in and its subtree.
+func (c *cloner) clone(in *Instance) *Instance {
+	out := &c.instances[0]
+	c.instances = c.instances[1:]
+	*out = *in
+	if c.state != nil {
+		out.State = c.state(in.Node, in.State)
 	}
 	if in.Children != nil {
-		out.Children = make([]*Instance, len(in.Children))
-		for i, c := range in.Children {
-			out.Children[i] = c.Clone(cloneState)
+		n := len(in.Children)
+		out.Children, c.children = c.children[:n:n], c.children[n:]
+		for i, ch := range in.Children {
+			out.Children[i] = c.clone(ch)
 		}
 	}
 	if in.Packs != nil {
 		out.Packs = make(map[string]any, len(in.Packs))
 		for k, v := range in.Packs {
-			if cloneState != nil {
-				v = cloneState(PackStateKey+k, v)
+			if c.state != nil {
+				v = c.state(PackStateKey+k, v)
 			}
 			out.Packs[k] = v
 		}
@@ -216,7 +241,7 @@ func (in *Instance) Clone(cloneState StateCloner) *Instance {
 	if in.Reply != nil {
 		out.Reply = in.Reply.Clone()
 	}
-	return &out
+	return out
 }
 
 // PackStateKey prefixes the name a StateCloner receives for a pack state:
