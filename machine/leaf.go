@@ -159,7 +159,7 @@ func primaryLeaf(nodes map[string]*node.Node, root *instance.Instance) *instance
 // recorded reply, if any (checkpoint mode: continued, not asked again). More than
 // one non-worker leaf, active or not, is ErrPrimaryConflict.
 func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
-	var reqs []executor.StepRequest
+	reqs := m.reqs[:0]
 	primaries := 0
 	for l := range m.root.Leaves() {
 		if !m.charter.Node(l.Node).Worker() {
@@ -172,6 +172,7 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 	// Every active leaf has seen all of history; one that has not (idle,
 	// suspended) catches up by reading history when it next runs.
 	m.fresh.reset(len(m.history))
+	m.reqs = reqs
 	if primaries > 1 {
 		return nil, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)
 	}

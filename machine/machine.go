@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
@@ -180,6 +181,10 @@ type Machine struct {
 	// links are the span links to the suspensions resolved since the
 	// last run started, for the next run's span.
 	links []trace.Link
+	// reqs and added are the last round's step requests and messages,
+	// whose arrays the next round reuses.
+	reqs  []executor.StepRequest
+	added []message.Message
 }
 
 func init() {

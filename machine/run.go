@@ -267,15 +267,18 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 		return Step{}, err
 	}
 	t := m.newTx(ctx, m.root, carry)
-	// Room for a reply and its results per leaf: a round of many leaves
-	// grows the list once.
-	t.added = slices.Grow(t.added, 2*len(results))
+	// The round's messages go into the last round's list (history and
+	// the step took copies of them), with room for a reply and its
+	// results per leaf: a round of many leaves grows no list.
+	t.added = append(slices.Grow(m.added[:0], len(t.added)+2*len(results)), t.added...)
 	flags := reasonFlags{}
 	for i, r := range results {
 		flags = flags.merge(t.applyOutcome(r, reqs[i].Instance))
 	}
 	m.commit(t)
 	s := t.step(flags.reason())
+	m.added = t.added
+	clear(reqs) // the next round's requests reuse the array
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("markov.leaves", len(reqs)), attribute.String("markov.reason", string(s.Reason)))
 	}
