@@ -215,21 +215,43 @@ func cpu() time.Duration {
 }
 
 func BenchmarkWorkers(b *testing.B) {
+	fresh := workersMachines(b)
+	loop(b, 20, fresh, func(m *machine.Machine) { oneRound(b, m) })
+}
+
+// workersMachines returns a function that builds a machine of a primary
+// leaf and 100 workers, each calling a tool every round, with 100
+// messages of history and its first round run.
+func workersMachines(t testing.TB) func() *machine.Machine {
 	chat := must(node.New("chat", node.Config[state]{Tools: []node.Tool[state]{echo()}}))
 	worker := must(node.New("worker", node.Config[state]{Worker: true, Tools: []node.Tool[state]{echo()}}))
 	root := must(node.New("root", node.Config[state]{}))
 	c := must(machine.NewCharter(machine.CharterConfig{Model: toolReply("echo"), Nodes: []*node.Node{root, chat, worker}, MaxSteps: 1 << 30}))
-	fresh := func() *machine.Machine {
+	return func() *machine.Machine {
 		tree := &instance.Instance{ID: "root", Node: "root", State: state{}}
 		tree.Children = append(tree.Children, &instance.Instance{ID: "chat", Node: "chat", State: state{}})
 		for i := range 100 {
 			tree.Children = append(tree.Children, &instance.Instance{ID: "w" + strconv.Itoa(i), Node: "worker", State: state{}})
 		}
 		m := must(machine.Restore(c, tree, history(100)))
-		oneRound(b, m)
+		oneRound(t, m)
 		return m
 	}
-	loop(b, 20, fresh, func(m *machine.Machine) { oneRound(b, m) })
+}
+
+// TestWorkersAllocs keeps the library's cost per leaf down in a round of
+// 100 workers and a primary: 2,048 allocations a round (20 a leaf) before
+// the step's snapshot and messages were carved out of one array each, a
+// reply's tool uses stopped being copied and a round reused the last
+// one's lists (1,533 since).
+func TestWorkersAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates too: counts are not the library's")
+	}
+	m := workersMachines(t)()
+	if allocs := testing.AllocsPerRun(19, func() { oneRound(t, m) }); allocs > 1550 {
+		t.Errorf("a round of 100 workers allocates %v times, want at most 1,550", allocs)
+	}
 }
 
 // scriptedPair answers a user message with a suspending tool call and a
