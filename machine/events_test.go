@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -95,25 +96,34 @@ func weatherRound(t *testing.T, model llm.Model) ([]string, []machine.Event) {
 	return lines, all
 }
 
+// weatherLines are the event lines of a weatherRound whose model streams
+// its first reply ("Let me look.") in the text deltas before and its
+// final answer ("Sunny, 21°C.") in after.
+func weatherLines(before, after []string) []string {
+	delta := func(text string) string { return `text_delta id1/assistant [0] ` + strconv.Quote(text) }
+	lines := make([]string, 0, len(before)+len(after)+5)
+	for _, text := range before {
+		lines = append(lines, delta(text))
+	}
+	lines = append(lines,
+		`tool_started id1 toolu_1 weather {"city":"Paris"}`,
+		`tool_finished id1 toolu_1 weather "sunny in Paris" error=false suspend=""`,
+		`state_changed id1 {"lookups":1}`,
+		`step tool_use done=false`,
+	)
+	for _, text := range after {
+		lines = append(lines, delta(text))
+	}
+	return append(lines, `step end_turn done=true`)
+}
+
 func TestEventsToolRound(t *testing.T) {
 	model := scripted.New(
 		lookInParis,
 		scripted.Text("Sunny, 21°C."),
 	).Configure(scripted.Config{ChunkSize: 5})
 	lines, all := weatherRound(t, model)
-	require.Equal(t, []string{
-		`text_delta id1/assistant [0] "Let m"`,
-		`text_delta id1/assistant [0] "e loo"`,
-		`text_delta id1/assistant [0] "k."`,
-		`tool_started id1 toolu_1 weather {"city":"Paris"}`,
-		`tool_finished id1 toolu_1 weather "sunny in Paris" error=false suspend=""`,
-		`state_changed id1 {"lookups":1}`,
-		`step tool_use done=false`,
-		`text_delta id1/assistant [0] "Sunny"`,
-		`text_delta id1/assistant [0] ", 21°"`,
-		`text_delta id1/assistant [0] "C."`,
-		`step end_turn done=true`,
-	}, lines)
+	require.Equal(t, weatherLines([]string{"Let m", "e loo", "k."}, []string{"Sunny", ", 21°", "C."}), lines)
 	// The steps are Run's steps.
 	replay := newMachine(t, weatherCharter(t, scripted.New(
 		lookInParis,
@@ -213,26 +223,25 @@ func TestEventsCancelAndExpire(t *testing.T) {
 		scripted.Text("Expired."),
 	).Configure(scripted.Config{ChunkSize: 100})
 	m := newMachine(t, approvalCharter(t, model, clk, instance.WithTimeout(time.Hour)), "assistant")
-	_, _, err := events(m.Events(context.Background(), machine.UserText("Refund order 1.")))
-	require.NoError(t, err)
-	lines, _, err := events(m.Events(context.Background(), machine.CancelInput{SuspendID: "id2", Reason: "changed my mind"}))
-	require.NoError(t, err)
-	require.Equal(t, []string{
-		`cancelled id1 id2 cause=cancel by=tool`,
-		`text_delta id1/assistant [0] "Cancelled."`,
-		`step end_turn done=true`,
-	}, lines)
-
-	_, _, err = events(m.Events(context.Background(), machine.UserText("Refund order 2.")))
-	require.NoError(t, err)
-	clk.Advance(2 * time.Hour)
-	lines, _, err = events(m.Events(context.Background()))
-	require.NoError(t, err)
-	require.Equal(t, []string{
-		`expired id1 id3 cause=timeout by=tool`,
-		`text_delta id1/assistant [0] "Expired."`,
-		`step end_turn done=true`,
-	}, lines)
+	// Each request suspends; then the suspension ends, by a cancel or by
+	// the clock passing its deadline, and the model answers.
+	for _, tc := range []struct {
+		request string
+		wait    time.Duration
+		end     []machine.Input
+		want    string
+		answer  string
+	}{
+		{"Refund order 1.", 0, []machine.Input{machine.CancelInput{SuspendID: "id2", Reason: "changed my mind"}}, `cancelled id1 id2 cause=cancel by=tool`, "Cancelled."},
+		{"Refund order 2.", 2 * time.Hour, nil, `expired id1 id3 cause=timeout by=tool`, "Expired."},
+	} {
+		_, _, err := events(m.Events(context.Background(), machine.UserText(tc.request)))
+		require.NoError(t, err)
+		clk.Advance(tc.wait)
+		lines, _, err := events(m.Events(context.Background(), tc.end...))
+		require.NoError(t, err)
+		require.Equal(t, []string{tc.want, `text_delta id1/assistant [0] ` + strconv.Quote(tc.answer), `step end_turn done=true`}, lines)
+	}
 }
 
 // generateOnly hides the scripted model's Stream.
@@ -244,15 +253,7 @@ func TestEventsFallbackOneDeltaPerBlock(t *testing.T) {
 		scripted.Text("Sunny, 21°C."),
 	)}
 	lines, _ := weatherRound(t, model)
-	require.Equal(t, []string{
-		`text_delta id1/assistant [0] "Let me look."`,
-		`tool_started id1 toolu_1 weather {"city":"Paris"}`,
-		`tool_finished id1 toolu_1 weather "sunny in Paris" error=false suspend=""`,
-		`state_changed id1 {"lookups":1}`,
-		`step tool_use done=false`,
-		`text_delta id1/assistant [0] "Sunny, 21°C."`,
-		`step end_turn done=true`,
-	}, lines)
+	require.Equal(t, weatherLines([]string{"Let me look."}, []string{"Sunny, 21°C."}), lines)
 }
 
 func TestEventsModelErrorMidStream(t *testing.T) {

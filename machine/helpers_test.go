@@ -107,12 +107,9 @@ func lastToolResults(msgs []message.Message) []message.Part {
 	return nil
 }
 
+// texts returns the text of each part.
 func texts(parts []message.Part) []string {
-	out := make([]string, len(parts))
-	for i, p := range parts {
-		out[i] = p.Text
-	}
-	return out
+	return testkit.Map(parts, func(p message.Part) string { return p.Text })
 }
 
 // marshal serializes m, for byte comparisons before and after.

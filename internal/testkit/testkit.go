@@ -1,6 +1,7 @@
 // Package testkit holds the helpers the project's tests share: draining a
-// run, a buffer safe for concurrent writers, a settable clock, a ready-made
-// history, and the setup of a test binary's child process. It is
+// run, racing goroutines, mapping a slice, a buffer safe for concurrent
+// writers, a settable clock, a ready-made history, and the setup of a test
+// binary's child process. It is
 // imported only by _test.go files.
 package testkit
 
@@ -29,6 +30,33 @@ func Collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// Race calls f(0), …, f(n-1), each in a goroutine of its own held at a
+// gate until all n are launched, so that the calls overlap as much as the
+// scheduler lets them, and returns their results once all have returned.
+func Race[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			out[i] = f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// Map returns f of each element of s, in order.
+func Map[T, U any](s []T, f func(T) U) []U {
+	out := make([]U, len(s))
+	for i, v := range s {
+		out[i] = f(v)
+	}
+	return out
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers and readers,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -99,5 +100,31 @@ func TestSuspendPartsFindsTheResolvingParts(t *testing.T) {
 	}
 	if got := testkit.SuspendParts(h, "none"); len(got) != 0 {
 		t.Fatalf("SuspendParts(none) = %v, want none", got)
+	}
+}
+
+// TestRaceOverlapsTheCalls: every call starts before any returns (each
+// waits for all to have started), and the results come in call order.
+func TestRaceOverlapsTheCalls(t *testing.T) {
+	const n = 4
+	var started sync.WaitGroup
+	started.Add(n)
+	got := testkit.Race(n, func(i int) int {
+		started.Done()
+		started.Wait()
+		return i * i
+	})
+	if want := []int{0, 1, 4, 9}; !slices.Equal(got, want) {
+		t.Fatalf("Race = %v, want %v", got, want)
+	}
+}
+
+func TestMap(t *testing.T) {
+	got := testkit.Map([]int{1, 2, 3}, strconv.Itoa)
+	if want := []string{"1", "2", "3"}; !slices.Equal(got, want) {
+		t.Fatalf("Map = %q, want %q", got, want)
+	}
+	if got := testkit.Map(nil, strconv.Itoa); len(got) != 0 {
+		t.Fatalf("Map(nil) = %q, want empty", got)
 	}
 }

@@ -16,28 +16,18 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// messagesAPI is the fake Messages API: fixtures in testdata, streamed
-// replies in .sse files.
-var messagesAPI = fakeapi.API{
-	Header:       map[string]string{"Request-Id": "req_test"},
-	ContentTypes: map[string]string{".sse": "text/event-stream"},
-}
-
-// newModel returns a hermetic model pointed at srv with retries off.
-func newModel(t *testing.T, srv *fakeapi.Server, edit ...func(*anthropic.Config)) *anthropic.Model {
-	t.Helper()
-	return fakeapi.NewModel(t, anthropic.New, anthropic.Config{
-		APIKey:            "test-key",
-		BaseURL:           srv.URL,
-		MaxRetries:        new(0),
-		IgnoreEnvironment: true,
-		DefaultSettings:   llm.Settings{Model: "claude-sonnet-4-5"},
-	}, edit...)
+// messagesAPI is the adapter on a fake Messages API: fixtures in
+// testdata, streamed replies in .sse files.
+var messagesAPI = fakeapi.Adapter[anthropic.Config, *anthropic.Model]{
+	API:          fakeapi.API{Header: map[string]string{"Request-Id": "req_test"}},
+	Provider:     "anthropic",
+	New:          anthropic.New,
+	DefaultModel: "claude-sonnet-4-5",
 }
 
 func TestThinkingReplayedUnchanged(t *testing.T) {
 	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "thinking_tool_use.json"}, fakeapi.Reply{File: "final.json"})
-	m := newModel(t, srv)
+	m := messagesAPI.NewModel(t, srv)
 	ctx := context.Background()
 
 	req := &llm.Request{
@@ -88,54 +78,25 @@ func TestThinkingReplayedUnchanged(t *testing.T) {
 }
 
 func TestSettingsMergedOverDefaults(t *testing.T) {
-	messagesAPI.CheckSettings(t, fakeapi.Settings{
-		Reply:            "text.json",
-		MaxTokens:        "max_tokens",
-		DefaultMaxTokens: float64(anthropic.DefaultMaxTokens),
-		Model: func(t *testing.T, srv *fakeapi.Server, defaults llm.Settings) llm.Model {
-			return newModel(t, srv, func(c *anthropic.Config) { c.DefaultSettings = defaults })
-		},
-	})
+	messagesAPI.CheckSettings(t, "max_tokens", float64(anthropic.DefaultMaxTokens))
 }
 
 func TestStopReasons(t *testing.T) {
-	tests := []struct {
-		wire string
-		want llm.StopReason
-	}{
-		// The reasons named like markov's are in the conformance suite.
-		{"stop_sequence", llm.EndTurn},
-		{"model_context_window_exceeded", llm.MaxTokens},
-		{"pause_turn", llm.PauseTurn},
-		{"something_new", llm.EndTurn},
-	}
-	for _, tt := range tests {
-		t.Run(tt.wire, func(t *testing.T) {
-			body := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"x"}],"stop_reason":"` + tt.wire + `","usage":{"input_tokens":1,"output_tokens":1}}`
-			srv := messagesAPI.NewServer(t, fakeapi.Reply{Body: body})
-			resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-			require.NoError(t, err)
-			require.Equal(t, tt.want, resp.StopReason)
-		})
-	}
+	// The reasons named like markov's are in the conformance suite.
+	messagesAPI.CheckStopReasons(t, func(wire string) string {
+		return `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"x"}],"stop_reason":"` + wire + `","usage":{"input_tokens":1,"output_tokens":1}}`
+	}, map[string]llm.StopReason{
+		"stop_sequence":                 llm.EndTurn,
+		"model_context_window_exceeded": llm.MaxTokens,
+		"pause_turn":                    llm.PauseTurn,
+		"something_new":                 llm.EndTurn,
+	})
 }
 
-func TestMalformedResponse(t *testing.T) {
-	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "malformed.json"})
-	_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-	require.Error(t, err)
-	require.True(t, strings.HasPrefix(err.Error(), "anthropic: "), "error %q does not name the provider", err)
-}
-
-// TestNoModel: a model is the one setting without a default, so a request
-// that leaves it unset fails before it is sent. (Requests every adapter
-// refuses are in the conformance suite.)
-func TestNoModel(t *testing.T) {
-	srv := messagesAPI.NewServer(t)
-	m := newModel(t, srv, func(c *anthropic.Config) { c.DefaultSettings = llm.Settings{} })
-	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-	require.ErrorContains(t, err, "no model")
-	require.Empty(t, srv.Requests())
+// TestFailures: a bad config, a request without a model and a malformed
+// reply fail.
+func TestFailures(t *testing.T) {
+	messagesAPI.CheckFailures(t, "malformed.json")
 }
 
 func TestStreaming(t *testing.T) {
@@ -152,7 +113,7 @@ func TestStreaming(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "stream.sse"})
-			m := newModel(t, srv, tt.cfg)
+			m := messagesAPI.NewModel(t, srv, tt.cfg)
 			resp, err := m.Generate(context.Background(), &llm.Request{
 				Messages: []message.Message{message.UserText("Weather in Paris?")},
 				Tools:    []llm.ToolSpec{{Name: "get_weather"}},
@@ -179,7 +140,7 @@ func TestStreaming(t *testing.T) {
 
 func TestStreamingError(t *testing.T) {
 	srv := messagesAPI.NewServer(t, fakeapi.Reply{Status: 529, File: "error_529.json"})
-	m := newModel(t, srv, func(c *anthropic.Config) { c.Stream = true })
+	m := messagesAPI.NewModel(t, srv, func(c *anthropic.Config) { c.Stream = true })
 	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 	var apiErr *sdk.Error
 	require.ErrorAs(t, err, &apiErr)
@@ -187,16 +148,9 @@ func TestStreamingError(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), "anthropic: "))
 }
 
-func TestNewRejectsBadConfig(t *testing.T) {
-	_, err := anthropic.New(anthropic.Config{MaxRetries: new(-1)})
-	require.ErrorIs(t, err, llm.ErrInvalidConfig)
-	_, err = anthropic.New(anthropic.Config{DefaultSettings: llm.Settings{MaxTokens: -1}})
-	require.ErrorIs(t, err, llm.ErrInvalidConfig)
-}
-
 func TestTranscriptMapping(t *testing.T) {
 	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
-	_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{
+	_, err := messagesAPI.NewModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{
 		message.UserText("first"),
 		// Consecutive user messages merge into one turn; empty text and
 		// thinking parts in a user message are not sent.
@@ -216,16 +170,5 @@ func TestTranscriptMapping(t *testing.T) {
 }
 
 func TestIgnoreEnvironment(t *testing.T) {
-	t.Setenv("ANTHROPIC_API_KEY", "from-env")
-	srv := messagesAPI.NewServer(t, fakeapi.Reply{File: "text.json"}, fakeapi.Reply{File: "text.json"})
-	req := &llm.Request{Messages: []message.Message{message.UserText("Hi")}}
-
-	_, err := newModel(t, srv, func(c *anthropic.Config) { c.APIKey = "" }).Generate(context.Background(), req)
-	require.NoError(t, err)
-	_, err = newModel(t, srv, func(c *anthropic.Config) { c.APIKey = ""; c.IgnoreEnvironment = false }).Generate(context.Background(), req)
-	require.NoError(t, err)
-
-	reqs := srv.Requests()
-	require.Empty(t, reqs[0].Header.Get("X-Api-Key"))
-	require.Equal(t, "from-env", reqs[1].Header.Get("X-Api-Key"))
+	messagesAPI.CheckEnvironment(t, map[string]string{"ANTHROPIC_API_KEY": "from-env"}, map[string]string{"X-Api-Key": "from-env"})
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
-	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/internal/fakeapi"
 )
 
@@ -84,7 +83,7 @@ func approvalBlocks(raw json.RawMessage) ([]approvalBlock, error) {
 // approvalFlow is the approval flow on a fake Messages API; the second
 // request must carry the tool result paired with the tool use.
 var approvalFlow = fakeapi.Flow[approvalRequest]{
-	API: messagesAPI, Path: "/v1/messages",
+	API: messagesAPI.API, Model: messagesAPI.Model, Path: "/v1/messages",
 	Rejection: `{"type":"error","error":{"type":"invalid_request_error","message":"rejected by the fake"}}`,
 	Tool:      "request_refund", ToolReply: approvalToolUseReply, FinalReply: approvalFinalReply,
 	Tools: func(req approvalRequest) []string {
@@ -171,8 +170,5 @@ func approvalResult(content json.RawMessage, id string) (string, error) {
 func TestApprovalFlow(t *testing.T) {
 	refundtest.RunCases(t, refundtest.Expect{
 		ToolUseID: approvalToolUseID, HeldText: approvalHeldText, FinalText: approvalFinalText,
-	}, func(t *testing.T, want string) func() llm.Model {
-		srv := approvalFlow.Server(t, want)
-		return func() llm.Model { return newModel(t, srv) }
-	})
+	}, approvalFlow.Models)
 }

@@ -8,26 +8,20 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/markov-agents/markov/llm"
-	"github.com/markov-agents/markov/llm/anthropic"
 	"github.com/markov-agents/markov/llm/internal/fakeapi"
 	"github.com/markov-agents/markov/llm/llmtest"
 	"github.com/markov-agents/markov/message"
 )
 
 func TestConformance(t *testing.T) {
-	llmtest.Run(t, messagesAPI.Harness(fakeapi.Conformance{
-		Name:         "anthropic",
+	messagesAPI.RunConformance(t, fakeapi.Conformance{
 		Path:         "/v1/messages",
-		Header:       map[string]string{"X-Api-Key": "test-key", "Anthropic-Version": "2023-06-01"},
+		Header:       map[string]string{"X-Api-Key": fakeapi.APIKey, "Anthropic-Version": "2023-06-01"},
 		Caps:         llmtest.Capabilities{Thinking: true, Structured: true},
 		Encode:       encodeReply,
 		EncodeStream: encodeStream,
-		NewModel: func(t *testing.T, srv *fakeapi.Server, retries int) llm.Model {
-			return newModel(t, srv, func(c *anthropic.Config) { c.MaxRetries = new(retries) })
-		},
-		APIError: llmtest.StatusOf(func(e *sdk.Error) int { return e.StatusCode }),
-	}))
+		APIError:     llmtest.StatusOf(func(e *sdk.Error) int { return e.StatusCode }),
+	})
 }
 
 // encodeReply writes r as the Messages API does. markov's stop reasons

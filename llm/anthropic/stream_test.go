@@ -13,9 +13,6 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// streamingModel is newModel as a model for the fake API's checks.
-func streamingModel(t *testing.T, srv *fakeapi.Server) llm.Model { return newModel(t, srv) }
-
 // TestStreamFixtures: recorded event streams assemble into the reply the
 // JSON fixture of the same reply gives.
 func TestStreamFixtures(t *testing.T) {
@@ -23,7 +20,7 @@ func TestStreamFixtures(t *testing.T) {
 		{Name: "get_weather", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"units":{"type":"string"}}}`)},
 		{Name: "get_time"},
 	}
-	messagesAPI.CheckStreams(t, streamingModel, []fakeapi.StreamCase{
+	messagesAPI.CheckStreams(t, []fakeapi.StreamCase{
 		{Name: "text", File: "text.json", Stream: "text.sse"},
 		{Name: "thinking with signature and redacted thinking", File: "thinking_tool_use.json", Stream: "thinking_tool_use.sse", Request: &llm.Request{
 			Messages: []message.Message{message.UserText("Weather in Paris?")},
@@ -40,7 +37,7 @@ func TestStreamFixtures(t *testing.T) {
 // cut connection fail the stream.
 func TestStreamFailures(t *testing.T) {
 	incomplete := func(t *testing.T, err error) { require.ErrorIs(t, err, llm.ErrIncompleteStream) }
-	messagesAPI.CheckStreamFailures(t, "anthropic", streamingModel, []fakeapi.StreamFailure{
+	messagesAPI.CheckStreamFailures(t, []fakeapi.StreamFailure{
 		{Name: "error event", Stream: "error_mid_stream.sse", Check: func(t *testing.T, err error) {
 			var apiErr *sdk.Error
 			require.ErrorAs(t, err, &apiErr)
@@ -57,5 +54,5 @@ func TestStreamFailures(t *testing.T) {
 // FuzzStream: no event stream makes streaming panic, or end both as a
 // reply and an error.
 func FuzzStream(f *testing.F) {
-	messagesAPI.FuzzStream(f, streamingModel, "text.sse", "thinking_tool_use.sse", "parallel_tools.sse", "error_mid_stream.sse", "truncated.sse", "stream.sse")
+	messagesAPI.FuzzStream(f, "text.sse", "thinking_tool_use.sse", "parallel_tools.sse", "error_mid_stream.sse", "truncated.sse", "stream.sse")
 }

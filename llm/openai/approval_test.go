@@ -8,9 +8,7 @@ import (
 	"testing"
 
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
-	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/internal/fakeapi"
-	"github.com/markov-agents/markov/llm/openai"
 )
 
 // The approval flow end to end on this adapter, against a fake Chat
@@ -143,7 +141,7 @@ func checkApprovalPairing(req approvalRequest, want string) error {
 // approvalFlow is the approval flow on a fake Chat Completions API; the
 // second request must carry the tool result paired with the tool call.
 var approvalFlow = fakeapi.Flow[approvalRequest]{
-	API: chatAPI, Path: "/chat/completions",
+	API: chatAPI.API, Model: chatAPI.Model, Path: "/chat/completions",
 	Rejection: `{"error":{"message":"rejected by the fake","type":"invalid_request_error","param":null,"code":null}}`,
 	Tool:      "request_refund", ToolReply: approvalToolCallsReply, FinalReply: approvalFinalReply,
 	Tools: func(req approvalRequest) []string {
@@ -162,16 +160,8 @@ var approvalFlow = fakeapi.Flow[approvalRequest]{
 	Second: checkApprovalPairing,
 }
 
-// approvalModel is the adapter pointed at srv, hermetic.
-func approvalModel(t *testing.T, srv *fakeapi.Server) *openai.Model {
-	return newModel(t, srv, func(c *openai.Config) { c.DefaultSettings = llm.Settings{Model: "gpt-4.1-mini"} })
-}
-
 func TestApprovalFlow(t *testing.T) {
 	refundtest.RunCases(t, refundtest.Expect{
 		ToolUseID: approvalCallID, HeldText: approvalHeldText, FinalText: approvalFinalText,
-	}, func(t *testing.T, want string) func() llm.Model {
-		srv := approvalFlow.Server(t, want)
-		return func() llm.Model { return approvalModel(t, srv) }
-	})
+	}, approvalFlow.Models)
 }

@@ -11,24 +11,19 @@ import (
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/internal/fakeapi"
 	"github.com/markov-agents/markov/llm/llmtest"
-	"github.com/markov-agents/markov/llm/openai"
 	"github.com/markov-agents/markov/message"
 )
 
 func TestConformance(t *testing.T) {
-	llmtest.Run(t, chatAPI.Harness(fakeapi.Conformance{
-		Name:   "openai",
+	chatAPI.RunConformance(t, fakeapi.Conformance{
 		Path:   "/chat/completions",
-		Header: map[string]string{"Authorization": "Bearer test-key"},
+		Header: map[string]string{"Authorization": "Bearer " + fakeapi.APIKey},
 		// Chat Completions cannot replay thinking.
 		Caps:         llmtest.Capabilities{Structured: true},
 		Encode:       encodeReply,
 		EncodeStream: encodeStream,
-		NewModel: func(t *testing.T, srv *fakeapi.Server, retries int) llm.Model {
-			return newModel(t, srv, func(c *openai.Config) { c.MaxRetries = new(retries) })
-		},
-		APIError: llmtest.StatusOf(func(e *sdk.Error) int { return e.StatusCode }),
-	}))
+		APIError:     llmtest.StatusOf(func(e *sdk.Error) int { return e.StatusCode }),
+	})
 }
 
 // finishReasons are the wire names of markov's stop reasons.

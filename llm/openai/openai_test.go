@@ -3,7 +3,7 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,23 +15,13 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// chatAPI is the fake Chat Completions API: fixtures in testdata,
-// streamed replies in .sse files.
-var chatAPI = fakeapi.API{
-	Header:       map[string]string{"X-Request-Id": "req_test"},
-	ContentTypes: map[string]string{".sse": "text/event-stream"},
-}
-
-// newModel returns a hermetic model pointed at srv with retries off.
-func newModel(t *testing.T, srv *fakeapi.Server, edit ...func(*openai.Config)) *openai.Model {
-	t.Helper()
-	return fakeapi.NewModel(t, openai.New, openai.Config{
-		APIKey:            "test-key",
-		BaseURL:           srv.URL,
-		MaxRetries:        new(0),
-		IgnoreEnvironment: true,
-		DefaultSettings:   llm.Settings{Model: "gpt-4.1"},
-	}, edit...)
+// chatAPI is the adapter on a fake Chat Completions API: fixtures in
+// testdata, streamed replies in .sse files.
+var chatAPI = fakeapi.Adapter[openai.Config, *openai.Model]{
+	API:          fakeapi.API{Header: map[string]string{"X-Request-Id": "req_test"}},
+	Provider:     "openai",
+	New:          openai.New,
+	DefaultModel: "gpt-4.1",
 }
 
 func TestToolArguments(t *testing.T) {
@@ -48,7 +38,7 @@ func TestToolArguments(t *testing.T) {
 			require.NoError(t, err)
 			body := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":` + string(args) + `}}]}}]}`
 			srv := chatAPI.NewServer(t, fakeapi.Reply{Body: body})
-			resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
+			resp, err := chatAPI.NewModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
 			require.NoError(t, err)
 			want := []message.Part{message.ToolUse("call_1", "f", json.RawMessage(tt.want))}
 			if d := cmp.Diff(want, resp.Message.Parts); d != "" {
@@ -60,70 +50,58 @@ func TestToolArguments(t *testing.T) {
 	}
 }
 
-func TestMaxTokens(t *testing.T) {
-	tests := []struct {
-		name   string
-		legacy bool
-		field  string
-		absent string
-	}{
-		{name: "max_completion_tokens", field: "max_completion_tokens", absent: "max_tokens"},
-		{name: "legacy max_tokens", legacy: true, field: "max_tokens", absent: "max_completion_tokens"},
+// TestConfigShapesRequests: the Config options that change the request
+// body (the token limit's field, strict structured output).
+func TestConfigShapesRequests(t *testing.T) {
+	story := &llm.Request{
+		Messages: []message.Message{message.UserText("Tell me a long story.")},
+		Settings: llm.Settings{MaxTokens: 10},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := chatAPI.NewServer(t, fakeapi.Reply{File: "length.json"})
-			m := newModel(t, srv, func(c *openai.Config) { c.LegacyMaxTokens = tt.legacy })
-			_, err := m.Generate(context.Background(), &llm.Request{
-				Messages: []message.Message{message.UserText("Tell me a long story.")},
-				Settings: llm.Settings{MaxTokens: 10},
-			})
-			require.NoError(t, err)
+	maxTokens := func(field, absent string) func(*testing.T, *fakeapi.Server) {
+		return func(t *testing.T, srv *fakeapi.Server) {
 			body := srv.LastBody(t)
-			require.EqualValues(t, 10, body[tt.field])
-			require.NotContains(t, body, tt.absent)
-		})
+			require.EqualValues(t, 10, body[field])
+			require.NotContains(t, body, absent)
+		}
 	}
-}
-
-func TestStructuredOutput(t *testing.T) {
 	// Property order differs from alphabetical on purpose: the schema must
 	// reach the API byte for byte.
 	schema := `{"type":"object","properties":{"verdict":{"type":"string","enum":["approve","deny"]},"amount":{"type":"number"},"reasons":{"type":"array","items":{"type":"string"}}},"required":["verdict","amount","reasons"],"additionalProperties":false}`
+	refund := func(output string) *llm.Request {
+		return &llm.Request{
+			Messages: []message.Message{message.UserText("Should we refund order 42?")},
+			Output:   &llm.OutputSpec{Name: output, Schema: json.RawMessage(schema)},
+		}
+	}
+	format := func(name string, strict bool) func(*testing.T, *fakeapi.Server) {
+		want := fmt.Sprintf(`"response_format":{"json_schema":{"name":%q,"strict":%t,"schema":%s},"type":"json_schema"}`, name, strict, schema)
+		return func(t *testing.T, srv *fakeapi.Server) { require.Contains(t, string(srv.Requests()[0].Body), want) }
+	}
 	tests := []struct {
-		name       string
-		nonStrict  bool
-		outputName string
-		wantFormat string
+		name    string
+		edit    func(*openai.Config)
+		fixture string
+		req     *llm.Request
+		check   func(*testing.T, *fakeapi.Server)
 	}{
-		{
-			name:       "strict",
-			outputName: "refund decision",
-			wantFormat: `"response_format":{"json_schema":{"name":"refund_decision","strict":true,"schema":` + schema + `},"type":"json_schema"}`,
-		},
-		{
-			name:       "non-strict, unnamed",
-			nonStrict:  true,
-			wantFormat: `"response_format":{"json_schema":{"name":"output","strict":false,"schema":` + schema + `},"type":"json_schema"}`,
-		},
+		{"max_completion_tokens", func(*openai.Config) {}, "length.json", story, maxTokens("max_completion_tokens", "max_tokens")},
+		{"legacy max_tokens", func(c *openai.Config) { c.LegacyMaxTokens = true }, "length.json", story, maxTokens("max_tokens", "max_completion_tokens")},
+		{"strict output", func(*openai.Config) {}, "structured.json", refund("refund decision"), format("refund_decision", true)},
+		{"non-strict, unnamed output", func(c *openai.Config) { c.NonStrictOutput = true }, "structured.json", refund(""), format("output", false)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := chatAPI.NewServer(t, fakeapi.Reply{File: "structured.json"})
-			m := newModel(t, srv, func(c *openai.Config) { c.NonStrictOutput = tt.nonStrict })
-			_, err := m.Generate(context.Background(), &llm.Request{
-				Messages: []message.Message{message.UserText("Should we refund order 42?")},
-				Output:   &llm.OutputSpec{Name: tt.outputName, Schema: json.RawMessage(schema)},
-			})
+			srv := chatAPI.NewServer(t, fakeapi.Reply{File: tt.fixture})
+			_, err := chatAPI.NewModel(t, srv, tt.edit).Generate(context.Background(), tt.req)
 			require.NoError(t, err)
-			require.Contains(t, string(srv.Requests()[0].Body), tt.wantFormat)
+			tt.check(t, srv)
 		})
 	}
 }
 
 func TestRefusal(t *testing.T) {
 	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "refusal.json"})
-	resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{
+	resp, err := chatAPI.NewModel(t, srv).Generate(context.Background(), &llm.Request{
 		Messages: []message.Message{message.UserText("Something bad")},
 		Output:   &llm.OutputSpec{Name: "x", Schema: json.RawMessage(`{"type":"object"}`)},
 	})
@@ -133,38 +111,19 @@ func TestRefusal(t *testing.T) {
 }
 
 func TestSettingsMergedOverDefaults(t *testing.T) {
-	chatAPI.CheckSettings(t, fakeapi.Settings{
-		Reply:     "text.json",
-		MaxTokens: "max_completion_tokens",
-		Model: func(t *testing.T, srv *fakeapi.Server, defaults llm.Settings) llm.Model {
-			return newModel(t, srv, func(c *openai.Config) { c.DefaultSettings = defaults })
-		},
-	})
+	chatAPI.CheckSettings(t, "max_completion_tokens", nil)
 }
 
 func TestFinishReasons(t *testing.T) {
-	tests := []struct {
-		wire string
-		want llm.StopReason
-	}{
-		// The others are in the conformance suite's encoding.
-		{"function_call", llm.ToolUse},
-		{"something_new", llm.EndTurn},
-	}
-	for _, tt := range tests {
-		t.Run(tt.wire, func(t *testing.T) {
-			body := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"` + tt.wire + `","message":{"role":"assistant","content":"x"}}]}`
-			srv := chatAPI.NewServer(t, fakeapi.Reply{Body: body})
-			resp, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-			require.NoError(t, err)
-			require.Equal(t, tt.want, resp.StopReason)
-		})
-	}
+	// The others are in the conformance suite's encoding.
+	chatAPI.CheckStopReasons(t, func(wire string) string {
+		return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"` + wire + `","message":{"role":"assistant","content":"x"}}]}`
+	}, map[string]llm.StopReason{"function_call": llm.ToolUse, "something_new": llm.EndTurn})
 }
 
 func TestCompatibleServer(t *testing.T) {
 	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "ollama_text.json"})
-	m := newModel(t, srv, func(c *openai.Config) {
+	m := chatAPI.NewModel(t, srv, func(c *openai.Config) {
 		c.APIKey = "" // local servers need none
 		c.BaseURL = srv.URL + "/v1/"
 		c.LegacyMaxTokens = true
@@ -180,57 +139,21 @@ func TestCompatibleServer(t *testing.T) {
 	require.EqualValues(t, 256, srv.LastBody(t)["max_tokens"])
 }
 
-func TestMalformedResponse(t *testing.T) {
-	for _, file := range []string{"malformed.json", "no_choices.json"} {
-		t.Run(file, func(t *testing.T) {
-			srv := chatAPI.NewServer(t, fakeapi.Reply{File: file})
-			_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-			require.Error(t, err)
-			require.True(t, strings.HasPrefix(err.Error(), "openai: "), "error %q does not name the provider", err)
-		})
-	}
-}
-
-// TestNoModel: a model is the one setting without a default, so a request
-// that leaves it unset fails before it is sent. (Requests every adapter
-// refuses are in the conformance suite.)
-func TestNoModel(t *testing.T) {
-	srv := chatAPI.NewServer(t)
-	m := newModel(t, srv, func(c *openai.Config) { c.DefaultSettings = llm.Settings{} })
-	_, err := m.Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-	require.ErrorContains(t, err, "no model")
-	require.Empty(t, srv.Requests())
-}
-
-func TestNewRejectsBadConfig(t *testing.T) {
-	_, err := openai.New(openai.Config{MaxRetries: new(-1)})
-	require.ErrorIs(t, err, llm.ErrInvalidConfig)
-	_, err = openai.New(openai.Config{DefaultSettings: llm.Settings{MaxTokens: -1}})
-	require.ErrorIs(t, err, llm.ErrInvalidConfig)
+// TestFailures: a bad config, a request without a model and malformed
+// replies fail.
+func TestFailures(t *testing.T) {
+	chatAPI.CheckFailures(t, "malformed.json", "no_choices.json")
 }
 
 func TestIgnoreEnvironment(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "from-env")
-	t.Setenv("OPENAI_ORG_ID", "org-from-env")
-	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "text.json"}, fakeapi.Reply{File: "text.json"})
-
-	_, err := newModel(t, srv, func(c *openai.Config) { c.APIKey = "" }).
-		Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-	require.NoError(t, err)
-	_, err = newModel(t, srv, func(c *openai.Config) { c.APIKey = ""; c.IgnoreEnvironment = false }).
-		Generate(context.Background(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}})
-	require.NoError(t, err)
-
-	reqs := srv.Requests()
-	require.Empty(t, reqs[0].Header.Get("Authorization"))
-	require.Empty(t, reqs[0].Header.Get("OpenAI-Organization"))
-	require.Equal(t, "Bearer from-env", reqs[1].Header.Get("Authorization"))
-	require.Equal(t, "org-from-env", reqs[1].Header.Get("OpenAI-Organization"))
+	chatAPI.CheckEnvironment(t,
+		map[string]string{"OPENAI_API_KEY": "from-env", "OPENAI_ORG_ID": "org-from-env"},
+		map[string]string{"Authorization": "Bearer from-env", "OpenAI-Organization": "org-from-env"})
 }
 
 func TestTranscriptMapping(t *testing.T) {
 	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "text.json"})
-	_, err := newModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{
+	_, err := chatAPI.NewModel(t, srv).Generate(context.Background(), &llm.Request{Messages: []message.Message{
 		// Text parts of a user message are joined with a blank line.
 		{Role: message.User, Parts: []message.Part{message.Text("Weather in Paris?"), message.Text("And in Rome?")}},
 		// Thinking (from another provider) is dropped.

@@ -13,13 +13,10 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// streamingModel is newModel as a model for the fake API's checks.
-func streamingModel(t *testing.T, srv *fakeapi.Server) llm.Model { return newModel(t, srv) }
-
 // TestStreamFixtures: recorded streams assemble into the reply the JSON
 // fixture of the same completion gives, usage included.
 func TestStreamFixtures(t *testing.T) {
-	chatAPI.CheckStreams(t, streamingModel, []fakeapi.StreamCase{
+	chatAPI.CheckStreams(t, []fakeapi.StreamCase{
 		{Name: "text with cached tokens", File: "text.json", Stream: "text.sse"},
 		{Name: "refusal", File: "refusal.json", Stream: "refusal.sse"},
 		{Name: "parallel tool calls", File: "parallel_tools.json", Stream: "parallel_tools.sse", Request: &llm.Request{
@@ -35,7 +32,7 @@ func TestStreamFixtures(t *testing.T) {
 // TestStreamAsksForUsage: a streamed call asks for the usage chunk.
 func TestStreamAsksForUsage(t *testing.T) {
 	srv := chatAPI.NewServer(t, fakeapi.Reply{File: "text.sse"})
-	_, err := llm.Collect(newModel(t, srv).Stream(t.Context(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}}))
+	_, err := llm.Collect(chatAPI.NewModel(t, srv).Stream(t.Context(), &llm.Request{Messages: []message.Message{message.UserText("Hi")}}))
 	require.NoError(t, err)
 	body := srv.LastBody(t)
 	require.Equal(t, true, body["stream"])
@@ -45,7 +42,7 @@ func TestStreamAsksForUsage(t *testing.T) {
 // TestStreamFailures: an error chunk, a stream without [DONE] and a cut
 // connection fail the stream.
 func TestStreamFailures(t *testing.T) {
-	chatAPI.CheckStreamFailures(t, "openai", streamingModel, []fakeapi.StreamFailure{
+	chatAPI.CheckStreamFailures(t, []fakeapi.StreamFailure{
 		{Name: "error chunk", Stream: "error_mid_stream.sse", Check: func(t *testing.T, err error) {
 			var streamErr *ssestream.StreamError
 			require.ErrorAs(t, err, &streamErr)
@@ -63,5 +60,5 @@ func TestStreamFailures(t *testing.T) {
 // FuzzStream: no event stream makes streaming panic, or end both as a
 // reply and an error.
 func FuzzStream(f *testing.F) {
-	chatAPI.FuzzStream(f, streamingModel, "text.sse", "refusal.sse", "parallel_tools.sse", "error_mid_stream.sse", "truncated.sse")
+	chatAPI.FuzzStream(f, "text.sse", "refusal.sse", "parallel_tools.sse", "error_mid_stream.sse", "truncated.sse")
 }

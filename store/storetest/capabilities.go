@@ -61,10 +61,7 @@ func testListMachines(t *testing.T, s listerStore) {
 func claim(t testing.TB, s store.ExpiryClaimer, now time.Time, limit int, lease time.Duration) []store.Suspension {
 	t.Helper()
 	got, err := s.ClaimExpired(context.Background(), now, limit, lease)
-	if err != nil {
-		t.Fatalf("ClaimExpired(%v, %d, %v): %v", now, limit, lease, err)
-	}
-	return got
+	return must(t, got, err, "ClaimExpired(%v, %d, %v)", now, limit, lease)
 }
 
 func testClaim(t *testing.T, s claimerStore) {

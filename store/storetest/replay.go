@@ -24,10 +24,7 @@ var replayChecks = []check[store.ReplayGuard]{
 func remember(t testing.TB, g store.ReplayGuard, key string, expiresAt time.Time) bool {
 	t.Helper()
 	fresh, err := g.Remember(context.Background(), key, expiresAt)
-	if err != nil {
-		t.Fatalf("Remember(%q, %v): %v", key, expiresAt, err)
-	}
-	return fresh
+	return must(t, fresh, err, "Remember(%q, %v)", key, expiresAt)
 }
 
 func testRemember(t *testing.T, g store.ReplayGuard) {

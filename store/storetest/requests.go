@@ -23,18 +23,11 @@ var requesterChecks = []check[requesterStore]{
 func mustRequests(t testing.TB, s store.SuspendRequester, machineID string) []store.SuspendRequest {
 	t.Helper()
 	got, err := s.SuspendRequests(context.Background(), machineID)
-	if err != nil {
-		t.Fatalf("SuspendRequests(%q): %v", machineID, err)
-	}
-	return got
+	return must(t, got, err, "SuspendRequests(%q)", machineID)
 }
 
 func requestIDs(rs []store.SuspendRequest) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.ID
-	}
-	return out
+	return idsOf(rs, func(r store.SuspendRequest) string { return r.ID })
 }
 
 func testSuspendRequests(t *testing.T, s requesterStore) {

@@ -158,16 +158,28 @@ func mustLoad(t testing.TB, s store.Snapshots, id string) *store.Snapshot {
 func mustList(t testing.TB, s store.Index, f store.Filter) []store.Suspension {
 	t.Helper()
 	got, err := s.ListSuspensions(context.Background(), f)
+	return must(t, got, err, "ListSuspensions(%+v)", f)
+}
+
+// must returns v, failing t if err (from the call format and args name)
+// is not nil.
+func must[T any](t testing.TB, v T, err error, format string, args ...any) T {
+	t.Helper()
 	if err != nil {
-		t.Fatalf("ListSuspensions(%+v): %v", f, err)
+		t.Fatalf(format+": %v", append(args, err)...)
 	}
-	return got
+	return v
 }
 
 func ids(ss []store.Suspension) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = s.ID
+	return idsOf(ss, func(s store.Suspension) string { return s.ID })
+}
+
+// idsOf returns the ID of each element of s, which id reads.
+func idsOf[T any](s []T, id func(T) string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = id(v)
 	}
 	return out
 }

@@ -16,12 +16,10 @@ import (
 	"github.com/markov-agents/markov/llm/llmtest"
 )
 
-// Conformance is what an adapter on this API adds to run the llmtest
-// conformance suite: how its provider writes a reply and how to point the
-// adapter at a server.
+// Conformance is what an adapter adds to run the llmtest conformance
+// suite: how its provider writes a reply.
 type Conformance struct {
-	// Name and Caps are the harness's (see llmtest.Harness).
-	Name string
+	// Caps are the harness's (see llmtest.Harness).
 	Caps llmtest.Capabilities
 	// Encode writes a reply in the provider's wire format: a response as a
 	// 200 body, a Status as an error body with that status.
@@ -29,9 +27,6 @@ type Conformance struct {
 	// EncodeStream writes a response (Status is zero) as the provider
 	// streams it, with its Fault: a text/event-stream body.
 	EncodeStream func(t *testing.T, r llmtest.Reply) string
-	// NewModel returns the adapter pointed at srv, retrying a failed call
-	// up to retries times.
-	NewModel func(t *testing.T, srv *Server, retries int) llm.Model
 	// APIError is the harness's (see llmtest.Harness).
 	APIError func(err error) (status int, ok bool)
 	// Path is where every call POSTs to ("/v1/messages").
@@ -40,14 +35,15 @@ type Conformance struct {
 	Header map[string]string
 }
 
-// Harness returns the llmtest harness of c: every fake is a server of a
-// answering with the encoded replies, streamed to a request that asks for
-// streaming (an error reply lets the client retry after a millisecond). The requests the suite hands over must go to
-// c.Path with c.Header; they are compared
+// RunConformance runs the llmtest conformance suite on the adapter with
+// the harness of c: every fake is a server of the adapter's API answering
+// with the encoded replies, streamed to a request that asks for streaming
+// (an error reply lets the client retry after a millisecond). The requests
+// the suite hands over must go to c.Path with c.Header; they are compared
 // with golden files in the fixture directory's "conformance" folder, and
 // must carry every tool and output schema byte for byte (a golden file
 // compares JSON values, blind to the property order models follow).
-func (a API) Harness(c Conformance) llmtest.Harness {
+func (a Adapter[C, M]) RunConformance(t *testing.T, c Conformance) {
 	fake := func(t *testing.T, retries int, replies ...llmtest.Reply) llmtest.Fake {
 		t.Helper()
 		wire := make([]Reply, len(replies))
@@ -72,7 +68,7 @@ func (a API) Harness(c Conformance) llmtest.Harness {
 			return wire[n-1]
 		})
 		return llmtest.Fake{
-			Model: c.NewModel(t, srv, retries),
+			Model: a.NewModel(t, srv, a.edit(func(f fields) { *f.MaxRetries = new(retries) })),
 			Calls: func() int { return len(srv.Requests()) },
 			Sent: func(t *testing.T, name string, req *llm.Request) {
 				t.Helper()
@@ -89,13 +85,13 @@ func (a API) Harness(c Conformance) llmtest.Harness {
 			},
 		}
 	}
-	return llmtest.Harness{
-		Name:     c.Name,
+	llmtest.Run(t, llmtest.Harness{
+		Name:     a.Provider,
 		Caps:     c.Caps,
 		New:      func(t *testing.T, replies ...llmtest.Reply) llmtest.Fake { return fake(t, 0, replies...) },
 		Retrying: fake,
 		APIError: c.APIError,
-	}
+	})
 }
 
 // verbatimSchemas requires body to hold the schemas of req's tools and

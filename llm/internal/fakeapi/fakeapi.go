@@ -1,7 +1,9 @@
 // Package fakeapi is the test scaffolding the provider adapters share: a
 // fake HTTP API that answers with canned replies (usually fixture files
-// from testdata) and records every request, and golden request bodies
-// compared semantically and rewritten with -update.
+// from testdata) and records every request, golden request bodies
+// compared semantically and rewritten with -update, and an Adapter: an
+// adapter built hermetic against the fake, with the checks every adapter
+// passes (the llmtest conformance suite among them).
 //
 // It is imported only by tests.
 package fakeapi
@@ -29,16 +31,14 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden request files in testdata")
 
 // API describes what differs between the providers' fake servers and
-// where their fixtures live. The zero value serves JSON from testdata.
+// where their fixtures live. The zero value serves fixtures from testdata:
+// a recorded event stream (a .sse file) as text/event-stream, anything
+// else as JSON.
 type API struct {
 	// Dir is the fixture directory; "testdata" when empty.
 	Dir string
 	// Header is set on every reply (a request ID, say).
 	Header map[string]string
-	// ContentTypes maps a fixture file extension (".sse") to the
-	// Content-Type of a reply served from such a file. Any other reply is
-	// served as application/json.
-	ContentTypes map[string]string
 }
 
 // Reply is one canned HTTP response: a status and a fixture file (or a
@@ -130,8 +130,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		data = s.api.ReadFile(s.t, rep.File)
 	}
 	contentType := "application/json"
-	if ct, ok := s.api.ContentTypes[filepath.Ext(rep.File)]; ok {
-		contentType = ct
+	if filepath.Ext(rep.File) == ".sse" {
+		contentType = "text/event-stream"
 	}
 	w.Header().Set("Content-Type", contentType)
 	for k, v := range s.api.Header {
@@ -180,20 +180,6 @@ func (s *Server) LastBody(t *testing.T) map[string]any {
 	require.NotEmpty(t, reqs, "no request received")
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(reqs[len(reqs)-1].Body, &m))
-	return m
-}
-
-// NewModel applies edits to cfg and builds an adapter's model from it
-// with newModel, failing t on error: an adapter test's newModel.
-func NewModel[C, M any](t testing.TB, newModel func(C) (M, error), cfg C, edits ...func(*C)) M {
-	t.Helper()
-	for _, e := range edits {
-		e(&cfg)
-	}
-	m, err := newModel(cfg)
-	if err != nil {
-		t.Fatalf("fakeapi: new model: %v", err)
-	}
 	return m
 }
 

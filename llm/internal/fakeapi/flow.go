@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/markov-agents/markov/llm"
 )
 
 // Flow is a two-call tool flow on one adapter's API, as the adapters'
@@ -14,6 +16,8 @@ import (
 // R, the part of the provider's request body the checks read.
 type Flow[R any] struct {
 	API API
+	// Model returns the adapter pointed at a server of API.
+	Model func(t *testing.T, srv *Server) llm.Model
 	// Path is where the requests are POSTed; Rejection is the body of the
 	// answer to a request that fails its check.
 	Path, Rejection string
@@ -43,6 +47,14 @@ func (f Flow[R]) Server(t *testing.T, want string) *Server {
 		}
 	})
 	return srv
+}
+
+// Models starts the fake API for one run of the flow whose tool result is
+// want and returns the factory of the run's models, all pointed at it (a
+// setup of refundtest.RunCases).
+func (f Flow[R]) Models(t *testing.T, want string) func() llm.Model {
+	srv := f.Server(t, want)
+	return func() llm.Model { return f.Model(t, srv) }
 }
 
 // check decodes a request body, which must offer Tool alone, for check.

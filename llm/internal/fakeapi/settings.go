@@ -11,24 +11,12 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// Settings says where an adapter sends the settings of a request.
-type Settings struct {
-	// Reply is the fixture answering every call.
-	Reply string
-	// MaxTokens is the body field carrying the token limit, and
-	// DefaultMaxTokens its value when neither the request nor the
-	// defaults set one (nil: the field is absent).
-	MaxTokens        string
-	DefaultMaxTokens any
-	// Model returns the adapter pointed at srv with defaults as its
-	// default settings.
-	Model func(t *testing.T, srv *Server, defaults llm.Settings) llm.Model
-}
-
 // CheckSettings requires a request's settings to be merged over the
 // adapter's defaults (llm.Settings.Merge) and sent as the body's model,
-// token limit and temperature.
-func (a API) CheckSettings(t *testing.T, c Settings) {
+// token limit and temperature. The body field maxTokens carries the token
+// limit, which is defaultMaxTokens when neither the request nor the
+// defaults set one (nil: the field is absent).
+func (a Adapter[C, M]) CheckSettings(t *testing.T, maxTokens string, defaultMaxTokens any) {
 	t.Helper()
 	tests := []struct {
 		name              string
@@ -57,7 +45,7 @@ func (a API) CheckSettings(t *testing.T, c Settings) {
 		{
 			name:     "no max tokens anywhere",
 			defaults: llm.Settings{Model: "model-a"},
-			model:    "model-a", maxTokens: c.DefaultMaxTokens,
+			model:    "model-a", maxTokens: defaultMaxTokens,
 		},
 		{
 			name:    "model only from the request",
@@ -67,15 +55,16 @@ func (a API) CheckSettings(t *testing.T, c Settings) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := a.NewServer(t, Reply{File: c.Reply})
-			_, err := c.Model(t, srv, tt.defaults).Generate(context.Background(), &llm.Request{
+			srv := a.NewServer(t, Reply{File: TextReply})
+			m := a.NewModel(t, srv, a.edit(func(f fields) { *f.DefaultSettings = tt.defaults }))
+			_, err := m.Generate(context.Background(), &llm.Request{
 				Messages: []message.Message{message.UserText("Hi")},
 				Settings: tt.request,
 			})
 			require.NoError(t, err)
 			body := srv.LastBody(t)
-			want := map[string]any{"model": tt.model, c.MaxTokens: tt.maxTokens, "temperature": tt.temperature}
-			got := map[string]any{"model": body["model"], c.MaxTokens: body[c.MaxTokens], "temperature": body["temperature"]}
+			want := map[string]any{"model": tt.model, maxTokens: tt.maxTokens, "temperature": tt.temperature}
+			got := map[string]any{"model": body["model"], maxTokens: body[maxTokens], "temperature": body["temperature"]}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Fatalf("settings (-want +got):\n%s", d)
 			}

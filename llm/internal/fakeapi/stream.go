@@ -29,15 +29,14 @@ type StreamCase struct {
 
 // CheckStreams requires, for each case, the reply streamed from its Stream
 // fixture (checked with llmtest.StreamReply) to be deep-equal to the one
-// Generate returns for its File: message, stop reason and usage. model
-// returns the adapter pointed at a server; it must stream only when asked
-// to.
-func (a API) CheckStreams(t *testing.T, model func(t *testing.T, srv *Server) llm.Model, cases []StreamCase) {
+// Generate returns for its File: message, stop reason and usage. The
+// adapter must stream only when asked to.
+func (a Adapter[C, M]) CheckStreams(t *testing.T, cases []StreamCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			srv := a.NewServer(t, Reply{File: c.File}, Reply{File: c.Stream})
-			m := model(t, srv)
+			m := a.Model(t, srv)
 			req := request(c.Request)
 			want, err := m.Generate(context.Background(), req)
 			require.NoError(t, err)
@@ -66,15 +65,15 @@ type StreamFailure struct {
 // named after the provider and checked by its Check, after partial chunks
 // and without an end chunk (llmtest.StreamError): a cut reply is never a
 // complete one.
-func (a API) CheckStreamFailures(t *testing.T, provider string, model func(t *testing.T, srv *Server) llm.Model, cases []StreamFailure) {
+func (a Adapter[C, M]) CheckStreamFailures(t *testing.T, cases []StreamFailure) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			srv := a.NewServer(t, Reply{File: c.Stream, Abort: c.Abort})
-			s, ok := model(t, srv).(llm.Streamer)
+			s, ok := a.Model(t, srv).(llm.Streamer)
 			require.True(t, ok, "the model does not stream")
 			err := llmtest.StreamError(t, context.Background(), s, request(nil))
-			require.True(t, strings.HasPrefix(err.Error(), provider+": "), "error %q does not name the provider", err)
+			require.True(t, strings.HasPrefix(err.Error(), a.Provider+": "), "error %q does not name the provider", err)
 			c.Check(t, err)
 		})
 	}
@@ -93,7 +92,7 @@ func request(req *llm.Request) *llm.Request {
 // stream never panics, its chunks come in an order an llm.Accumulator
 // takes, and it ends either with one end chunk or with one error, never
 // both and never neither.
-func (a API) FuzzStream(f *testing.F, model func(t *testing.T, srv *Server) llm.Model, seeds ...string) {
+func (a Adapter[C, M]) FuzzStream(f *testing.F, seeds ...string) {
 	for _, name := range seeds {
 		f.Add(a.ReadFile(f, name))
 	}
@@ -106,7 +105,7 @@ func (a API) FuzzStream(f *testing.F, model func(t *testing.T, srv *Server) llm.
 	f.Cleanup(srv.Close)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		body.Store(&data)
-		s, ok := model(t, srv).(llm.Streamer)
+		s, ok := a.Model(t, srv).(llm.Streamer)
 		require.True(t, ok, "the model does not stream")
 		var acc llm.Accumulator
 		var ended, failed bool
