@@ -224,19 +224,14 @@ func TestConcurrentResumeExactlyOnce(t *testing.T) {
 		ctx := context.Background()
 		id := suspended(t, newRunner(t, s, agentModel(0)), "race")
 		resumeHandlerRuns.Store(0)
-		const racers = 50
-		var wg sync.WaitGroup
-		errs := make([]error, racers)
-		start := make(chan struct{})
-		for i := range racers {
-			r := newRunner(t, s, agentModel(0))
-			wg.Go(func() {
-				<-start
-				_, errs[i] = drain(r.Resume(ctx, id, fmt.Sprintf("payload %d", i), false))
-			})
+		runners := make([]*durable.Runner, 50)
+		for i := range runners {
+			runners[i] = newRunner(t, s, agentModel(0))
 		}
-		close(start)
-		wg.Wait()
+		errs := testkit.Race(len(runners), func(i int) error {
+			_, err := drain(runners[i].Resume(ctx, id, fmt.Sprintf("payload %d", i), false))
+			return err
+		})
 		wins := 0
 		winner := -1
 		for i, err := range errs {

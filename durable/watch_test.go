@@ -75,21 +75,22 @@ func kinds(events []durable.Event) map[machine.EventKind]int {
 	return out
 }
 
-// resumed runs machine id on r until it suspends (see suspended), resumes
-// it with "approved" and returns the suspend ID.
-func resumed(t *testing.T, r *durable.Runner, id string) string {
+// resumed returns a runner on s driven by model that has run machine id
+// until it suspended (see suspended) and resumed it with "approved", and
+// the suspend ID.
+func resumed(t *testing.T, s store.Store, model llm.Model, id string) (*durable.Runner, string) {
 	t.Helper()
+	r := newRunner(t, s, model)
 	suspendID := suspended(t, r, id)
 	_, err := drain(r.Resume(context.Background(), suspendID, "approved", false))
 	require.NoError(t, err)
-	return suspendID
+	return r, suspendID
 }
 
 func TestWatchReplaysTheLogAndResumesFromASequenceNumber(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		r := newRunner(t, s, chattyModel(0))
-		id := resumed(t, r, "m1")
+		r, id := resumed(t, s, chattyModel(0), "m1")
 
 		all := watchUntilDone(t, r.Watch(ctx, "m1", 0), 2)
 		require.Equal(t, "working"+chattyText, checkWatched(t, all, 0))
@@ -176,8 +177,7 @@ func hasResumed(events []durable.Event) bool {
 func TestWatchSuspensionsFeedsEveryLifecycleChange(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		r := newRunner(t, s, agentModel(0))
-		id := resumed(t, r, "m1")
+		r, id := resumed(t, s, agentModel(0), "m1")
 		id2 := suspended(t, r, "m2")
 		_, err := drain(r.Cancel(ctx, id2, "no"))
 		require.NoError(t, err)

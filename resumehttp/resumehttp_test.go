@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -383,27 +382,20 @@ func TestDeadlinePassed(t *testing.T) {
 func TestConcurrentResume(t *testing.T) {
 	e := memEnv(t)
 	mid, sid := e.start(t, "race")
-	const n = 20
-	statuses := make([]response, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		req := e.signed(t, "POST", resumePath(sid), `{"payload":"r`+string(rune('a'+i))+`"}`)
-		wg.Go(func() {
-			<-start
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				statuses[i] = response{Status: -1, Body: []byte(err.Error())}
-				return
-			}
-			defer resp.Body.Close()
-			var eb resumehttp.ErrorBody
-			_ = json.NewDecoder(resp.Body).Decode(&eb)
-			statuses[i] = response{Status: resp.StatusCode, Body: []byte(eb.Code)}
-		})
+	reqs := make([]*http.Request, 20)
+	for i := range reqs {
+		reqs[i] = e.signed(t, "POST", resumePath(sid), `{"payload":"r`+string(rune('a'+i))+`"}`)
 	}
-	close(start)
-	wg.Wait()
+	statuses := testkit.Race(len(reqs), func(i int) response {
+		resp, err := http.DefaultClient.Do(reqs[i])
+		if err != nil {
+			return response{Status: -1, Body: []byte(err.Error())}
+		}
+		defer resp.Body.Close()
+		var eb resumehttp.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		return response{Status: resp.StatusCode, Body: []byte(eb.Code)}
+	})
 
 	remembered := rememberedResolved(t, e, sid)
 	won := 0

@@ -331,18 +331,10 @@ func TestConcurrentResumes(t *testing.T) {
 	ctx := context.Background()
 	id := parkOne(t, f, "race")
 
-	const racers = 50
-	errs := make([]error, racers)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range racers {
-		wg.Go(func() {
-			<-start
-			_, errs[i] = f.Resume(ctx, id, fmt.Sprintf("approved %d", i), false)
-		})
-	}
-	close(start)
-	wg.Wait()
+	errs := testkit.Race(50, func(i int) error {
+		_, err := f.Resume(ctx, id, fmt.Sprintf("approved %d", i), false)
+		return err
+	})
 	accepted := 0
 	for _, err := range errs {
 		if err == nil {

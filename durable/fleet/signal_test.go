@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -26,22 +26,13 @@ func TestSignal(t *testing.T) {
 		require.True(t, sus.Applied)
 		handles = append(handles, sus.ID)
 	}
-	const racers = 8
-	accepted := make([]int, racers)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range racers {
-		wg.Go(func() {
-			<-start
-			n, err := f.Signal(ctx, "ci.passed", "green")
-			if err != nil {
-				t.Error(err)
-			}
-			accepted[i] = n
-		})
-	}
-	close(start)
-	wg.Wait()
+	accepted := testkit.Race(8, func(int) int {
+		n, err := f.Signal(ctx, "ci.passed", "green")
+		if err != nil {
+			t.Error(err)
+		}
+		return n
+	})
 	total := 0
 	for _, n := range accepted {
 		total += n
