@@ -155,8 +155,7 @@ func requireNotReloaded(t *testing.T, ctx context.Context) {
 // text, the step), then the final answer.
 func TestBrowserMachineLive(t *testing.T) {
 	ctx, _ := browser(t, true)
-	s := newStack(t, console.Config{})
-	id := s.park(t, "m-live", 5)
+	s, id := parked(t, "m-live", 5)
 	require.NoError(t, chromedp.Do(ctx,
 		signInAs(s, "ada"),
 		chromedp.Navigate(s.srv.URL+"/ui/machines/m-live"),
@@ -197,9 +196,7 @@ func TestBrowserApprove(t *testing.T) {
 	require.Contains(t, answer, "Refund approved")
 	require.Contains(t, answer, "goodwill")
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`#graph svg`))))
-	sus, err := s.runner.Suspension(context.Background(), id)
-	require.NoError(t, err)
-	require.Equal(t, store.StatusResolved, sus.Status)
+	s.requireStatus(t, id, store.StatusResolved)
 	screenshot(t, ctx, "console-machine.png")
 }
 
@@ -207,8 +204,7 @@ func TestBrowserApprove(t *testing.T) {
 // and leaves the suspension pending.
 func TestBrowserViolation(t *testing.T) {
 	ctx, _ := browser(t, true)
-	s := newStack(t, console.Config{})
-	id := s.park(t, "m1", 5)
+	s, id := parked(t, "m1", 5)
 	require.NoError(t, chromedp.Do(ctx,
 		signInAs(s, "ada"),
 		chromedp.Navigate(s.srv.URL+"/ui/suspensions/"+id),
@@ -216,9 +212,7 @@ func TestBrowserViolation(t *testing.T) {
 		chromedp.Click(css(`button.approve`)),
 	))
 	require.Contains(t, text(t, ctx, `.violation`), "The payload was not accepted")
-	sus, err := s.runner.Suspension(context.Background(), id)
-	require.NoError(t, err)
-	require.Equal(t, store.StatusPending, sus.Status)
+	s.requireStatus(t, id, store.StatusPending)
 }
 
 // TestBrowserRace: two people open the same suspension; the second to
@@ -226,8 +220,7 @@ func TestBrowserViolation(t *testing.T) {
 func TestBrowserRace(t *testing.T) {
 	first, root := browser(t, true)
 	second := otherBrowser(t, root)
-	s := newStack(t, console.Config{})
-	id := s.park(t, "m1", 9)
+	s, id := parked(t, "m1", 9)
 	page := s.srv.URL + "/ui/suspensions/" + id
 	require.NoError(t, chromedp.Do(first, signInAs(s, "ada"), chromedp.Navigate(page), chromedp.WaitVisible(css(`button.approve`))))
 	require.NoError(t, chromedp.Do(second, signInAs(s, "grace"), chromedp.Navigate(page), chromedp.WaitVisible(css(`button.reject`))))

@@ -29,16 +29,13 @@ func TestSignInRequired(t *testing.T) {
 }
 
 func TestCSRFRequired(t *testing.T) {
-	s := newStack(t, console.Config{})
-	id := s.park(t, "m1", 42)
+	s, id := parked(t, "m1", 42)
 	c := signedIn(t, s, "ada")
 	res, err := c.http.PostForm(s.srv.URL+"/ui/suspensions/"+id+"/resume", url.Values{"_decision": {"true"}, "csrf": {"forged"}})
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
-	sus, err := s.runner.Suspension(context.Background(), id)
-	require.NoError(t, err)
-	require.Equal(t, store.StatusPending, sus.Status)
+	s.requireStatus(t, id, store.StatusPending)
 }
 
 func TestIdentityHeader(t *testing.T) {
@@ -62,8 +59,7 @@ func TestIdentityHeader(t *testing.T) {
 // conflict.
 func TestDecideRecordsWho(t *testing.T) {
 	ctx := context.Background()
-	s := newStack(t, console.Config{})
-	id := s.park(t, "m1", 42)
+	s, id := parked(t, "m1", 42)
 	c := signedIn(t, s, "ada")
 	_, inbox := c.get("/ui/")
 	require.Contains(t, inbox, "refund 4200 for order 42")
@@ -94,18 +90,14 @@ func TestDecideRecordsWho(t *testing.T) {
 }
 
 func TestSchemaViolationLeavesPending(t *testing.T) {
-	ctx := context.Background()
-	s := newStack(t, console.Config{})
-	id := s.park(t, "m1", 7)
+	s, id := parked(t, "m1", 7)
 	c := signedIn(t, s, "ada")
 	page := "/ui/suspensions/" + id
 	status, _, body := c.post(page, page+"/resume", url.Values{"approved": {"on"}, "tags": {`["ok", 3]`}})
 	require.Equal(t, http.StatusUnprocessableEntity, status)
 	require.Contains(t, body, "The payload was not accepted")
 	require.Contains(t, body, "[&#34;ok&#34;, 3]", "the posted value is shown again")
-	sus, err := s.runner.Suspension(ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, store.StatusPending, sus.Status)
+	s.requireStatus(t, id, store.StatusPending)
 }
 
 func TestInboxFilters(t *testing.T) {

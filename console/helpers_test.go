@@ -25,6 +25,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
@@ -160,6 +161,22 @@ func (s *stack) park(t testing.TB, id string, order int) string {
 	sid, err := suspend(context.Background(), s.runner, id, order)
 	require.NoError(t, err)
 	return sid
+}
+
+// parked is a stack of the default config with machine id parked (see
+// park), and its suspend ID.
+func parked(t testing.TB, id string, order int) (*stack, string) {
+	t.Helper()
+	s := newStack(t, console.Config{})
+	return s, s.park(t, id, order)
+}
+
+// requireStatus requires the suspension id to be in status want.
+func (s *stack) requireStatus(t testing.TB, id string, want store.Status) {
+	t.Helper()
+	sus, err := s.runner.Suspension(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, want, sus.Status)
 }
 
 // TestMain lets the test binary be the other process of the cross-process
