@@ -25,8 +25,11 @@ import (
 )
 
 // client is an ACP client on the Go SDK's client side that records what
-// the agent sends it, one line per update.
+// the agent sends it, one line per update. It offers no file system and
+// no terminal: the agent never asks for them, and a call of one of those
+// methods would panic on the nil Client it embeds for them.
 type client struct {
+	acpsdk.Client
 	mu      sync.Mutex
 	lines   []string
 	awaits  []acp.AwaitResumptionRequest
@@ -133,34 +136,6 @@ func (c *client) HandleExtensionMethod(_ context.Context, method string, params 
 		return acp.AwaitResumptionResponse{Handle: r.Meta["handle"].(string), SuspendedAt: r.Meta["suspendedAt"].(string)}, nil
 	}
 	return nil, acpsdk.NewMethodNotFound(method)
-}
-
-func (c *client) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
-	return acpsdk.ReadTextFileResponse{}, acpsdk.NewMethodNotFound("fs/read_text_file")
-}
-
-func (c *client) WriteTextFile(context.Context, acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
-	return acpsdk.WriteTextFileResponse{}, acpsdk.NewMethodNotFound("fs/write_text_file")
-}
-
-func (c *client) CreateTerminal(context.Context, acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
-	return acpsdk.CreateTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/create")
-}
-
-func (c *client) KillTerminal(context.Context, acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
-	return acpsdk.KillTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/kill")
-}
-
-func (c *client) TerminalOutput(context.Context, acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
-	return acpsdk.TerminalOutputResponse{}, acpsdk.NewMethodNotFound("terminal/output")
-}
-
-func (c *client) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
-	return acpsdk.ReleaseTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/release")
-}
-
-func (c *client) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
-	return acpsdk.WaitForTerminalExitResponse{}, acpsdk.NewMethodNotFound("terminal/wait_for_exit")
 }
 
 // stores are the stores the tests run on.

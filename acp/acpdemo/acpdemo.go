@@ -104,25 +104,39 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 	})
 }
 
+// decided returns the options of a tool that a human's decision D
+// resumes: decide returns the tool's result for the decision and the
+// change it makes to the desk, if any.
+func decided[In, D any](decide func(in In, d D) (string, func(*Desk))) []node.ToolOption {
+	return []node.ToolOption{
+		node.OnResume(func(ctx *node.ToolContext[Desk], in In, r instance.Resolution) (string, error) {
+			d, err := instance.Decode[D](r.Payload)
+			if err != nil {
+				return "", err
+			}
+			result, change := decide(in, d)
+			if change != nil {
+				if err := ctx.Update(change); err != nil {
+					return "", err
+				}
+			}
+			return result, nil
+		}),
+		node.ResumeWith[D](),
+	}
+}
+
 func deployTool() node.Tool[Desk] {
 	return node.NewTool("deploy", "Deploy a service, once a human agrees.",
 		func(ctx *node.ToolContext[Desk], in Service) (string, error) {
 			return "", ctx.Suspend("deploy " + in.Name + "?")
 		},
-		node.OnResume(func(ctx *node.ToolContext[Desk], in Service, r instance.Resolution) (string, error) {
-			yes, err := instance.Decode[bool](r.Payload)
-			if err != nil {
-				return "", err
-			}
+		decided(func(in Service, yes bool) (string, func(*Desk)) {
 			if !yes {
 				return "deploy of " + in.Name + " declined", nil
 			}
-			if err := ctx.Update(func(d *Desk) { d.Deployed = append(d.Deployed, in.Name) }); err != nil {
-				return "", err
-			}
-			return in.Name + " deployed", nil
-		}),
-		node.ResumeWith[bool]())
+			return in.Name + " deployed", func(d *Desk) { d.Deployed = append(d.Deployed, in.Name) }
+		})...)
 }
 
 func refundTool() node.Tool[Desk] {
@@ -130,20 +144,12 @@ func refundTool() node.Tool[Desk] {
 		func(ctx *node.ToolContext[Desk], in Order) (string, error) {
 			return "", ctx.Suspend("refund of order " + in.ID + " needs a manager")
 		},
-		node.OnResume(func(ctx *node.ToolContext[Desk], in Order, r instance.Resolution) (string, error) {
-			a, err := instance.Decode[Approval](r.Payload)
-			if err != nil {
-				return "", err
-			}
+		decided(func(in Order, a Approval) (string, func(*Desk)) {
 			if !a.Approved {
 				return "refund of order " + in.ID + " declined by " + a.Manager, nil
 			}
-			if err := ctx.Update(func(d *Desk) { d.Refunded = append(d.Refunded, in.ID) }); err != nil {
-				return "", err
-			}
-			return "order " + in.ID + " refunded, approved by " + a.Manager, nil
-		}),
-		node.ResumeWith[Approval]())
+			return "order " + in.ID + " refunded, approved by " + a.Manager, func(d *Desk) { d.Refunded = append(d.Refunded, in.ID) }
+		})...)
 }
 
 func askTool() node.Tool[Desk] {
@@ -151,14 +157,9 @@ func askTool() node.Tool[Desk] {
 		func(ctx *node.ToolContext[Desk], in Question) (string, error) {
 			return "", ctx.Suspend("a human must answer: " + in.Text)
 		},
-		node.OnResume(func(_ *node.ToolContext[Desk], in Question, r instance.Resolution) (string, error) {
-			a, err := instance.Decode[Answer](r.Payload)
-			if err != nil {
-				return "", err
-			}
+		decided(func(in Question, a Answer) (string, func(*Desk)) {
 			return "the answer to " + strconv.Quote(in.Text) + " is " + strconv.Quote(a.Text), nil
-		}),
-		node.ResumeWith[Answer]())
+		})...)
 }
 
 func waitTool() node.Tool[Desk] {
