@@ -329,3 +329,56 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkLoadRound measures a durable load and its first round on a
+// machine at rest with a long history: a user message to it — load
+// (tree, history and suspension index), the agent+tool round, the final
+// answer, and their saves. Each machine takes a few runs only, so that
+// its history grows by a tenth at most.
+func BenchmarkLoadRound(b *testing.B) {
+	c := modelCharter(b, stepModel{})
+	ctx := context.Background()
+	for name, open := range benchStores(b) {
+		for _, size := range []int{100, 10_000} {
+			b.Run(fmt.Sprintf("%s/history=%d/cold", name, size), func(b *testing.B) {
+				r, ids := historyMachines(b, c, open(), size, b.N)
+				b.ReportAllocs()
+				b.ResetTimer()
+				defer reportCPU(b, cpuTime())
+				for _, id := range ids {
+					for _, err := range r.Run(ctx, id, machine.UserText("work")) {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// historyMachines returns a Runner on st and the machine ID each of n
+// runs takes: machines at rest with size messages of history, each taken
+// by at most size/40 runs (4 messages each).
+func historyMachines(b *testing.B, c *machine.Charter, st store.Store, size, n int) (*Runner, []string) {
+	r, err := New(Config{Store: st, Charter: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := max(1, size/40)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "m" + strconv.Itoa(i/per)
+		if i%per != 0 {
+			continue
+		}
+		m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, history(size))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := (&session{r: r, id: ids[i], m: m}).save(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return r, ids
+}

@@ -5,7 +5,8 @@
 // [Store] is the core a back end implements: [Snapshots] (Load, Save,
 // Delete) and [Index] (FindSuspension, ListSuspensions). Anything more is
 // an optional capability, discovered by type assertion the way
-// http.Flusher is: [MachineLister], [ExpiryClaimer], [ReplayGuard].
+// http.Flusher is: [MachineLister], [ExpiryClaimer], [ReplayGuard],
+// [TailLoader].
 //
 // A store keeps opaque bytes. The layer above (package durable) serializes a
 // machine into two parts and this package never looks inside either:
@@ -39,6 +40,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -108,10 +111,42 @@ type Snapshot struct {
 	Revision int64
 	// Tree is the tree snapshot of the last save.
 	Tree []byte
-	// History is every history entry appended so far, oldest first.
+	// History is every history entry appended so far, oldest first; from
+	// [TailLoader.LoadTail], the entries from HistoryFrom on.
 	History [][]byte
+	// HistoryFrom is the position in the machine's history of History[0]:
+	// 0 from Load. The machine's history holds HistoryFrom+len(History)
+	// entries.
+	HistoryFrom int
+	// Incarnation identifies the creation of the machine: it stays the
+	// same across every save of the machine and differs (but by a chance
+	// of 2⁻⁶³) after the machine is deleted and created again under the
+	// same ID. Stores that are a [TailLoader] set it, [NewIncarnation] at
+	// the create; others leave it 0.
+	Incarnation int64
 	// UpdatedAt is when the last save was written (store clock, UTC).
 	UpdatedAt time.Time
+}
+
+// NewIncarnation returns a random Snapshot.Incarnation, never 0, for a
+// store to keep with a machine it creates.
+func NewIncarnation() int64 {
+	return rand.Int64N(math.MaxInt64) + 1
+}
+
+// TailLoader is the optional capability of a [Store] that loads a machine
+// without the history its caller already has. Within one incarnation a
+// machine's history only grows, so a caller that decoded its first n
+// entries at some revision needs, at any later revision of the same
+// incarnation, the entries from n on only: a load then costs the tree
+// and the new entries, not the whole history.
+type TailLoader interface {
+	// LoadTail is Load with the history entries from position from on:
+	// Snapshot.History holds them and HistoryFrom is from — or the
+	// length of the stored history when that is shorter (History then
+	// empty). The tree, revision, incarnation and entries are read in
+	// one consistent snapshot. A negative from is ErrInvalid.
+	LoadTail(ctx context.Context, machineID string, from int) (*Snapshot, error)
 }
 
 // Save is one write of a machine: a new tree snapshot, the history entries
@@ -373,9 +408,10 @@ type Index interface {
 // A store may offer more through optional interfaces, discovered by type
 // assertion the way http.Flusher is on an http.ResponseWriter:
 // [MachineLister] (listing machines), [ExpiryClaimer] (leases on expired
-// suspensions for timeout sweepers) and [ReplayGuard] (replay protection
-// for signed requests, shared by every process of the store). Every store
-// of this module implements all three, and a Close method; the SQLite and
+// suspensions for timeout sweepers), [ReplayGuard] (replay protection
+// for signed requests, shared by every process of the store) and
+// [TailLoader] (loads that skip the history a caller has). Every store
+// of this module implements all four, and a Close method; the SQLite and
 // PostgreSQL stores also implement [Pinger] (a readiness check).
 type Store interface {
 	Snapshots

@@ -44,10 +44,11 @@ type Store struct {
 }
 
 type machine struct {
-	revision  int64
-	tree      []byte
-	history   [][]byte
-	updatedAt time.Time
+	revision    int64
+	incarnation int64
+	tree        []byte
+	history     [][]byte
+	updatedAt   time.Time
 	// suspensions are the IDs of the machine's entries in Store.suspensions.
 	suspensions []string
 	// events is the machine's event log, oldest first.
@@ -60,6 +61,7 @@ var (
 	_ store.MachineLister = (*Store)(nil)
 	_ store.ExpiryClaimer = (*Store)(nil)
 	_ store.ReplayGuard   = (*Store)(nil)
+	_ store.TailLoader    = (*Store)(nil)
 
 	_ store.SuspendRequester = (*Store)(nil)
 	_ store.EventLog         = (*Store)(nil)
@@ -104,6 +106,14 @@ func (s *Store) lock(ctx context.Context) error {
 
 // Load implements [store.Store].
 func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
+	return s.LoadTail(ctx, machineID, 0)
+}
+
+// LoadTail implements [store.TailLoader].
+func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*store.Snapshot, error) {
+	if from < 0 {
+		return nil, fmt.Errorf("memstore: load machine %q: %w: history from %d", machineID, store.ErrInvalid, from)
+	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -112,16 +122,19 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 	if !ok {
 		return nil, fmt.Errorf("memstore: load machine %q: %w", machineID, store.ErrNotFound)
 	}
-	h := make([][]byte, len(m.history))
-	for i, e := range m.history {
+	from = min(from, len(m.history))
+	h := make([][]byte, len(m.history)-from)
+	for i, e := range m.history[from:] {
 		h[i] = bytes.Clone(e)
 	}
 	return &store.Snapshot{
-		MachineID: machineID,
-		Revision:  m.revision,
-		Tree:      clone(m.tree),
-		History:   h,
-		UpdatedAt: m.updatedAt,
+		MachineID:   machineID,
+		Revision:    m.revision,
+		Tree:        clone(m.tree),
+		History:     h,
+		HistoryFrom: from,
+		Incarnation: m.incarnation,
+		UpdatedAt:   m.updatedAt,
 	}, nil
 }
 
@@ -156,7 +169,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 
 	// Validated: from here on nothing fails.
 	if !exists {
-		m = &machine{}
+		m = &machine{incarnation: store.NewIncarnation()}
 		s.machines[sv.MachineID] = m
 	}
 	m.revision++

@@ -75,6 +75,7 @@
 //	);
 //	CREATE INDEX suspension_feed_machine_idx ON suspension_feed (machine_id);
 //	CREATE TABLE feed_cursor (one boolean PRIMARY KEY CHECK (one), last bigint NOT NULL);
+//	ALTER TABLE machines ADD COLUMN incarnation bigint NOT NULL DEFAULT 0; -- store.TailLoader
 //
 // Watchers ([Store.Subscribe]) LISTEN on a dedicated connection each: a
 // save NOTIFYs, in its transaction, the channel of its machine when it
@@ -144,6 +145,7 @@ var (
 	_ store.ReplayGuard   = (*Store)(nil)
 	_ store.Pinger        = (*Store)(nil)
 	_ store.EventLog      = (*Store)(nil)
+	_ store.TailLoader    = (*Store)(nil)
 )
 
 // Open connects (unless cfg.Pool is set) and brings the schema up to date.
@@ -271,6 +273,9 @@ var migrations = [...]string{
 	CREATE INDEX suspension_feed_machine_idx ON {s}.suspension_feed (machine_id);
 	CREATE TABLE {s}.feed_cursor (one boolean PRIMARY KEY CHECK (one), last bigint NOT NULL);
 	INSERT INTO {s}.feed_cursor VALUES (true, 0);`,
+	// 7: the machine's incarnation (store.Snapshot.Incarnation); machines
+	// created before keep 0, which no create gives.
+	`ALTER TABLE {s}.machines ADD COLUMN incarnation bigint NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -328,11 +333,11 @@ const suspensionOrder = ` ORDER BY deadline ASC NULLS LAST, created_at ASC NULLS
 
 func newQueries(schema string) queries {
 	q := queries{schema: strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())}
-	q.load = q.expand(`SELECT m.revision, m.tree, m.updated_at,
-		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h WHERE h.machine_id = m.id)
+	q.load = q.expand(`SELECT m.revision, m.tree, m.updated_at, m.incarnation, least(m.history_len, $2),
+		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h WHERE h.machine_id = m.id AND h.seq >= $2)
 		FROM {s}.machines m WHERE m.id = $1`)
-	q.create = q.expand(`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at)
-		VALUES ($1, 1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`)
+	q.create = q.expand(`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation)
+		VALUES ($1, 1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`)
 	q.update = q.expand(`UPDATE {s}.machines
 		SET revision = revision + 1, tree = $3, history_len = history_len + $4, updated_at = $5
 		WHERE id = $1 AND revision = $2
@@ -409,11 +414,20 @@ func nonNil(b []byte) []byte {
 
 // Load implements [store.Store].
 func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
+	return s.LoadTail(ctx, machineID, 0)
+}
+
+// LoadTail implements [store.TailLoader] in one statement.
+func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*store.Snapshot, error) {
 	snap := &store.Snapshot{MachineID: machineID}
 	var updated time.Time
+	var historyFrom int64
 	err := store.CheckID(machineID)
+	if err == nil && from < 0 {
+		err = fmt.Errorf("%w: history from %d", store.ErrInvalid, from)
+	}
 	if err == nil {
-		err = s.pool.QueryRow(ctx, s.q.load, machineID).Scan(&snap.Revision, &snap.Tree, &updated, &snap.History)
+		err = s.pool.QueryRow(ctx, s.q.load, machineID, from).Scan(&snap.Revision, &snap.Tree, &updated, &snap.Incarnation, &historyFrom, &snap.History)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
@@ -423,6 +437,7 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 	}
 	snap.Tree = nonNil(snap.Tree)
 	snap.UpdatedAt = updated.UTC()
+	snap.HistoryFrom = int(historyFrom)
 	for i, e := range snap.History {
 		snap.History[i] = nonNil(e)
 	}
@@ -438,7 +453,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		now := s.now()
 		var base int64 // history length before this save
 		if sv.Revision == 0 {
-			tag, err := tx.Exec(ctx, s.q.create, sv.MachineID, nonNil(sv.Tree), len(sv.Append), now)
+			tag, err := tx.Exec(ctx, s.q.create, sv.MachineID, nonNil(sv.Tree), len(sv.Append), now, store.NewIncarnation())
 			if err != nil {
 				return err
 			}

@@ -125,6 +125,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`DROP TABLE {s}.suspend_requests`,
 		`ALTER TABLE {s}.suspensions DROP COLUMN event`,
 		`DROP TABLE {s}.events`, `DROP TABLE {s}.suspension_feed`, `DROP TABLE {s}.feed_cursor`,
+		`ALTER TABLE {s}.machines DROP COLUMN incarnation`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
 		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', '2000-01-01Z'),

@@ -87,6 +87,7 @@
 //	);
 //	CREATE INDEX live_events_machine ON live_events (machine_id, id);
 //	CREATE INDEX live_events_at ON live_events (at);
+//	ALTER TABLE machines ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 0; -- store.TailLoader
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -172,6 +173,7 @@ var (
 	_ store.ReplayGuard   = (*Store)(nil)
 	_ store.Pinger        = (*Store)(nil)
 	_ store.EventLog      = (*Store)(nil)
+	_ store.TailLoader    = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
@@ -325,6 +327,9 @@ var migrations = [...]string{
 	);
 	CREATE INDEX live_events_machine ON live_events (machine_id, id);
 	CREATE INDEX live_events_at ON live_events (at);`,
+	// 6: the machine's incarnation (store.Snapshot.Incarnation); machines
+	// created before keep 0, which no create gives.
+	`ALTER TABLE machines ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -476,16 +481,25 @@ func nonNil(b []byte) []byte {
 
 // Load implements [store.Store].
 func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
+	return s.LoadTail(ctx, machineID, 0)
+}
+
+// LoadTail implements [store.TailLoader]: it reads the machine's row and
+// the history rows from seq from on, in one read transaction.
+func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*store.Snapshot, error) {
 	snap := &store.Snapshot{MachineID: machineID}
 	if err := store.CheckID(machineID); err != nil {
 		return nil, fmt.Errorf("sqlite: load machine %q: %w", machineID, err)
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("sqlite: load machine %q: %w: history from %d", machineID, store.ErrInvalid, from)
 	}
 	err := s.read(ctx, func(sqlTx *sql.Tx) error {
 		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
 		var n int64
 		var updated int64
-		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, updated_at FROM machines WHERE id = ?`, machineID).
-			Scan(&snap.Revision, &snap.Tree, &n, &updated)
+		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, updated_at, incarnation FROM machines WHERE id = ?`, machineID).
+			Scan(&snap.Revision, &snap.Tree, &n, &updated, &snap.Incarnation)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
@@ -494,12 +508,13 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 		}
 		snap.Tree = nonNil(snap.Tree)
 		snap.UpdatedAt = time.UnixMicro(updated).UTC()
-		rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? ORDER BY seq`, machineID)
+		snap.HistoryFrom = int(min(int64(from), n))
+		rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? AND seq >= ? ORDER BY seq`, machineID, snap.HistoryFrom)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		snap.History = make([][]byte, 0, n)
+		snap.History = make([][]byte, 0, n-int64(snap.HistoryFrom))
 		for rows.Next() {
 			var b []byte
 			if err := rows.Scan(&b); err != nil {
@@ -546,8 +561,8 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 			_, err = tx.ExecContext(ctx, `UPDATE machines SET revision = ?, tree = ?, history_len = ?, updated_at = ? WHERE id = ?`,
 				rev, nonNil(sv.Tree), newLen, now, sv.MachineID)
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES (?, ?, ?, ?, ?)`,
-				sv.MachineID, rev, nonNil(sv.Tree), newLen, now)
+			_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES (?, ?, ?, ?, ?, ?)`,
+				sv.MachineID, rev, nonNil(sv.Tree), newLen, now, store.NewIncarnation())
 		}
 		if err != nil {
 			return err

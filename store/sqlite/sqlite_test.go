@@ -319,6 +319,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`DROP INDEX suspensions_event`,
 		`ALTER TABLE suspensions DROP COLUMN event`,
 		`DROP TABLE events`, `DROP TABLE suspension_feed`, `DROP TABLE live_events`,
+		`ALTER TABLE machines DROP COLUMN incarnation`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, x'74', 0, 0)`,
 		`INSERT INTO suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', 1),

@@ -3,7 +3,8 @@
 // checks of exactly the interfaces it implements: [Run] checks a
 // [store.Store] (snapshots and the suspension index) and then each optional
 // capability the store offers ([store.MachineLister],
-// [store.ExpiryClaimer], [store.ReplayGuard], [store.SuspendRequester], [store.EventLog]), discovered by type assertion as callers discover
+// [store.ExpiryClaimer], [store.ReplayGuard], [store.SuspendRequester],
+// [store.EventLog], [store.TailLoader]), discovered by type assertion as callers discover
 // them. [RunSnapshots] checks a back end that only keeps snapshots. An
 // implementation's tests call Run with a constructor of empty stores, and
 // its benchmarks call [BenchmarkSave]:
@@ -91,6 +92,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	if _, ok := probe.(store.EventLog); ok {
 		runChecks(t, "EventLog", as[logStore](newStore), eventLogChecks)
+	}
+	if _, ok := probe.(store.TailLoader); ok {
+		runChecks(t, "TailLoader", as[tailStore](newStore), tailChecks)
 	}
 }
 
