@@ -333,35 +333,39 @@ func cpuTime() time.Duration {
 // BenchmarkLoadRound measures a durable load and its first round on a
 // machine at rest with a long history: a user message to it — load
 // (tree, history and suspension index), the agent+tool round, the final
-// answer, and their saves. Each machine takes a few runs only, so that
-// its history grows by a tenth at most.
+// answer, and their saves. Cold runs load the whole history (a Runner
+// without a history cache, as after a restart); warm ones load the tree
+// and the entries saved since the runner's last run of the machine (a
+// Runner with the default cache, which a first run filled). Each machine
+// takes a few runs only, so that its history grows by a tenth at most.
 func BenchmarkLoadRound(b *testing.B) {
 	c := modelCharter(b, stepModel{})
-	ctx := context.Background()
 	for name, open := range benchStores(b) {
 		for _, size := range []int{100, 10_000} {
-			b.Run(fmt.Sprintf("%s/history=%d/cold", name, size), func(b *testing.B) {
-				r, ids := historyMachines(b, c, open(), size, b.N)
-				b.ReportAllocs()
-				b.ResetTimer()
-				defer reportCPU(b, cpuTime())
-				for _, id := range ids {
-					for _, err := range r.Run(ctx, id, machine.UserText("work")) {
-						if err != nil {
-							b.Fatal(err)
-						}
+			for _, mode := range []struct {
+				name  string
+				cache int64
+			}{{"cold", -1}, {"warm", 0}} {
+				b.Run(fmt.Sprintf("%s/history=%d/%s", name, size, mode.name), func(b *testing.B) {
+					r, ids := historyMachines(b, c, open(), size, b.N, mode.cache)
+					b.ReportAllocs()
+					b.ResetTimer()
+					defer reportCPU(b, cpuTime())
+					for _, id := range ids {
+						runTo(b, r, id)
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
 
-// historyMachines returns a Runner on st and the machine ID each of n
-// runs takes: machines at rest with size messages of history, each taken
-// by at most size/40 runs (4 messages each).
-func historyMachines(b *testing.B, c *machine.Charter, st store.Store, size, n int) (*Runner, []string) {
-	r, err := New(Config{Store: st, Charter: c})
+// historyMachines returns a Runner on st with a history cache of cache
+// bytes, and the machine ID each of n runs takes: machines at rest with
+// size messages of history, each taken by at most size/40 runs (4
+// messages each). With a cache, the runner has run each machine once.
+func historyMachines(b *testing.B, c *machine.Charter, st store.Store, size, n int, cache int64) (*Runner, []string) {
+	r, err := New(Config{Store: st, Charter: c, HistoryCache: cache})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -379,6 +383,18 @@ func historyMachines(b *testing.B, c *machine.Charter, st store.Store, size, n i
 		if err := (&session{r: r, id: ids[i], m: m}).save(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		if cache >= 0 {
+			runTo(b, r, ids[i])
+		}
 	}
 	return r, ids
+}
+
+// runTo runs machine id with a user message to the end of its turn.
+func runTo(b *testing.B, r *Runner, id string) {
+	for _, err := range r.Run(context.Background(), id, machine.UserText("work")) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -70,6 +70,19 @@ type Config struct {
 	// The global provider if nil. The charter's MeterProvider records the
 	// machines' own metrics.
 	MeterProvider metric.MeterProvider
+	// HistoryCache is the byte budget of the runner's cache of decoded
+	// histories (DefaultHistoryCache if zero; negative: no cache). With
+	// a store that is a store.TailLoader, a run keeps the history of its
+	// machine decoded, as saved, and the next run of the machine in this
+	// runner reads the tree and only the history entries saved since —
+	// by this runner or any other, in any process — rather than the
+	// whole history: its load costs what was appended since, not the
+	// length of the history. The cache is checked against the store at
+	// every load (the machine's incarnation and history length), so a
+	// run never starts from a stale history. The budget counts the
+	// encoded size of the histories kept; least recently run machines
+	// are dropped first.
+	HistoryCache int64
 }
 
 // Runner runs machines durably. It is safe for concurrent use; several
@@ -86,6 +99,9 @@ type Runner struct {
 	// applied wakes the acceptances waiting for their machine.
 	bg      backgroundRuns
 	applied appliedSignals
+	// histories caches the decoded histories of the machines run lately
+	// (nil: none).
+	histories *histories
 }
 
 // New returns a Runner.
@@ -94,6 +110,9 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
 	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, local: localLocksOf(cfg.Store)}
+	if _, ok := cfg.Store.(store.TailLoader); ok {
+		r.histories = newHistories(cfg.HistoryCache)
+	}
 	if r.lease <= 0 {
 		r.lease = DefaultLease
 	}
@@ -126,7 +145,7 @@ func (r *Runner) Create(ctx context.Context, id, rootNode string, state any) (st
 
 // Load returns the machine id and its stored revision.
 func (r *Runner) Load(ctx context.Context, id string) (*machine.Machine, int64, error) {
-	s, err := r.load(ctx, id)
+	s, err := r.load(ctx, id, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -272,7 +291,7 @@ type CommandInfo struct {
 
 // Commands lists the commands of every instance of machine id, tree order.
 func (r *Runner) Commands(ctx context.Context, id string) ([]CommandInfo, error) {
-	s, err := r.load(ctx, id)
+	s, err := r.load(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +329,10 @@ func (r *Runner) ReplayGuard() store.ReplayGuard {
 }
 
 // Delete removes machine id.
-func (r *Runner) Delete(ctx context.Context, id string) error { return r.store.Delete(ctx, id) }
+func (r *Runner) Delete(ctx context.Context, id string) error {
+	r.histories.drop(id)
+	return r.store.Delete(ctx, id)
+}
 
 // Sweep claims up to limit expired suspensions (limit ≤ 0: all) and runs
 // their machines, which resolves each by its on-timeout action. Claims are
@@ -383,6 +405,13 @@ type session struct {
 	m     *machine.Machine
 	rev   int64
 	saved int // history messages already in the store
+	// incarnation is the machine's store.Snapshot.Incarnation, and
+	// savedSize the encoded size of its saved history; with held set (a
+	// run under the machine's hold, loaded through a store.TailLoader),
+	// every save caches the history in the runner's histories.
+	incarnation int64
+	savedSize   int64
+	held        bool
 	// indexed is the machine's suspension index as last loaded or saved:
 	// entries that leave pending stay in it with their final status, so a
 	// late resume finds them and fails with ErrAlreadyResolved rather than
@@ -455,18 +484,44 @@ func (s *session) finalStatus(root *instance.Instance, e store.Suspension, now t
 	return store.StatusResolved
 }
 
-func (r *Runner) load(ctx context.Context, id string) (*session, error) {
-	snap, err := r.store.Load(ctx, id)
+// load loads machine id into a session; held is set for a run under the
+// machine's hold. With a history cache it reads the history entries
+// after the cached ones only, and the whole history when the cached one
+// is not the stored one's beginning (the machine was created again, by
+// another process perhaps).
+func (r *Runner) load(ctx context.Context, id string, held bool) (*session, error) {
+	tl, ok := r.store.(store.TailLoader)
+	if !ok || r.histories == nil {
+		snap, err := r.store.Load(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("load machine %s: %w", id, err)
+		}
+		return r.assemble(ctx, id, snap, cachedHistory{})
+	}
+	prefix := r.histories.get(id, held)
+	snap, err := tl.LoadTail(ctx, id, len(prefix.msgs))
+	if err == nil && (snap.Incarnation != prefix.incarnation || snap.HistoryFrom != len(prefix.msgs)) {
+		if len(prefix.msgs) > 0 {
+			snap, err = tl.LoadTail(ctx, id, 0)
+		}
+		prefix = cachedHistory{}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load machine %s: %w", id, err)
 	}
-	return r.assemble(ctx, id, snap)
+	s, err := r.assemble(ctx, id, snap, prefix)
+	if err != nil {
+		return nil, err
+	}
+	s.held = held
+	return s, nil
 }
 
 // assemble decodes machine id's loaded snapshot into a session, with the
-// machine's suspension index.
-func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot) (*session, error) {
-	m, err := serialize.Assemble(r.charter, snap.Tree, snap.History)
+// machine's suspension index: the snapshot's history follows prefix, the
+// history decoded already.
+func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, prefix cachedHistory) (*session, error) {
+	m, err := serialize.AssembleOnto(r.charter, snap.Tree, prefix.msgs, snap.History)
 	if err != nil {
 		return nil, fmt.Errorf("decode machine %s: %w", id, err)
 	}
@@ -476,7 +531,12 @@ func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot) 
 	if err != nil {
 		return nil, fmt.Errorf("load suspensions of %s: %w", id, err)
 	}
-	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(snap.History), indexed: indexed}, nil
+	size := prefix.size
+	for _, e := range snap.History {
+		size += int64(len(e))
+	}
+	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(prefix.msgs) + len(snap.History), indexed: indexed,
+		incarnation: snap.Incarnation, savedSize: size}, nil
 }
 
 // save writes the tree, the history added since the last save and the
@@ -544,6 +604,14 @@ func (s *session) save(ctx context.Context) (err error) {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}
 	s.rev, s.saved, s.indexed = rev, s.saved+len(appended), index
+	for _, e := range appended {
+		s.savedSize += int64(len(e))
+	}
+	if s.held {
+		access.MachineView(s.m, func(_ *instance.Instance, h []message.Message) {
+			s.r.histories.put(cachedHistory{id: s.id, incarnation: s.incarnation, msgs: h[:s.saved], size: s.savedSize})
+		})
+	}
 	return nil
 }
 

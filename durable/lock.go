@@ -159,7 +159,7 @@ func (h *Hold) Run(ctx context.Context, inputs ...machine.Input) iter.Seq2[machi
 // loadHeld loads machine id for a run under its hold: a suspend request
 // kept while no run held the machine applies first.
 func (r *Runner) loadHeld(ctx context.Context, id string) (*session, error) {
-	s, err := r.load(ctx, id)
+	s, err := r.load(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (r *Runner) loadHeld(ctx context.Context, id string) (*session, error) {
 // process's own clock decides a deadline.
 func (h *Hold) Expire(ctx context.Context, now time.Time) iter.Seq2[machine.Step, error] {
 	return singleUse(func(yield func(machine.Step, error) bool) {
-		s, err := h.r.load(ctx, h.id)
+		s, err := h.r.load(ctx, h.id, true)
 		if err != nil {
 			yield(machine.Step{}, err)
 			return

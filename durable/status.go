@@ -96,7 +96,7 @@ func (r *Runner) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("status of machine %s: %w", id, err)
 	}
-	s, err := r.assemble(ctx, id, snap)
+	s, err := r.assemble(ctx, id, snap, cachedHistory{})
 	if err != nil {
 		return Status{}, err
 	}

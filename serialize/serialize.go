@@ -178,6 +178,17 @@ func unmarshalMessage(data []byte, s *slabs) (message.Message, error) {
 // history messages written by MarshalMessage, in order, and validates it
 // like Unmarshal.
 func Assemble(c *machine.Charter, tree []byte, history [][]byte) (*machine.Machine, error) {
+	return AssembleOnto(c, tree, nil, history)
+}
+
+// AssembleOnto is Assemble for a caller that has the first messages of
+// the history decoded already: the machine's history is prefix followed
+// by tail, decoded. A caller that keeps a machine's decoded history
+// between loads decodes only what was appended since. The machine takes
+// prefix over: the tail is decoded into its spare capacity when it has
+// enough, and the machine appends after it; messages in prefix are only
+// read.
+func AssembleOnto(c *machine.Charter, tree []byte, prefix []message.Message, tail [][]byte) (*machine.Machine, error) {
 	if c == nil {
 		return nil, errors.New("serialize: nil charter")
 	}
@@ -189,15 +200,26 @@ func Assemble(c *machine.Charter, tree []byte, history [][]byte) (*machine.Machi
 	if err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
 	}
-	var h []message.Message
-	if len(history) > 0 {
-		s := &slabs{}
-		h = s.newMessages(len(history))
-		for i, data := range history {
-			if h[i], err = unmarshalMessage(data, s); err != nil {
-				return nil, fmt.Errorf("history message %d: %w", i, err)
+	h := prefix
+	if len(tail) > 0 {
+		n := len(prefix)
+		if cap(h)-n < len(tail) {
+			h = make([]message.Message, n, roomFor(n+len(tail)))
+			copy(h, prefix)
+		}
+		h = h[:n+len(tail)]
+		// A short tail gets allocations of its own rather than slabs
+		// sized for a whole history.
+		s := &slabs{exact: len(tail) < shortTail}
+		for i, data := range tail {
+			if h[n+i], err = unmarshalMessage(data, s); err != nil {
+				return nil, fmt.Errorf("history message %d: %w", n+i, err)
 			}
 		}
 	}
 	return machine.Restore(c, root, h)
 }
+
+// shortTail is the length under which AssembleOnto decodes a tail
+// without slabs.
+const shortTail = 16
