@@ -90,21 +90,37 @@ func coldHistory(t *testing.T, s store.Store, c *machine.Charter, id string) []m
 	return m.History()
 }
 
+// runnerPair is two runners, each on its own handle of one SQLite file,
+// sharing a charter on a userModel, and machine "m" they created.
+type runnerPair struct {
+	h1, h2 store.Store
+	um     *userModel
+	c      *machine.Charter
+	a, b   *durable.Runner
+}
+
+func newRunnerPair(t *testing.T) runnerPair {
+	p := runnerPair{um: &userModel{}}
+	p.h1, p.h2 = sqliteHandles(t)
+	p.c = newCharter(t, p.um.model())
+	var err error
+	p.a, err = durable.New(durable.Config{Store: p.h1, Charter: p.c})
+	require.NoError(t, err)
+	p.b, err = durable.New(durable.Config{Store: p.h2, Charter: p.c})
+	require.NoError(t, err)
+	_, err = p.a.Create(context.Background(), "m", "desk", nil)
+	require.NoError(t, err)
+	return p
+}
+
 // Two runners on one SQLite file, like two processes, take turns running
 // one machine: each run's model sees every user message so far, however
 // many the other runner added since this one's last run, and the history
 // each runner holds is the one a cold load decodes.
 func TestHistoryCacheAcrossRunners(t *testing.T) {
 	ctx := context.Background()
-	h1, h2 := sqliteHandles(t)
-	um := &userModel{}
-	c := newCharter(t, um.model())
-	a, err := durable.New(durable.Config{Store: h1, Charter: c})
-	require.NoError(t, err)
-	b, err := durable.New(durable.Config{Store: h2, Charter: c})
-	require.NoError(t, err)
-	_, err = a.Create(ctx, "m", "desk", nil)
-	require.NoError(t, err)
+	p := newRunnerPair(t)
+	h1, um, c, a, b := p.h1, p.um, p.c, p.a, p.b
 	var want []string
 	for i, r := range []*durable.Runner{a, a, b, a, b, b, a, a} {
 		text := fmt.Sprint(i)
@@ -128,15 +144,9 @@ func TestHistoryCacheAcrossRunners(t *testing.T) {
 // the deleted machine's history reaches the model.
 func TestHistoryCacheMachineCreatedAgain(t *testing.T) {
 	ctx := context.Background()
-	h1, h2 := sqliteHandles(t)
-	um := &userModel{}
-	c := newCharter(t, um.model())
-	a, err := durable.New(durable.Config{Store: h1, Charter: c})
-	require.NoError(t, err)
-	b, err := durable.New(durable.Config{Store: h2, Charter: c})
-	require.NoError(t, err)
-	_, err = a.Create(ctx, "m", "desk", nil)
-	require.NoError(t, err)
+	p := newRunnerPair(t)
+	h2, um, c, a, b := p.h2, p.um, p.c, p.a, p.b
+	var err error
 	_, err = drain(a.Run(ctx, "m", machine.UserText("old")))
 	require.NoError(t, err)
 
