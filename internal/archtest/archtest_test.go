@@ -47,8 +47,8 @@ const (
 
 var adapter = rule{layer: adapterLayer, restricted: true, only: []string{"llm", "message"}}
 
-// sdkAdapter is an adapter on a provider SDK: it may also use sdkopt.
-var sdkAdapter = rule{layer: adapterLayer, restricted: true, only: []string{"llm", "message", "llm/internal/sdkopt"}}
+// sdkAdapter is an adapter on a provider SDK: it may also use llm/internal/adapter.
+var sdkAdapter = rule{layer: adapterLayer, restricted: true, only: []string{"llm", "message", "llm/internal/adapter"}}
 
 // layers is docs/ARCHITECTURE.md §2 as data. Keys are package paths relative to the
 // module; a key ending in "/..." matches every package below that path
@@ -107,11 +107,11 @@ var layers = map[string]rule{
 	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,
-	// sdkopt builds the request options the SDK adapters share.
-	"llm/internal/sdkopt": {layer: adapterLayer, restricted: true, only: []string{"llm"}},
-	"llm/scripted":        adapter,
-	"cmd/...":             {layer: topLayer, anything: true},
-	"examples/...":        {layer: topLayer, anything: true},
+	// adapter is the plumbing the SDK adapters share.
+	"llm/internal/adapter": {layer: adapterLayer, restricted: true, only: []string{"llm", "message"}},
+	"llm/scripted":         adapter,
+	"cmd/...":              {layer: topLayer, anything: true},
+	"examples/...":         {layer: topLayer, anything: true},
 	// bench holds the runtime benchmarks (test files only).
 	"bench": {layer: topLayer, anything: true},
 	// llmtest is the adapters' conformance suite, imported by their tests
@@ -320,7 +320,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"store imports third party", p("store", "github.com/google/uuid"), "standard library only"},
 		{"store subpackage imports machine", p("store/sqlite", "machine"), "may import only store, internal/livehub of the project"},
 		{"message imports third party", p("message", "github.com/google/uuid"), "standard library only"},
-		{"adapter imports instance", p("llm/anthropic", "instance"), "may import only llm, message, llm/internal/sdkopt of the project"},
+		{"adapter imports instance", p("llm/anthropic", "instance"), "may import only llm, message, llm/internal/adapter of the project"},
 		{"llmtest imports fakeapi", p("llm/llmtest", "llm/internal/fakeapi"), "may import only llm, message of the project"},
 		{"fakeapi imports instance", p("llm/internal/fakeapi", "instance"), "may import only llm, message, llm/llmtest of the project"},
 		{"library imports fakeapi", p("machine", "llm/internal/fakeapi"), "llm/internal/fakeapi is layer 90"},

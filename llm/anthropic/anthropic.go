@@ -60,14 +60,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/markov-agents/markov/llm"
-	"github.com/markov-agents/markov/llm/internal/sdkopt"
+	"github.com/markov-agents/markov/llm/internal/adapter"
 	"github.com/markov-agents/markov/message"
 )
 
@@ -122,8 +121,8 @@ type Model struct {
 
 var _ llm.Model = (*Model)(nil)
 
-// setters are the SDK's constructors of the options sdkopt builds.
-var setters = sdkopt.Setters[option.RequestOption]{
+// setters are the SDK's constructors of the options adapter builds.
+var setters = adapter.Setters[option.RequestOption]{
 	APIKey:     option.WithAPIKey,
 	BaseURL:    option.WithBaseURL,
 	HTTPClient: func(c *http.Client) option.RequestOption { return option.WithHTTPClient(c) },
@@ -136,7 +135,7 @@ func New(cfg Config) (*Model, error) {
 	if cfg.IgnoreEnvironment {
 		extra = append(extra, option.WithoutEnvironmentDefaults())
 	}
-	opts, err := sdkopt.Options(sdkopt.Conn{
+	opts, err := adapter.Options(adapter.Conn{
 		Provider: "anthropic", APIKey: cfg.APIKey, BaseURL: cfg.BaseURL,
 		HTTPClient: cfg.HTTPClient, MaxRetries: cfg.MaxRetries, MaxTokens: cfg.DefaultSettings.MaxTokens,
 	}, setters, append(extra, cfg.RequestOptions...)...)
@@ -159,15 +158,14 @@ func (m *Model) ProviderName() string { return "anthropic" }
 // or a transcript that fails [llm.CheckPairing] is rejected before any
 // request is made ([llm.CheckRequest]).
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	if err := llm.CheckRequest(req); err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
-	}
-	params, err := m.params(req)
+	params, err := adapter.Prepare("anthropic", req, m.params)
 	if err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
+		return nil, err
 	}
 	if m.stream || m.needsStreaming(params) {
-		return llm.Collect(m.streamCall(ctx, params, req.Output != nil))
+		return llm.Collect(adapter.Chunks("anthropic", func(yield func(llm.Chunk, error) bool) error {
+			return m.streamCall(ctx, params, req.Output != nil, yield)
+		}))
 	}
 	reply, err := m.client.Messages.New(ctx, params)
 	if err != nil {
@@ -188,12 +186,9 @@ func (m *Model) needsStreaming(params anthropic.MessageNewParams) bool {
 
 // params maps req onto the Messages API.
 func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
-	s := m.defaults.Merge(req.Settings)
-	if s.Model == "" {
-		return anthropic.MessageNewParams{}, errors.New("no model set: set Config.DefaultSettings.Model or the request's Settings.Model")
-	}
-	if s.MaxTokens < 0 {
-		return anthropic.MessageNewParams{}, fmt.Errorf("max tokens must not be negative, got %d", s.MaxTokens)
+	s, err := adapter.Settings(m.defaults, req.Settings)
+	if err != nil {
+		return anthropic.MessageNewParams{}, err
 	}
 	if s.MaxTokens == 0 {
 		s.MaxTokens = DefaultMaxTokens
@@ -260,11 +255,7 @@ func messages(msgs []message.Message) []anthropic.MessageParam {
 			blocks = assistantBlocks(msg.Parts)
 		case message.Tool:
 			role = anthropic.MessageParamRoleUser
-			var uses []message.Part
-			if i > 0 {
-				uses = msgs[i-1].ToolUses()
-			}
-			blocks = toolBlocks(msg.Parts, uses)
+			blocks = toolBlocks(adapter.ToolResults(msgs, i), msg.Parts)
 		default:
 			continue // Record: never sent.
 		}
@@ -280,25 +271,10 @@ func messages(msgs []message.Message) []anthropic.MessageParam {
 	return out
 }
 
-// partText is the text a text or structured part contributes; the API
-// rejects empty text blocks, so "" means "send nothing".
-func partText(p message.Part) string {
-	switch p.Kind {
-	case message.KindText:
-		return p.Text
-	case message.KindStructured:
-		if p.Text != "" {
-			return p.Text
-		}
-		return string(p.Data)
-	}
-	return ""
-}
-
 func userBlocks(parts []message.Part) []anthropic.ContentBlockParamUnion {
 	var out []anthropic.ContentBlockParamUnion
 	for _, p := range parts {
-		if t := partText(p); t != "" {
+		if t := adapter.PartText(p); t != "" {
 			out = append(out, anthropic.NewTextBlock(t))
 		}
 	}
@@ -310,7 +286,7 @@ func assistantBlocks(parts []message.Part) []anthropic.ContentBlockParamUnion {
 	for _, p := range parts {
 		switch p.Kind {
 		case message.KindText, message.KindStructured:
-			if t := partText(p); t != "" {
+			if t := adapter.PartText(p); t != "" {
 				out = append(out, anthropic.NewTextBlock(t))
 			}
 		case message.KindToolUse:
@@ -330,21 +306,11 @@ func assistantBlocks(parts []message.Part) []anthropic.ContentBlockParamUnion {
 	return out
 }
 
-// toolBlocks maps a Tool message: its results in the order of uses (the
-// tool uses they answer), then any text.
-func toolBlocks(parts []message.Part, uses []message.Part) []anthropic.ContentBlockParamUnion {
-	results := make(map[string]message.Part)
-	for _, p := range parts {
-		if p.Kind == message.KindToolResult {
-			results[p.ID] = p
-		}
-	}
+// toolBlocks maps a Tool message: its results (in the order of the tool
+// uses they answer), then any text of its parts.
+func toolBlocks(results, parts []message.Part) []anthropic.ContentBlockParamUnion {
 	var out []anthropic.ContentBlockParamUnion
-	for _, u := range uses {
-		r, ok := results[u.ID]
-		if !ok {
-			continue
-		}
+	for _, r := range results {
 		b := anthropic.ToolResultBlockParam{ToolUseID: r.ID}
 		if r.Text != "" {
 			b.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: r.Text}}}
@@ -355,7 +321,7 @@ func toolBlocks(parts []message.Part, uses []message.Part) []anthropic.ContentBl
 		out = append(out, anthropic.ContentBlockParamUnion{OfToolResult: &b})
 	}
 	for _, p := range parts {
-		if t := partText(p); t != "" {
+		if t := adapter.PartText(p); t != "" {
 			out = append(out, anthropic.NewTextBlock(t))
 		}
 	}
@@ -368,13 +334,7 @@ func toResponse(r *anthropic.Message, structured bool) *llm.Response {
 	for _, b := range r.Content {
 		switch b.Type {
 		case "text":
-			if structured {
-				if t := strings.TrimSpace(b.Text); t != "" && json.Valid([]byte(t)) {
-					msg.Parts = append(msg.Parts, message.Structured(json.RawMessage(t), b.Text))
-					continue
-				}
-			}
-			msg.Parts = append(msg.Parts, message.Text(b.Text))
+			msg.Parts = append(msg.Parts, adapter.ReplyText(b.Text, structured))
 		case "tool_use":
 			input := append(json.RawMessage(nil), b.Input...)
 			if len(input) == 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/internal/adapter"
 )
 
 var _ llm.Streamer = (*Model)(nil)
@@ -26,47 +27,33 @@ var _ llm.Streamer = (*Model)(nil)
 // yields an error wrapping [llm.ErrIncompleteStream]. Errors are prefixed
 // "anthropic: ". The request is checked first, as by Generate.
 func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
-	return func(yield func(llm.Chunk, error) bool) {
-		if err := llm.CheckRequest(req); err != nil {
-			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
-			return
-		}
-		params, err := m.params(req)
-		if err != nil {
-			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
-			return
-		}
-		m.streamCall(ctx, params, req.Output != nil)(yield)
-	}
+	return adapter.Stream(ctx, "anthropic", req, m.params, m.streamCall)
 }
 
-// streamCall streams the call params; structured says whether the request
-// asked for structured output.
-func (m *Model) streamCall(ctx context.Context, params anthropic.MessageNewParams, structured bool) iter.Seq2[llm.Chunk, error] {
-	return func(yield func(llm.Chunk, error) bool) {
-		events := m.client.Messages.NewStreaming(ctx, params)
-		defer events.Close()
-		var s streamState
-		for events.Next() {
-			c, ok, err := s.add(events.Current())
-			if err != nil {
-				yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
-				return
-			}
-			if ok && !yield(c, nil) {
-				return
-			}
+// streamCall streams the call params, yielding its chunks, and returns the
+// error that ends it, if any (nil too when the caller stopped); structured
+// says whether the request asked for structured output.
+func (m *Model) streamCall(ctx context.Context, params anthropic.MessageNewParams, structured bool, yield func(llm.Chunk, error) bool) error {
+	events := m.client.Messages.NewStreaming(ctx, params)
+	defer events.Close()
+	var s streamState
+	for events.Next() {
+		c, ok, err := s.add(events.Current())
+		if err != nil {
+			return err
 		}
-		if err := events.Err(); err != nil {
-			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w", err))
-			return
+		if ok && !yield(c, nil) {
+			return nil
 		}
-		if !s.stopped {
-			yield(llm.Chunk{}, fmt.Errorf("anthropic: %w: no message_stop event", llm.ErrIncompleteStream))
-			return
-		}
-		yield(llm.Chunk{Kind: llm.ChunkEnd, Response: toResponse(&s.reply, structured)}, nil)
 	}
+	if err := events.Err(); err != nil {
+		return err
+	}
+	if !s.stopped {
+		return fmt.Errorf("%w: no message_stop event", llm.ErrIncompleteStream)
+	}
+	yield(llm.Chunk{Kind: llm.ChunkEnd, Response: toResponse(&s.reply, structured)}, nil)
+	return nil
 }
 
 // streamState follows one streamed reply.

@@ -81,7 +81,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/markov-agents/markov/llm"
-	"github.com/markov-agents/markov/llm/internal/sdkopt"
+	"github.com/markov-agents/markov/llm/internal/adapter"
 	"github.com/markov-agents/markov/message"
 )
 
@@ -138,8 +138,8 @@ type Model struct {
 
 var _ llm.Model = (*Model)(nil)
 
-// setters are the SDK's constructors of the options sdkopt builds.
-var setters = sdkopt.Setters[option.RequestOption]{
+// setters are the SDK's constructors of the options adapter builds.
+var setters = adapter.Setters[option.RequestOption]{
 	APIKey:     option.WithAPIKey,
 	BaseURL:    option.WithBaseURL,
 	HTTPClient: func(c *http.Client) option.RequestOption { return option.WithHTTPClient(c) },
@@ -148,7 +148,7 @@ var setters = sdkopt.Setters[option.RequestOption]{
 
 // New returns a Model configured by cfg.
 func New(cfg Config) (*Model, error) {
-	opts, err := sdkopt.Options(sdkopt.Conn{
+	opts, err := adapter.Options(adapter.Conn{
 		Provider: "openai", APIKey: cfg.APIKey, BaseURL: cfg.BaseURL,
 		HTTPClient: cfg.HTTPClient, MaxRetries: cfg.MaxRetries, MaxTokens: cfg.DefaultSettings.MaxTokens,
 	}, setters, cfg.RequestOptions...)
@@ -178,12 +178,9 @@ func (m *Model) ProviderName() string { return "openai" }
 // request or a transcript that fails [llm.CheckPairing] is rejected before
 // any request is made ([llm.CheckRequest]).
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	if err := llm.CheckRequest(req); err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
-	}
-	params, err := m.params(req)
+	params, err := adapter.Prepare("openai", req, m.params)
 	if err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
+		return nil, err
 	}
 	completion, err := m.completions.New(ctx, params)
 	if err != nil {
@@ -198,12 +195,9 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 
 // params maps req onto the Chat Completions API.
 func (m *Model) params(req *llm.Request) (openai.ChatCompletionNewParams, error) {
-	s := m.defaults.Merge(req.Settings)
-	if s.Model == "" {
-		return openai.ChatCompletionNewParams{}, errors.New("no model set: set Config.DefaultSettings.Model or the request's Settings.Model")
-	}
-	if s.MaxTokens < 0 {
-		return openai.ChatCompletionNewParams{}, fmt.Errorf("max tokens must not be negative, got %d", s.MaxTokens)
+	s, err := adapter.Settings(m.defaults, req.Settings)
+	if err != nil {
+		return openai.ChatCompletionNewParams{}, err
 	}
 	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(s.Model)}
 	if s.MaxTokens > 0 {
@@ -296,11 +290,7 @@ func messages(msgs []message.Message) []openai.ChatCompletionMessageParamUnion {
 				out = append(out, a)
 			}
 		case message.Tool:
-			var uses []message.Part
-			if i > 0 {
-				uses = msgs[i-1].ToolUses()
-			}
-			out = append(out, toolMessages(msg.Parts, uses)...)
+			out = append(out, toolMessages(adapter.ToolResults(msgs, i), msg.Parts)...)
 		}
 	}
 	return out
@@ -310,17 +300,8 @@ func messages(msgs []message.Message) []openai.ChatCompletionMessageParamUnion {
 func joinText(parts []message.Part) string {
 	var texts []string
 	for _, p := range parts {
-		switch p.Kind {
-		case message.KindText:
-			if p.Text != "" {
-				texts = append(texts, p.Text)
-			}
-		case message.KindStructured:
-			if p.Text != "" {
-				texts = append(texts, p.Text)
-			} else if len(p.Data) > 0 {
-				texts = append(texts, string(p.Data))
-			}
+		if t := adapter.PartText(p); t != "" {
+			texts = append(texts, t)
 		}
 	}
 	return strings.Join(texts, "\n\n")
@@ -355,21 +336,12 @@ func assistantMessage(parts []message.Part) (openai.ChatCompletionMessageParamUn
 	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, true
 }
 
-// toolMessages maps a Tool message: one tool message per result in the order
-// of uses (the tool uses they answer), then any text as a user message.
-func toolMessages(parts []message.Part, uses []message.Part) []openai.ChatCompletionMessageParamUnion {
-	results := make(map[string]message.Part)
-	for _, p := range parts {
-		if p.Kind == message.KindToolResult {
-			results[p.ID] = p
-		}
-	}
+// toolMessages maps a Tool message: one tool message per result (in the
+// order of the tool uses they answer), then any text of its parts as a user
+// message.
+func toolMessages(results, parts []message.Part) []openai.ChatCompletionMessageParamUnion {
 	var out []openai.ChatCompletionMessageParamUnion
-	for _, u := range uses {
-		r, ok := results[u.ID]
-		if !ok {
-			continue
-		}
+	for _, r := range results {
 		content := r.Text
 		if r.IsError {
 			content = ErrorPrefix + content
@@ -390,12 +362,7 @@ func toResponse(c *openai.ChatCompletion, structured bool) (*llm.Response, error
 	choice := c.Choices[0]
 	msg := message.Message{Role: message.Assistant}
 	if content := choice.Message.Content; content != "" {
-		t := strings.TrimSpace(content)
-		if structured && json.Valid([]byte(t)) {
-			msg.Parts = append(msg.Parts, message.Structured(json.RawMessage(t), content))
-		} else {
-			msg.Parts = append(msg.Parts, message.Text(content))
-		}
+		msg.Parts = append(msg.Parts, adapter.ReplyText(content, structured))
 	}
 	stop := finishReason(choice.FinishReason)
 	if choice.Message.Refusal != "" {
@@ -425,7 +392,7 @@ func toResponse(c *openai.ChatCompletion, structured bool) (*llm.Response, error
 	}, nil
 }
 
-// arguments turns a tool call's arguments string into a tool-use input.
+// finishReason maps a choice's finish_reason.
 func finishReason(r string) llm.StopReason {
 	switch r {
 	case "tool_calls", "function_call":

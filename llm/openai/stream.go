@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/internal/adapter"
 )
 
 var _ llm.Streamer = (*Model)(nil)
@@ -29,23 +30,13 @@ var _ llm.Streamer = (*Model)(nil)
 // without [DONE] yields an error wrapping [llm.ErrIncompleteStream]. Errors
 // are prefixed "openai: ". The request is checked first, as by Generate.
 func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chunk, error] {
-	return func(yield func(llm.Chunk, error) bool) {
-		if err := m.stream(ctx, req, yield); err != nil {
-			yield(llm.Chunk{}, fmt.Errorf("openai: %w", err))
-		}
-	}
+	return adapter.Stream(ctx, "openai", req, m.params, m.stream)
 }
 
-// stream yields the chunks of req's reply and returns the error that ends
-// it, if any (nil too when the caller stopped).
-func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(llm.Chunk, error) bool) error {
-	if err := llm.CheckRequest(req); err != nil {
-		return err
-	}
-	params, err := m.params(req)
-	if err != nil {
-		return err
-	}
+// stream yields the chunks of the completion params and returns the error
+// that ends it, if any (nil too when the caller stopped); structured says
+// whether the request asked for structured output.
+func (m *Model) stream(ctx context.Context, params openai.ChatCompletionNewParams, structured bool, yield func(llm.Chunk, error) bool) error {
 	params.StreamOptions.IncludeUsage = openai.Bool(true)
 	// The SDK's NewStreaming, with the decoder watched for [DONE]: its
 	// stream ends the same way without it.
@@ -78,7 +69,7 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(llm.Chu
 		return fmt.Errorf("%w: no [DONE]", llm.ErrIncompleteStream)
 	}
 	s.acc.Usage = s.usage
-	resp, err := toResponse(&s.acc.ChatCompletion, req.Output != nil)
+	resp, err := toResponse(&s.acc.ChatCompletion, structured)
 	if err != nil {
 		return err
 	}

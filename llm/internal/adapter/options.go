@@ -1,7 +1,9 @@
-// Package sdkopt turns the connection settings the provider adapters share
-// (llm/anthropic, llm/openai) into request options of their SDKs, which are
-// generated from one template and take the same options under different types.
-package sdkopt
+// Package adapter is the plumbing the provider adapters share (llm/anthropic,
+// llm/openai): the request options built from their connection settings,
+// the settings and request checks, and the mapping of tool results and text
+// parts. Their SDKs are generated from one template and take the same
+// options under different types.
+package adapter
 
 import (
 	"fmt"
