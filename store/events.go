@@ -102,9 +102,13 @@ type EventLog interface {
 	Subscribe(ctx context.Context, machineID string) (Subscription, error)
 }
 
-// CheckLive returns an error wrapping [ErrInvalid] if a payload cannot be
-// published ([EventLog.Publish]).
-func CheckLive(payloads [][]byte) error {
+// CheckLive returns an error wrapping [ErrInvalid] if payloads cannot be
+// published for machineID ([EventLog.Publish]): a malformed machine ID
+// ([CheckID]) or a payload too long or not text.
+func CheckLive(machineID string, payloads [][]byte) error {
+	if err := CheckID(machineID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	for i, p := range payloads {
 		if len(p) > MaxLivePayload {
 			return fmt.Errorf("%w: live payload %d is %d bytes, over %d", ErrInvalid, i, len(p), MaxLivePayload)

@@ -55,11 +55,8 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 // Publish implements [store.EventLog]: the payloads reach this store's
 // subscriptions (a memstore is one process's).
 func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte) error {
-	if err := store.CheckLive(payloads); err != nil {
+	if err := store.CheckLive(machineID, payloads); err != nil {
 		return fmt.Errorf("memstore: publish: %w", err)
-	}
-	if err := store.CheckID(machineID); err != nil {
-		return fmt.Errorf("memstore: publish: %w: %w", store.ErrInvalid, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -132,11 +132,8 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 // Publish implements [store.EventLog]: one NOTIFY per payload, in one
 // transaction (delivered in order).
 func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte) error {
-	if err := store.CheckLive(payloads); err != nil {
+	if err := store.CheckLive(machineID, payloads); err != nil {
 		return fmt.Errorf("postgres: publish: %w", err)
-	}
-	if err := store.CheckID(machineID); err != nil {
-		return fmt.Errorf("postgres: publish: %w: %w", store.ErrInvalid, err)
 	}
 	if len(payloads) == 0 {
 		return nil

@@ -115,11 +115,8 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 // where the watchers of other processes poll them, and straight to this
 // process's. Their commits do not wait for the disk (see liveSync).
 func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte) error {
-	if err := store.CheckLive(payloads); err != nil {
+	if err := store.CheckLive(machineID, payloads); err != nil {
 		return fmt.Errorf("sqlite: publish: %w", err)
-	}
-	if err := store.CheckID(machineID); err != nil {
-		return fmt.Errorf("sqlite: publish: %w: %w", store.ErrInvalid, err)
 	}
 	if len(payloads) == 0 {
 		return nil

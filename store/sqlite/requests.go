@@ -28,12 +28,7 @@ func (s *Store) AddSuspendRequest(ctx context.Context, r store.SuspendRequest) e
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return store.ErrConflict
-		}
-		return nil
+		return someRows(res, store.ErrConflict)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: add suspend request %q: %w", r.ID, err)

@@ -479,6 +479,15 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
+// someRows returns none if res affected no row.
+func someRows(res sql.Result, none error) error {
+	n, err := res.RowsAffected()
+	if err == nil && n == 0 {
+		err = none
+	}
+	return err
+}
+
 // Load implements [store.Store].
 func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
 	return s.LoadTail(ctx, machineID, 0)
@@ -682,10 +691,8 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		if err := someRows(res, store.ErrNotFound); err != nil {
 			return err
-		} else if n == 0 {
-			return store.ErrNotFound
 		}
 		// ON DELETE CASCADE covers these; delete explicitly all the same, in
 		// case foreign keys are off on this connection.
