@@ -17,7 +17,6 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/store"
 )
 
 // Signaler is the optional capability of a [Runner] that serves
@@ -121,7 +120,20 @@ type SuspendResult struct {
 	RequestedAt time.Time   `json:"requested_at"`
 	SuspendedAt time.Time   `json:"suspended_at,omitzero"`
 	ResumeWhen  *ResumeWhen `json:"resume_when,omitempty"`
-	Summary     string      `json:"summary,omitempty"`
+	// Deadline is when the suspension times out (ResumeWhen.Timeout
+	// from SuspendedAt); absent if never, or not applied yet.
+	Deadline time.Time `json:"deadline,omitzero"`
+	Summary  string    `json:"summary,omitempty"`
+}
+
+// SuspendResultOf returns sus as POST /machines/{id}/suspend answers it;
+// markov suspend -o json prints the same.
+func SuspendResultOf(sus durable.Suspension) SuspendResult {
+	return SuspendResult{
+		Handle: sus.ID, MachineID: sus.MachineID, InstanceID: sus.InstanceID, Reason: sus.Reason, Mode: string(sus.Mode),
+		Applied: sus.Applied, RequestedAt: sus.RequestedAt, SuspendedAt: sus.SuspendedAt,
+		ResumeWhen: resumeWhenOf(sus.Conditions), Deadline: sus.Conditions.Deadline, Summary: sus.Summary,
+	}
 }
 
 // maxTimeoutMinutes bounds ResumeTimeout.DurationMinutes: a year.
@@ -202,13 +214,8 @@ func (h *Handler) signal(w http.ResponseWriter, r *http.Request, s Signaler) {
 }
 
 func (h *Handler) suspend(w http.ResponseWriter, r *http.Request, s Suspender) {
-	id := r.PathValue("id")
-	if err := store.CheckID(id); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	var req SuspendRequest
-	if !h.decode(w, r, &req) {
+	id, req, ok := machineRequest[SuspendRequest](h, w, r)
+	if !ok {
 		return
 	}
 	opts, err := suspendOptions(req)
@@ -225,11 +232,7 @@ func (h *Handler) suspend(w http.ResponseWriter, r *http.Request, s Suspender) {
 	if !sus.Applied {
 		status = http.StatusAccepted
 	}
-	h.writeJSON(w, r, status, SuspendResult{
-		Handle: sus.ID, MachineID: sus.MachineID, InstanceID: sus.InstanceID, Reason: sus.Reason, Mode: string(sus.Mode),
-		Applied: sus.Applied, RequestedAt: sus.RequestedAt, SuspendedAt: sus.SuspendedAt,
-		ResumeWhen: resumeWhenOf(sus.Conditions), Summary: sus.Summary,
-	}, slog.String("op", "suspend"), slog.String("machine", id), slog.String("suspend_id", sus.ID), slog.Bool("applied", sus.Applied))
+	h.writeJSON(w, r, status, SuspendResultOf(sus), slog.String("op", "suspend"), slog.String("machine", id), slog.String("suspend_id", sus.ID), slog.Bool("applied", sus.Applied))
 }
 
 // resumeRun starts the run of a resume: ResumeWith for a fresh turn

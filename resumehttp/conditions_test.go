@@ -3,6 +3,7 @@ package resumehttp_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,6 +26,7 @@ func TestCallerSuspendAndSignal(t *testing.T) {
 		require.Equal(t, "interrupt_immediate", res.Mode)
 		require.Equal(t, "review", res.Reason)
 		require.Equal(t, e.clock.Now(), res.SuspendedAt)
+		require.Equal(t, res.SuspendedAt.Add(90*time.Minute), res.Deadline)
 		require.Equal(t, &resumehttp.ResumeWhen{OnEvent: "ci.passed",
 			Timeout: &resumehttp.ResumeTimeout{DurationMinutes: 90, OnTimeout: "resume_with_input"}}, res.ResumeWhen)
 		require.Contains(t, res.Summary, `or the event "ci.passed"`)

@@ -488,16 +488,24 @@ func onPending[Req any](h *Handler, w http.ResponseWriter, r *http.Request, op s
 	h.accepted(w, r, a, attrs...)
 }
 
-func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
-	id, name := r.PathValue("id"), r.PathValue("name")
+// machineRequest returns the machine ID of r's path and r's body decoded
+// as a T; false when it answered r with an error (a malformed ID, a body
+// that does not decode).
+func machineRequest[T any](h *Handler, w http.ResponseWriter, r *http.Request) (id string, req T, ok bool) {
+	id = r.PathValue("id")
 	if err := store.CheckID(id); err != nil {
 		h.fail(w, r, err)
+		return id, req, false
+	}
+	return id, req, h.decode(w, r, &req)
+}
+
+func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
+	id, req, ok := machineRequest[InvokeRequest](h, w, r)
+	if !ok {
 		return
 	}
-	var req InvokeRequest
-	if !h.decode(w, r, &req) {
-		return
-	}
+	name := r.PathValue("name")
 	key, err := idempotencyKey(r.Header)
 	if err != nil {
 		h.writeError(w, r, http.StatusBadRequest, "bad_request", err.Error())

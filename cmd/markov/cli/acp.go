@@ -22,12 +22,9 @@ func ACP(ctx context.Context, c *CLI, args []string) error {
 	nodeName := fs.String("node", c.Node, "the `node` new sessions start at")
 	sweep := fs.Duration("sweep", time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
 	watch := fs.Duration("watch", acp.DefaultWatchInterval, "how often a parked session is checked for a resume from elsewhere")
-	pos, err := c.Parse(fs, "acp", args)
+	_, err := c.ParseArgs(fs, "acp", args, 0, 0, "")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return Usagef("acp", "unexpected argument %q", pos[0])
 	}
 	if *nodeName == "" {
 		return Usagef("acp", "--node is required")

@@ -313,6 +313,23 @@ func (c *CLI) Parse(fs *flag.FlagSet, command string, args []string) ([]string, 
 	return pos, nil
 }
 
+// ParseArgs parses args with [CLI.Parse] and checks the number of
+// positional arguments, from min to max (max < 0: no limit). A command that
+// takes none (max 0) refuses the first one given; otherwise a count out of
+// range is a UsageError saying what the command wants ("a machine ID").
+func (c *CLI) ParseArgs(fs *flag.FlagSet, command string, args []string, min, max int, want string) ([]string, error) {
+	pos, err := c.Parse(fs, command, args)
+	switch {
+	case err != nil:
+		return nil, err
+	case max == 0 && len(pos) > 0:
+		return nil, Usagef(command, "unexpected argument %q", pos[0])
+	case len(pos) < min || max >= 0 && len(pos) > max:
+		return nil, Usagef(command, "want %s, got %d arguments", want, len(pos))
+	}
+	return pos, nil
+}
+
 // printFlags prints the usage of command with the flags of fs, on
 // stdout: it answers -h.
 func (c *CLI) printFlags(fs *flag.FlagSet, command string) {

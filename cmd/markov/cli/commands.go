@@ -52,12 +52,9 @@ func Pending(ctx context.Context, c *CLI, args []string) error {
 	status := fs.String("status", string(store.StatusPending), "list the suspensions with this `status`: pending, resolved, expired or cancelled")
 	expired := fs.Bool("expired", false, "list only suspensions whose deadline has passed")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "pending", args)
+	_, err := c.ParseArgs(fs, "pending", args, 0, 0, "")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return Usagef("pending", "unexpected argument %q", pos[0])
 	}
 	st, err := store.ParseStatus(*status)
 	if err != nil {
@@ -134,12 +131,9 @@ func Inspect(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("inspect")
 	n := fs.Int("n", 10, "show the last `N` messages of the history (0: none, -1: all)")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "inspect", args)
+	pos, err := c.ParseArgs(fs, "inspect", args, 0, 1, "one machine ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 1 {
-		return Usagef("inspect", "want one machine ID, got %d arguments", len(pos))
 	}
 	db, err := c.OpenReadOnly(ctx)
 	if err != nil {
@@ -228,12 +222,9 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 	text := fs.Bool("text", false, "pass the payload as plain text rather than JSON")
 	fresh := fs.Bool("fresh-turn", false, "resume in a fresh turn: the model sees a digest of the earlier transcript instead of all of it")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "resume", args)
+	pos, err := c.ParseArgs(fs, "resume", args, 2, 2, "a suspend ID and a payload")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 2 {
-		return Usagef("resume", "want a suspend ID and a payload, got %d arguments", len(pos))
 	}
 	id := pos[0]
 	payload, err := parsePayload(pos[1], *text)
@@ -249,12 +240,9 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 func Cancel(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("cancel")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "cancel", args)
+	pos, err := c.ParseArgs(fs, "cancel", args, 1, -1, "a suspend ID and an optional reason")
 	if err != nil {
 		return err
-	}
-	if len(pos) == 0 {
-		return Usagef("cancel", "want a suspend ID")
 	}
 	id := pos[0]
 	reason := strings.Join(pos[1:], " ")
@@ -271,12 +259,9 @@ func Cancel(ctx context.Context, c *CLI, args []string) error {
 func RunMachine(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("run")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "run", args)
+	pos, err := c.ParseArgs(fs, "run", args, 1, -1, "a machine ID and an optional message")
 	if err != nil {
 		return err
-	}
-	if len(pos) == 0 {
-		return Usagef("run", "want a machine ID")
 	}
 	var inputs []machine.Input
 	if text := strings.Join(pos[1:], " "); text != "" {
@@ -291,12 +276,9 @@ func Invoke(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("invoke")
 	instanceID := fs.String("instance", "", "the `ID` of the instance to run the command on (default: the primary leaf)")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "invoke", args)
+	pos, err := c.ParseArgs(fs, "invoke", args, 2, 3, "a machine ID, a command and an optional JSON input")
 	if err != nil {
 		return err
-	}
-	if len(pos) < 2 || len(pos) > 3 {
-		return Usagef("invoke", "want a machine ID, a command and an optional JSON input, got %d arguments", len(pos))
 	}
 	inv := command.Invocation{Name: pos[1], InstanceID: *instanceID}
 	if len(pos) == 3 {
@@ -338,12 +320,9 @@ func Create(ctx context.Context, c *CLI, args []string) error {
 	id := fs.String("id", "", "the machine `ID` (default: a random one)")
 	state := fs.String("state", "", "the root's initial state as `JSON` (default: the node's initial state)")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "create", args)
+	pos, err := c.ParseArgs(fs, "create", args, 1, 1, "a node name")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return Usagef("create", "want a node name, got %d arguments", len(pos))
 	}
 	nodeName := pos[0]
 	var initial any
@@ -464,12 +443,9 @@ func parsePayload(arg string, text bool) (any, error) {
 func Graph(_ context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("graph")
 	format := fs.String("format", "mermaid", "the graph format: mermaid or graphviz")
-	pos, err := c.Parse(fs, "graph", args)
+	_, err := c.ParseArgs(fs, "graph", args, 0, 0, "")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return Usagef("graph", "unexpected argument %q", pos[0])
 	}
 	var g string
 	switch *format {

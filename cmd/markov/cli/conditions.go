@@ -14,14 +14,9 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store"
 )
-
-// signalEntry is the JSON output of signal.
-type signalEntry struct {
-	Event string `json:"event"`
-	Woken int    `json:"woken"`
-}
 
 // Signal resumes every suspension waiting for a named event, each with
 // the payload, and prints how many it woke.
@@ -29,12 +24,9 @@ func Signal(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("signal")
 	text := fs.Bool("text", false, "pass the payload as plain text rather than JSON")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "signal", args)
+	pos, err := c.ParseArgs(fs, "signal", args, 1, 2, "an event name and an optional payload")
 	if err != nil {
 		return err
-	}
-	if len(pos) < 1 || len(pos) > 2 {
-		return Usagef("signal", "want an event name and an optional payload, got %d arguments", len(pos))
 	}
 	event := pos[0]
 	if err := instance.CheckEvent(event); err != nil {
@@ -53,30 +45,13 @@ func Signal(ctx context.Context, c *CLI, args []string) error {
 	defer db.Close()
 	woken, err := db.Runner.Signal(ctx, event, payload)
 	if *out == FormatJSON && err == nil {
-		return c.WriteJSON(signalEntry{Event: event, Woken: woken})
+		return c.WriteJSON(resumehttp.SignalResult{Event: event, Woken: woken})
 	}
 	if err != nil {
 		return fmt.Errorf("signal %s woke %d suspension(s), then: %w", event, woken, err)
 	}
 	fmt.Fprintf(c.Out(), "signal %s woke %d suspension(s)\n", event, woken)
 	return nil
-}
-
-// suspendEntry is the JSON output of suspend (the ACP draft RFC's
-// SessionSuspendResponse, in snake case).
-type suspendEntry struct {
-	Handle      string    `json:"handle"`
-	MachineID   string    `json:"machine_id"`
-	InstanceID  string    `json:"instance_id,omitempty"`
-	Reason      string    `json:"reason,omitempty"`
-	Mode        string    `json:"mode"`
-	Applied     bool      `json:"applied"`
-	RequestedAt time.Time `json:"requested_at"`
-	SuspendedAt time.Time `json:"suspended_at,omitzero"`
-	Event       string    `json:"on_event,omitempty"`
-	Deadline    time.Time `json:"deadline,omitzero"`
-	OnTimeout   string    `json:"on_timeout,omitempty"`
-	Summary     string    `json:"summary,omitempty"`
 }
 
 // suspendFlags are the flags of suspend.
@@ -122,12 +97,9 @@ func Suspend(ctx context.Context, c *CLI, args []string) error {
 	fs.StringVar(&f.input, "input", "", "the `JSON` payload of --on-timeout resume_with_input")
 	fs.BoolVar(&f.noWait, "no-wait", false, "do not wait for a run that holds the machine to apply the suspension")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "suspend", args)
+	pos, err := c.ParseArgs(fs, "suspend", args, 1, -1, "a machine ID and an optional reason")
 	if err != nil {
 		return err
-	}
-	if len(pos) == 0 {
-		return Usagef("suspend", "want a machine ID and an optional reason")
 	}
 	opts, err := f.options()
 	if err != nil {
@@ -152,9 +124,7 @@ func Suspend(ctx context.Context, c *CLI, args []string) error {
 		return err
 	}
 	if *out == FormatJSON {
-		return c.WriteJSON(suspendEntry{Handle: sus.ID, MachineID: sus.MachineID, InstanceID: sus.InstanceID, Reason: sus.Reason,
-			Mode: string(sus.Mode), Applied: sus.Applied, RequestedAt: sus.RequestedAt, SuspendedAt: sus.SuspendedAt,
-			Event: sus.Conditions.Event, Deadline: sus.Conditions.Deadline, OnTimeout: string(sus.Conditions.OnTimeout), Summary: sus.Summary})
+		return c.WriteJSON(resumehttp.SuspendResultOf(sus))
 	}
 	w := c.Out()
 	if !sus.Applied {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/markov-agents/markov/resumehttp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -12,15 +13,16 @@ func TestSuspendAndSignal(t *testing.T) {
 	db, machineID, suspendID := parked(t, charter)
 	r := run(t, charter, "suspend", "--db", db, "--event", "ci.passed", "--timeout", "1h", "--on-timeout", "resume_with_summary", "-o", "json", machineID, "review", "please")
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	var sus suspendEntry
+	var sus resumehttp.SuspendResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sus))
 	require.NotEmpty(t, sus.Handle)
 	require.True(t, sus.Applied)
 	require.Equal(t, machineID, sus.MachineID)
 	require.Equal(t, "review please", sus.Reason)
 	require.Equal(t, "finish_step", sus.Mode)
-	require.Equal(t, "ci.passed", sus.Event)
-	require.Equal(t, "resume_with_summary", sus.OnTimeout)
+	require.Equal(t, "ci.passed", sus.ResumeWhen.OnEvent)
+	require.Equal(t, "resume_with_summary", sus.ResumeWhen.Timeout.OnTimeout)
+	require.Equal(t, 60.0, sus.ResumeWhen.Timeout.DurationMinutes)
 	require.Equal(t, sus.SuspendedAt.Add(3600e9), sus.Deadline)
 	require.Contains(t, sus.Summary, `or the event "ci.passed"`)
 

@@ -116,12 +116,9 @@ func (c *CLI) versionInfo() VersionInfo {
 func Version(_ context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("version")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "version", args)
+	_, err := c.ParseArgs(fs, "version", args, 0, 0, "")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return Usagef("version", "unexpected argument %q", pos[0])
 	}
 	v := c.versionInfo()
 	if *out == FormatJSON {

@@ -111,12 +111,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	fs.DurationVar(&cfg.server.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
 	fs.DurationVar(&cfg.server.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written (a wait for its run included: --max-wait)")
 	fs.DurationVar(&cfg.server.IdleTimeout, "idle-timeout", resumehttp.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
-	pos, err := c.Parse(fs, "serve", args)
+	_, err := c.ParseArgs(fs, "serve", args, 0, 0, "")
 	if err != nil {
 		return nil, err
-	}
-	if len(pos) > 0 {
-		return nil, Usagef("serve", "unexpected argument %q", pos[0])
 	}
 	if cfg.sweep < 0 {
 		return nil, Usagef("serve", "--sweep must not be negative")

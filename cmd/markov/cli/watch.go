@@ -20,12 +20,9 @@ func Watch(ctx context.Context, c *CLI, args []string) error {
 	after := fs.Int64("after", 0, "start after this sequence `number` (0: the whole log)")
 	untilDone := fs.Bool("until-done", false, "exit after the last step of a run")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "watch", args)
+	pos, err := c.ParseArgs(fs, "watch", args, 1, 1, "one machine ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return Usagef("watch", "want one machine ID")
 	}
 	if *after < 0 {
 		return Usagef("watch", "--after %d is negative", *after)

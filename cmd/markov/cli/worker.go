@@ -102,12 +102,9 @@ func Worker(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("worker")
 	work.register(fs)
 	health := fs.String("health", "", "serve the unauthenticated GET /healthz and /readyz on this `address` (none if empty)")
-	pos, err := c.Parse(fs, "worker", args)
+	_, err := c.ParseArgs(fs, "worker", args, 0, 0, "")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return Usagef("worker", "unexpected argument %q", pos[0])
 	}
 	if err := work.check("worker", 1); err != nil {
 		return err
@@ -158,12 +155,9 @@ func Parked(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("parked")
 	n := fs.Int("n", 100, "list at most `N` machines")
 	out := OutputFlag(fs)
-	pos, err := c.Parse(fs, "parked", args)
+	_, err := c.ParseArgs(fs, "parked", args, 0, 0, "")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return Usagef("parked", "unexpected argument %q", pos[0])
 	}
 	if *n <= 0 {
 		return Usagef("parked", "-n must be positive")
