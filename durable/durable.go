@@ -168,14 +168,22 @@ func (r *Runner) Load(ctx context.Context, id string) (*machine.Machine, int64, 
 // again yields machine.ErrIterReused once and applies nothing twice (the
 // sequences of Resume, Cancel and Invoke too).
 func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
-	return singleUse(func(yield func(machine.Step, error) bool) {
+	return holding(ctx, r, id, func(h *Hold) iter.Seq2[machine.Step, error] { return h.Run(ctx, inputs...) })
+}
+
+// holding returns the single-use sequence of what seq yields under the
+// hold of machine id, taken first (waiting for a run elsewhere to end) and
+// released when the sequence ends.
+func holding[T any](ctx context.Context, r *Runner, id string, seq func(*Hold) iter.Seq2[T, error]) iter.Seq2[T, error] {
+	return singleUse(func(yield func(T, error) bool) {
 		h, err := r.Hold(ctx, id)
 		if err != nil {
-			yield(machine.Step{}, fmt.Errorf("hold machine %s: %w", id, err))
+			var zero T
+			yield(zero, fmt.Errorf("hold machine %s: %w", id, err))
 			return
 		}
 		defer h.Release()
-		h.Run(ctx, inputs...)(yield)
+		seq(h)(yield)
 	})
 }
 
@@ -640,40 +648,58 @@ func (s *session) announce(ctx context.Context, pending []store.Suspension) erro
 // saved. It runs the machine through Machine.Events so that the recorder
 // logs every event with the save it belongs to.
 func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(machine.Step, error) bool) {
+	recorded(ctx, s, inputs, yield, func(steps []machine.Step) { s.proceed(ctx, steps, yield) })
+}
+
+// recorded applies inputs with a recorder for the run's events and hands
+// their command steps to body, which runs the machine on; a failed apply
+// is yielded.
+func recorded[T any](ctx context.Context, s *session, inputs []machine.Input, yield func(T, error) bool, body func([]machine.Step)) {
 	s.rec = s.r.newRecorder(s.id)
 	defer s.rec.close()
 	steps, err := s.apply(ctx, inputs)
 	if err != nil {
-		yield(machine.Step{}, err)
+		var zero T
+		yield(zero, err)
 		return
 	}
-	s.proceed(ctx, steps, yield)
+	body(steps)
 }
 
 // proceed yields the command steps an apply returned, then runs the
 // machine on, yielding each step once it is saved.
 func (s *session) proceed(ctx context.Context, steps []machine.Step, yield func(machine.Step, error) bool) {
-	for _, st := range steps {
-		if !yield(st, nil) || st.Done {
-			return
-		}
-	}
-	for e, err := range s.m.Events(ctx) {
-		if err != nil {
-			yield(machine.Step{}, err)
-			return
-		}
-		s.rec.add(ctx, e, s.rev)
+	drive(ctx, s, steps, yield, func(st *machine.Step) machine.Step { return *st }, func(e machine.Event) bool {
 		if e.Kind != machine.EventStep {
-			continue
+			return true
 		}
 		st := *e.Step
 		keep, err := s.saveStep(ctx, &st)
 		if err != nil {
 			yield(machine.Step{}, err)
+			return false
+		}
+		return !keep || yield(st, nil)
+	})
+}
+
+// drive yields the command steps an apply returned (as step makes them
+// items of the sequence), then runs the machine on, recording every event
+// and handing it to each; false from yield or each ends the run.
+func drive[T any](ctx context.Context, s *session, steps []machine.Step, yield func(T, error) bool, step func(*machine.Step) T, each func(machine.Event) bool) {
+	for i := range steps {
+		if !yield(step(&steps[i]), nil) || steps[i].Done {
 			return
 		}
-		if keep && !yield(st, nil) {
+	}
+	for e, err := range s.m.Events(ctx) {
+		if err != nil {
+			var zero T
+			yield(zero, err)
+			return
+		}
+		s.rec.add(ctx, e, s.rev)
+		if !each(e) {
 			return
 		}
 	}

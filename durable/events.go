@@ -2,7 +2,6 @@ package durable
 
 import (
 	"context"
-	"fmt"
 	"iter"
 
 	"github.com/markov-agents/markov/machine"
@@ -22,48 +21,23 @@ import (
 // leaves the store at the last yielded step, and the sequence is
 // single-use.
 func (r *Runner) RunEvents(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Event, error] {
-	return singleUse(func(yield func(machine.Event, error) bool) {
-		h, err := r.Hold(ctx, id)
-		if err != nil {
-			yield(machine.Event{}, fmt.Errorf("hold machine %s: %w", id, err))
-			return
-		}
-		defer h.Release()
-		s, err := r.loadHeld(ctx, id)
-		if err != nil {
-			yield(machine.Event{}, err)
-			return
-		}
-		s.runEvents(ctx, inputs, yield)
+	return holding(ctx, r, id, func(h *Hold) iter.Seq2[machine.Event, error] {
+		return loaded(ctx, h, func(s *session, yield func(machine.Event, error) bool) {
+			recorded(ctx, s, inputs, yield, func(steps []machine.Step) { s.events(ctx, steps, yield) })
+		})
 	})
 }
 
-func (s *session) runEvents(ctx context.Context, inputs []machine.Input, yield func(machine.Event, error) bool) {
-	s.rec = s.r.newRecorder(s.id)
-	defer s.rec.close()
-	steps, err := s.apply(ctx, inputs)
-	if err != nil {
-		yield(machine.Event{}, err)
-		return
-	}
-	for i := range steps {
-		if !yield(machine.Event{Kind: machine.EventStep, Step: &steps[i]}, nil) || steps[i].Done {
-			return
+// events yields the command steps an apply returned as EventSteps, then
+// runs the machine on, yielding its events (every step once saved).
+func (s *session) events(ctx context.Context, steps []machine.Step, yield func(machine.Event, error) bool) {
+	stepEvent := func(st *machine.Step) machine.Event { return machine.Event{Kind: machine.EventStep, Step: st} }
+	drive(ctx, s, steps, yield, stepEvent, func(e machine.Event) bool {
+		if e.Kind == machine.EventStep {
+			return s.yieldStep(ctx, e.Step, yield)
 		}
-	}
-	for e, err := range s.m.Events(ctx) {
-		if err != nil {
-			yield(machine.Event{}, err)
-			return
-		}
-		s.rec.add(ctx, e, s.rev)
-		if e.Kind == machine.EventStep && !s.yieldStep(ctx, e.Step, yield) {
-			return
-		}
-		if e.Kind != machine.EventStep && !yield(e, nil) {
-			return
-		}
-	}
+		return yield(e, nil)
+	})
 }
 
 // yieldStep saves step st and yields it, after the suspension events of

@@ -146,14 +146,21 @@ func (h *Hold) Release() { h.release() }
 // and runs it, saving every step before yielding it. The hold stays taken
 // when the sequence ends.
 func (h *Hold) Run(ctx context.Context, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
-	return singleUse(func(yield func(machine.Step, error) bool) {
+	return singleUse(loaded(ctx, h, func(s *session, yield func(machine.Step, error) bool) { s.run(ctx, inputs, yield) }))
+}
+
+// loaded returns the sequence body yields for the machine h holds, loaded
+// as loadHeld does; a failed load is yielded.
+func loaded[T any](ctx context.Context, h *Hold, body func(*session, func(T, error) bool)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		s, err := h.r.loadHeld(ctx, h.id)
 		if err != nil {
-			yield(machine.Step{}, err)
+			var zero T
+			yield(zero, err)
 			return
 		}
-		s.run(ctx, inputs, yield)
-	})
+		body(s, yield)
+	}
 }
 
 // loadHeld loads machine id for a run under its hold: a suspend request
