@@ -3,7 +3,6 @@ package machine
 import (
 	"context"
 	"iter"
-	"sync/atomic"
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
@@ -104,18 +103,12 @@ type Event struct {
 // model calls and tools are cancelled and awaited) and changes nothing,
 // like cancelling ctx. The sequence is single-use, like Run's.
 func (m *Machine) Events(ctx context.Context, inputs ...Input) iter.Seq2[Event, error] {
-	var used atomic.Bool
-	return func(yield func(Event, error) bool) {
-		if err := m.begin(&used); err != nil {
-			yield(Event{}, err)
-			return
-		}
-		defer m.running.Store(false)
+	return sequence(m, func(yield func(Event, error) bool) {
 		l := &listener{yield: yield}
 		m.listener = l
 		defer func() { m.listener = nil }()
 		m.run(ctx, inputs, l.step)
-	}
+	})
 }
 
 // listener hands a run's events to the caller of Events, on the caller's

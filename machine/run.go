@@ -34,28 +34,28 @@ import (
 // over, and ranging over it again yields ErrIterReused once and changes
 // nothing. Call Run again to continue.
 func (m *Machine) Run(ctx context.Context, inputs ...Input) iter.Seq2[Step, error] {
+	return sequence(m, func(yield func(Step, error) bool) { m.run(ctx, inputs, yield) })
+}
+
+// sequence returns the single-use sequence of a run of m that body makes:
+// body runs with m marked running (a second run at once yields
+// ErrRunning), and ranging over the sequence again yields ErrIterReused.
+func sequence[T any](m *Machine, body func(yield func(T, error) bool)) iter.Seq2[T, error] {
 	var used atomic.Bool
-	return func(yield func(Step, error) bool) {
-		if err := m.begin(&used); err != nil {
-			yield(Step{}, err)
+	return func(yield func(T, error) bool) {
+		var zero T
+		if !m.running.CompareAndSwap(false, true) {
+			yield(zero, ErrRunning)
+			return
+		}
+		if used.Swap(true) {
+			m.running.Store(false)
+			yield(zero, ErrIterReused)
 			return
 		}
 		defer m.running.Store(false)
-		m.run(ctx, inputs, yield)
+		body(yield)
 	}
-}
-
-// begin starts ranging over a run's sequence, used tracking its use: the
-// caller must clear m.running when the run ends.
-func (m *Machine) begin(used *atomic.Bool) error {
-	if !m.running.CompareAndSwap(false, true) {
-		return ErrRunning
-	}
-	if used.Swap(true) {
-		m.running.Store(false)
-		return ErrIterReused
-	}
-	return nil
 }
 
 func (m *Machine) run(ctx context.Context, inputs []Input, yield func(Step, error) bool) {
