@@ -434,6 +434,10 @@ type session struct {
 	// rec collects the events of the next save (nil when the store keeps
 	// no event log, or outside a run).
 	rec *recorder
+	// requests is false when the store, a store.RequestReporter, saw no
+	// suspend request kept for the machine at the last load or save: the
+	// run's next step boundary has none to read.
+	requests bool
 }
 
 // eventStatus is the index status of each resolution event.
@@ -544,7 +548,7 @@ func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, 
 		size += int64(len(e))
 	}
 	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(prefix.msgs) + len(snap.History), indexed: indexed,
-		incarnation: snap.Incarnation, savedSize: size}, nil
+		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests}, nil
 }
 
 // save writes the tree, the history added since the last save and the
@@ -607,7 +611,13 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("save machine %s: %w", s.id, err)
 	}
-	rev, err := s.r.store.Save(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events})
+	sv := store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events}
+	var rev int64
+	if rr, ok := s.r.store.(store.RequestReporter); ok {
+		rev, s.requests, err = rr.SaveReporting(ctx, sv)
+	} else {
+		rev, err = s.r.store.Save(ctx, sv)
+	}
 	if err != nil {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}

@@ -334,10 +334,16 @@ func (b boundary) applies(m SuspendMode) bool {
 // applyRequests applies the kept suspend requests of the machine that
 // apply at b, saves, drops them, and returns the suspensions it made. A
 // request that cannot apply (no primary leaf, a bad body) is dropped and
-// logged; one applied before (its ID is known) is dropped.
+// logged; one applied before (its ID is known) is dropped. With a
+// store.RequestReporter it reads the requests only if the last load or
+// save saw some: one kept since is read at the next boundary that
+// follows a save (every run ends with one), as if it came a moment later.
 func (s *session) applyRequests(ctx context.Context, b boundary) ([]instance.SuspendedCall, error) {
 	rq, ok := s.r.store.(store.SuspendRequester)
 	if !ok {
+		return nil, nil
+	}
+	if _, reports := rq.(store.RequestReporter); reports && !s.requests {
 		return nil, nil
 	}
 	reqs, err := rq.SuspendRequests(ctx, s.id)

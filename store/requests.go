@@ -53,3 +53,16 @@ type SuspendRequester interface {
 	// kept is no error. Deleting a machine drops its requests too.
 	DropSuspendRequest(ctx context.Context, machineID, id string) error
 }
+
+// RequestReporter is the optional capability of a [SuspendRequester] that
+// tells, in the transaction of every load and save of a machine, whether
+// suspend requests are kept for it: Snapshot.SuspendRequests, and the
+// report of SaveReporting. A run then reads the requests at a step
+// boundary only when its last load or save saw some, instead of at every
+// boundary. Every store of this module is one.
+type RequestReporter interface {
+	SuspendRequester
+	// SaveReporting is [Snapshots.Save] that also reports whether suspend
+	// requests were kept for the machine when the save committed.
+	SaveReporting(ctx context.Context, sv Save) (revision int64, requests bool, err error)
+}

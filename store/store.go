@@ -126,6 +126,9 @@ type Snapshot struct {
 	Incarnation int64
 	// UpdatedAt is when the last save was written (store clock, UTC).
 	UpdatedAt time.Time
+	// SuspendRequests reports that suspend requests were kept for the
+	// machine when it was loaded. Only a [RequestReporter] sets it.
+	SuspendRequests bool
 }
 
 // NewIncarnation returns a random Snapshot.Incarnation, never 0, for a

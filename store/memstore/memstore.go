@@ -65,6 +65,7 @@ var (
 
 	_ store.SuspendRequester = (*Store)(nil)
 	_ store.EventLog         = (*Store)(nil)
+	_ store.RequestReporter  = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -135,6 +136,8 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		HistoryFrom: from,
 		Incarnation: m.incarnation,
 		UpdatedAt:   m.updatedAt,
+
+		SuspendRequests: len(s.requests[machineID]) > 0,
 	}, nil
 }
 
@@ -145,11 +148,17 @@ func clone(b []byte) []byte {
 
 // Save implements [store.Store].
 func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
+	rev, _, err := s.SaveReporting(ctx, sv)
+	return rev, err
+}
+
+// SaveReporting implements [store.RequestReporter].
+func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int64, requests bool, err error) {
 	if err := sv.Validate(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := s.lock(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer s.mu.Unlock()
 
@@ -159,11 +168,11 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		stored = m.revision
 	}
 	if err := store.CheckRevision(sv.Revision, stored, exists); err != nil {
-		return 0, fmt.Errorf("memstore: save machine %q: %w", sv.MachineID, err)
+		return 0, false, fmt.Errorf("memstore: save machine %q: %w", sv.MachineID, err)
 	}
 	for _, sp := range sv.Suspensions {
 		if cur, ok := s.suspensions[sp.ID]; ok && cur.MachineID != sv.MachineID {
-			return 0, fmt.Errorf("memstore: save machine %q: suspend ID %q belongs to machine %q: %w", sv.MachineID, sp.ID, cur.MachineID, store.ErrInvalid)
+			return 0, false, fmt.Errorf("memstore: save machine %q: suspend ID %q belongs to machine %q: %w", sv.MachineID, sp.ID, cur.MachineID, store.ErrInvalid)
 		}
 	}
 
@@ -188,7 +197,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 	if changed {
 		s.hub.Notify(feedKey)
 	}
-	return m.revision, nil
+	return m.revision, len(s.requests[sv.MachineID]) > 0, nil
 }
 
 // replaceSuspensionsLocked replaces the index entries of m with those of

@@ -139,13 +139,14 @@ type Store struct {
 
 // Store implements the core interface and every optional capability.
 var (
-	_ store.Store         = (*Store)(nil)
-	_ store.MachineLister = (*Store)(nil)
-	_ store.ExpiryClaimer = (*Store)(nil)
-	_ store.ReplayGuard   = (*Store)(nil)
-	_ store.Pinger        = (*Store)(nil)
-	_ store.EventLog      = (*Store)(nil)
-	_ store.TailLoader    = (*Store)(nil)
+	_ store.Store           = (*Store)(nil)
+	_ store.MachineLister   = (*Store)(nil)
+	_ store.ExpiryClaimer   = (*Store)(nil)
+	_ store.ReplayGuard     = (*Store)(nil)
+	_ store.Pinger          = (*Store)(nil)
+	_ store.EventLog        = (*Store)(nil)
+	_ store.TailLoader      = (*Store)(nil)
+	_ store.RequestReporter = (*Store)(nil)
 )
 
 // Open connects (unless cfg.Pool is set) and brings the schema up to date.
@@ -334,14 +335,15 @@ const suspensionOrder = ` ORDER BY deadline ASC NULLS LAST, created_at ASC NULLS
 func newQueries(schema string) queries {
 	q := queries{schema: strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())}
 	q.load = q.expand(`SELECT m.revision, m.tree, m.updated_at, m.incarnation, least(m.history_len, $2),
-		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h WHERE h.machine_id = m.id AND h.seq >= $2)
+		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h WHERE h.machine_id = m.id AND h.seq >= $2),
+		EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = m.id)
 		FROM {s}.machines m WHERE m.id = $1`)
 	q.create = q.expand(`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation)
 		VALUES ($1, 1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`)
 	q.update = q.expand(`UPDATE {s}.machines
 		SET revision = revision + 1, tree = $3, history_len = history_len + $4, updated_at = $5
 		WHERE id = $1 AND revision = $2
-		RETURNING history_len - $4`)
+		RETURNING history_len - $4, EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = $1)`)
 	q.appendHistory = q.expand(`INSERT INTO {s}.history (machine_id, seq, data)
 		SELECT $1, $2 + t.ord - 1, t.data FROM unnest($3::bytea[]) WITH ORDINALITY AS t (data, ord)`)
 	q.deleteSuspensions = q.expand(`DELETE FROM {s}.suspensions WHERE machine_id = $1 RETURNING id, status, claimed_until`)
@@ -427,7 +429,7 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		err = fmt.Errorf("%w: history from %d", store.ErrInvalid, from)
 	}
 	if err == nil {
-		err = s.pool.QueryRow(ctx, s.q.load, machineID, from).Scan(&snap.Revision, &snap.Tree, &updated, &snap.Incarnation, &historyFrom, &snap.History)
+		err = s.pool.QueryRow(ctx, s.q.load, machineID, from).Scan(&snap.Revision, &snap.Tree, &updated, &snap.Incarnation, &historyFrom, &snap.History, &snap.SuspendRequests)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
@@ -446,10 +448,17 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 
 // Save implements [store.Store].
 func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
+	rev, _, err := s.SaveReporting(ctx, sv)
+	return rev, err
+}
+
+// SaveReporting implements [store.RequestReporter]. A machine created by
+// the save has no requests.
+func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int64, requests bool, err error) {
 	if err := sv.Validate(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
 		var base int64 // history length before this save
 		if sv.Revision == 0 {
@@ -461,7 +470,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 				return fmt.Errorf("machine exists: %w", store.ErrConflict)
 			}
 		} else {
-			err := tx.QueryRow(ctx, s.q.update, sv.MachineID, sv.Revision, nonNil(sv.Tree), len(sv.Append), now).Scan(&base)
+			err := tx.QueryRow(ctx, s.q.update, sv.MachineID, sv.Revision, nonNil(sv.Tree), len(sv.Append), now).Scan(&base, &requests)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("based on revision %d, which is not the stored one or the machine does not exist: %w", sv.Revision, store.ErrConflict)
 			}
@@ -484,9 +493,9 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		return s.replaceSuspensions(ctx, tx, sv)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("postgres: save machine %q: %w", sv.MachineID, err)
+		return 0, false, fmt.Errorf("postgres: save machine %q: %w", sv.MachineID, err)
 	}
-	return sv.Revision + 1, nil
+	return sv.Revision + 1, requests, nil
 }
 
 // replaceSuspensions replaces the machine's index entries, keeping the claim

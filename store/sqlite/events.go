@@ -113,12 +113,14 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 
 // Publish implements [store.EventLog]: the payloads go into live_events,
 // where the watchers of other processes poll them, and straight to this
-// process's. Their commits do not wait for the disk (see liveSync).
+// process's. Their commits do not wait for the disk (see liveSync). When
+// no machine subscription is open in any process (watchers.go), nothing
+// is written: nobody could receive them.
 func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte) error {
 	if err := store.CheckLive(machineID, payloads); err != nil {
 		return fmt.Errorf("sqlite: publish: %w", err)
 	}
-	if len(payloads) == 0 {
+	if len(payloads) == 0 || !s.readOnly && !s.watch.watched() {
 		return nil
 	}
 	items := make([]livehub.Item, 0, len(payloads))
@@ -150,6 +152,11 @@ func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte
 
 // Subscribe implements [store.EventLog].
 func (s *Store) Subscribe(ctx context.Context, machineID string) (store.Subscription, error) {
+	if machineID != feedKey {
+		// Registered before the marks are read: a payload published
+		// after them is written for this subscription to find.
+		s.watch.watch()
+	}
 	sub := &subscription{s: s, id: machineID, sub: s.hub.Subscribe(machineID), delay: pollFastest}
 	mark, live, err := sub.marks(ctx)
 	if err != nil {
@@ -170,6 +177,7 @@ type subscription struct {
 	// ID of the last live payload handed out.
 	mark, lastLive int64
 	delay          time.Duration
+	closed         bool
 }
 
 // marks reads the last sequence number (or cursor) and live payload ID.
@@ -256,6 +264,12 @@ func (s *subscription) poll(ctx context.Context) (n store.Notice, ok bool, err e
 
 // Close implements [store.Subscription].
 func (s *subscription) Close() error {
-	s.sub.Close()
+	if !s.closed {
+		s.closed = true
+		s.sub.Close()
+		if s.id != feedKey {
+			s.s.watch.unwatch()
+		}
+	}
 	return nil
 }

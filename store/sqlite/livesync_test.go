@@ -4,21 +4,52 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 )
+
+// openTemp opens a store on a new database file; more stores on the same
+// file are more processes (each holds its own descriptors of the -watch
+// file, whose locks are per descriptor).
+func openTemp(t *testing.T, path string, readOnly bool) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Config{Path: path, ReadOnly: readOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// liveRows counts machineID's rows in live_events.
+func liveRows(t *testing.T, s *Store, machineID string) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRowContext(context.Background(), `SELECT count(*) FROM live_events WHERE machine_id = ?`, machineID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func publish(t *testing.T, s *Store, machineID, payload string) {
+	t.Helper()
+	if err := s.Publish(context.Background(), machineID, [][]byte{[]byte(payload)}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestLiveSyncRestores checks that a live payload's commit, made at
 // synchronous NORMAL on a connection of the pool, leaves the connection at
 // the store's setting (FULL) for the saves that use it next.
 func TestLiveSyncRestores(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "live.db")})
+	path := filepath.Join(t.TempDir(), "live.db")
+	s := openTemp(t, path, false)
+	sub, err := openTemp(t, path, false).Subscribe(ctx, "m1") // a watcher elsewhere
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	if err := s.Publish(ctx, "m1", [][]byte{[]byte(`{"v":1}`)}); err != nil {
-		t.Fatal(err)
-	}
+	defer sub.Close()
+	publish(t, s, "m1", `{"v":1}`)
 	// The payload's connection is among the pool's idle ones: hold them
 	// all (and a new one) while reading each one's setting.
 	for i := range 3 {
@@ -35,8 +66,55 @@ func TestLiveSyncRestores(t *testing.T) {
 			t.Fatalf("connection %d: synchronous = %d after a live commit, want 2 (FULL)", i, level)
 		}
 	}
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM live_events WHERE machine_id = 'm1'`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("live_events has %d rows of m1 (%v), want 1", n, err)
+	if n := liveRows(t, s, "m1"); n != 1 {
+		t.Fatalf("live_events has %d rows of m1, want 1", n)
+	}
+}
+
+// TestPublishOnlyWhenWatched checks that live payloads are written only
+// while a machine subscription is open somewhere — in another process
+// (another store on the file), read-only or not, or in this one — and
+// reach it; the feed's subscriptions do not count.
+func TestPublishOnlyWhenWatched(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "live.db")
+	s := openTemp(t, path, false)
+	other := openTemp(t, path, false)
+	reader := openTemp(t, path, true)
+
+	publish(t, s, "m1", `"nobody"`)
+	feed, err := other.Subscribe(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Close()
+	publish(t, s, "m1", `"feed only"`)
+	if n := liveRows(t, s, "m1"); n != 0 {
+		t.Fatalf("%d payloads written with no machine subscription open, want 0", n)
+	}
+
+	for i, w := range []*Store{other, reader, s, other} { // other again: its first Close counted once
+		sub, err := w.Subscribe(ctx, "m2") // any machine's subscription counts
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, s, "m2", `"watched"`)
+		if n := liveRows(t, s, "m2"); n != i+1 {
+			t.Fatalf("watcher %d: %d payloads of m2 written, want %d", i, n, i+1)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := sub.Next(wctx)
+		cancel()
+		if err != nil || len(n.Live) != 1 || string(n.Live[0]) != `"watched"` {
+			t.Fatalf("watcher %d: Next = %q, %v; want the payload", i, n.Live, err)
+		}
+		if err := sub.Close(); err != nil {
+			t.Fatal(err)
+		}
+		sub.Close() // again: does nothing
+		publish(t, s, "m2", `"unwatched"`)
+		if n := liveRows(t, s, "m2"); n != i+1 {
+			t.Fatalf("watcher %d closed: %d payloads of m2 written, want %d", i, n, i+1)
+		}
 	}
 }

@@ -93,7 +93,14 @@
 // save commits or a payload is published; those in other processes find
 // out by polling, every 20ms while things happen, backing off to once a
 // second when nothing does. Live payloads cross processes through the
-// live_events table, which keeps each for a minute.
+// live_events table, which keeps each for a minute — written only while a
+// machine subscription is open somewhere: every store with one holds a
+// shared lock (flock) on the sidecar file Path+"-watch", which a
+// publisher probes first. With nobody watching, publishing writes
+// nothing. A read-only store registers its subscriptions through the
+// sidecar when it exists (a writer creates it when it opens the
+// database); without it they get the log only. A writer that cannot open
+// the sidecar, or runs on a system without flock, always writes.
 //
 // A save costs one machine row update, one insert per appended history
 // entry and a rewrite of the machine's few suspension rows: it does not grow
@@ -121,8 +128,8 @@ import (
 // Config configures [Open].
 type Config struct {
 	// Path is the database file, created if missing. Required. It must not
-	// contain '?'; the "-wal" and "-shm" files SQLite keeps beside it belong
-	// to the database too.
+	// contain '?'; the "-wal" and "-shm" files SQLite keeps beside it, and
+	// the store's "-watch" file, belong to the database too.
 	Path string
 	// BusyTimeout is how long a statement waits for a lock held by another
 	// connection or process before failing. Zero means 5 seconds.
@@ -163,17 +170,21 @@ type Store struct {
 	// live_events was last pruned (unix microseconds).
 	hub    livehub.Hub
 	pruned atomic.Int64
+	// watch tells whether any process has a machine subscription open
+	// (watchers.go).
+	watch *watchers
 }
 
 // Store implements the core interface and every optional capability.
 var (
-	_ store.Store         = (*Store)(nil)
-	_ store.MachineLister = (*Store)(nil)
-	_ store.ExpiryClaimer = (*Store)(nil)
-	_ store.ReplayGuard   = (*Store)(nil)
-	_ store.Pinger        = (*Store)(nil)
-	_ store.EventLog      = (*Store)(nil)
-	_ store.TailLoader    = (*Store)(nil)
+	_ store.Store           = (*Store)(nil)
+	_ store.MachineLister   = (*Store)(nil)
+	_ store.ExpiryClaimer   = (*Store)(nil)
+	_ store.ReplayGuard     = (*Store)(nil)
+	_ store.Pinger          = (*Store)(nil)
+	_ store.EventLog        = (*Store)(nil)
+	_ store.TailLoader      = (*Store)(nil)
+	_ store.RequestReporter = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
@@ -243,6 +254,7 @@ func open(ctx context.Context, cfg Config, dsn string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.watch = openWatchers(cfg.Path, cfg.ReadOnly)
 	return s, nil
 }
 
@@ -507,8 +519,9 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
 		var n int64
 		var updated int64
-		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, updated_at, incarnation FROM machines WHERE id = ?`, machineID).
-			Scan(&snap.Revision, &snap.Tree, &n, &updated, &snap.Incarnation)
+		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, updated_at, incarnation,
+			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1) FROM machines WHERE id = ?1`, machineID).
+			Scan(&snap.Revision, &snap.Tree, &n, &updated, &snap.Incarnation, &snap.SuspendRequests)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
@@ -545,16 +558,22 @@ const maxHistoryRows = 256
 
 // Save implements [store.Store].
 func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
+	rev, _, err := s.SaveReporting(ctx, sv)
+	return rev, err
+}
+
+// SaveReporting implements [store.RequestReporter].
+func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, requests bool, err error) {
 	if err := sv.Validate(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var rev int64
 	var changed bool
-	err := s.write(ctx, func(sqlTx *sql.Tx) error {
+	err = s.write(ctx, func(sqlTx *sql.Tx) error {
 		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
 		var stored, histLen, events int64
-		err := tx.QueryRowContext(ctx, `SELECT revision, history_len, (SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1)
-			FROM machines WHERE id = ?1`, sv.MachineID).Scan(&stored, &histLen, &events)
+		err := tx.QueryRowContext(ctx, `SELECT revision, history_len, (SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1),
+			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1) FROM machines WHERE id = ?1`, sv.MachineID).
+			Scan(&stored, &histLen, &events, &requests)
 		exists := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -587,7 +606,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: save machine %q: %w", sv.MachineID, err)
+		return 0, false, fmt.Errorf("sqlite: save machine %q: %w", sv.MachineID, err)
 	}
 	if len(sv.Events) > 0 {
 		s.hub.Notify(sv.MachineID)
@@ -595,7 +614,7 @@ func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 	if changed {
 		s.hub.Notify(feedKey)
 	}
-	return rev, nil
+	return rev, requests, nil
 }
 
 // appendHistory inserts entries as the machine's history from sequence
@@ -903,5 +922,5 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.stmts.close()
-	return s.db.Close()
+	return errors.Join(s.db.Close(), s.watch.close())
 }

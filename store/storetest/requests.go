@@ -100,3 +100,54 @@ func testSuspendRequestsDelete(t *testing.T, s requesterStore) {
 		t.Fatalf("AddSuspendRequest after Delete: %v", err)
 	}
 }
+
+// reporterStore is a store whose loads and saves tell whether suspend
+// requests are kept.
+type reporterStore interface {
+	store.Store
+	store.RequestReporter
+}
+
+var reporterChecks = []check[reporterStore]{
+	{"LoadAndSave", testRequestReports},
+}
+
+// testRequestReports checks that loads and saves report the machine's own
+// requests as kept at the time: none, one, none once dropped.
+func testRequestReports(t *testing.T, s reporterStore) {
+	ctx := context.Background()
+	report := func(when string, rev int64, want bool) int64 {
+		t.Helper()
+		snap, err := s.Load(ctx, "m1")
+		if err != nil {
+			t.Fatalf("%s: Load: %v", when, err)
+		}
+		if snap.SuspendRequests != want {
+			t.Fatalf("%s: Load reports requests %v, want %v", when, snap.SuspendRequests, want)
+		}
+		got, requests, err := s.SaveReporting(ctx, store.Save{MachineID: "m1", Revision: rev})
+		if err != nil || got != rev+1 || requests != want {
+			t.Fatalf("%s: SaveReporting = %d, %v, %v; want %d, %v", when, got, requests, err, rev+1, want)
+		}
+		return got
+	}
+	rev, requests, err := s.SaveReporting(ctx, store.Save{MachineID: "m1"})
+	if err != nil || rev != 1 || requests {
+		t.Fatalf("SaveReporting of a new machine = %d, %v, %v; want 1, false", rev, requests, err)
+	}
+	mustSave(t, s, store.Save{MachineID: "m2"})
+	if err := s.AddSuspendRequest(ctx, store.SuspendRequest{ID: "r2", MachineID: "m2"}); err != nil {
+		t.Fatal(err)
+	}
+	rev = report("another machine's request", rev, false)
+	if err := s.AddSuspendRequest(ctx, store.SuspendRequest{ID: "r1", MachineID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	rev = report("a request kept", rev, true)
+	if err := s.DropSuspendRequest(ctx, "m1", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	report("the request dropped", rev, false)
+	_, _, err = s.SaveReporting(ctx, store.Save{MachineID: "m1", Revision: 1})
+	wantErr(t, "SaveReporting at a stale revision", err, store.ErrConflict)
+}

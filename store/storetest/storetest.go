@@ -4,7 +4,7 @@
 // [store.Store] (snapshots and the suspension index) and then each optional
 // capability the store offers ([store.MachineLister],
 // [store.ExpiryClaimer], [store.ReplayGuard], [store.SuspendRequester],
-// [store.EventLog], [store.TailLoader]), discovered by type assertion as callers discover
+// [store.RequestReporter], [store.EventLog], [store.TailLoader]), discovered by type assertion as callers discover
 // them. [RunSnapshots] checks a back end that only keeps snapshots. An
 // implementation's tests call Run with a constructor of empty stores, and
 // its benchmarks call [BenchmarkSave]:
@@ -89,6 +89,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	if _, ok := probe.(store.SuspendRequester); ok {
 		runChecks(t, "SuspendRequester", as[requesterStore](newStore), requesterChecks)
+	}
+	if _, ok := probe.(store.RequestReporter); ok {
+		runChecks(t, "RequestReporter", as[reporterStore](newStore), reporterChecks)
 	}
 	if _, ok := probe.(store.EventLog); ok {
 		runChecks(t, "EventLog", as[logStore](newStore), eventLogChecks)
