@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/memstore"
 )
 
 func TestSuspendIdleMachine(t *testing.T) {
@@ -168,4 +170,38 @@ func TestSuspendWaitsForTheRun(t *testing.T) {
 		require.Len(t, m.Pending(), 1)
 		require.Equal(t, sus.ID, m.Pending()[0].SuspendID)
 	})
+}
+
+// countingRequester counts the reads of suspend requests of a memstore,
+// which reports with its loads and saves whether any are kept.
+type countingRequester struct {
+	*memstore.Store
+	reads atomic.Int64
+}
+
+func (c *countingRequester) SuspendRequests(ctx context.Context, machineID string) ([]store.SuspendRequest, error) {
+	c.reads.Add(1)
+	return c.Store.SuspendRequests(ctx, machineID)
+}
+
+// A run on a store.RequestReporter reads the suspend requests at no step
+// boundary while none is kept, and still applies one kept meanwhile.
+func TestRequestsReadOnlyWhenKept(t *testing.T) {
+	s := &countingRequester{Store: memstore.New()}
+	e := newCondEnv(t, s)
+	ctx := context.Background()
+	done, release := e.running(t, "m", "call work")
+	require.Zero(t, s.reads.Load(), "the load saw no request")
+	sus, err := e.r.Suspend(ctx, "m", "hold on", durable.WithMode(durable.WaitForCompletion), durable.NoWait())
+	require.NoError(t, err)
+	release()
+	steps := <-done
+	require.True(t, steps[len(steps)-1].Done)
+	require.Equal(t, sus.ID, steps[len(steps)-1].Suspensions[0].SuspendID, "the request applied at the run's end")
+	require.Positive(t, s.reads.Load())
+
+	reads := s.reads.Load()
+	_, err = drain(e.r.Resume(ctx, sus.ID, nil, false))
+	require.NoError(t, err)
+	require.Equal(t, reads, s.reads.Load(), "nothing kept: no boundary of the resumed run reads the requests")
 }
