@@ -561,21 +561,9 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("encode machine %s: %w", s.id, err)
 	}
-	var appended [][]byte
-	var encErr error
-	access.MachineView(s.m, func(_ *instance.Instance, history []message.Message) {
-		appended = make([][]byte, 0, len(history)-s.saved)
-		for _, msg := range history[s.saved:] {
-			b, err := serialize.MarshalMessage(msg)
-			if err != nil {
-				encErr = err
-				return
-			}
-			appended = append(appended, b)
-		}
-	})
-	if encErr != nil {
-		return fmt.Errorf("encode history of %s: %w", s.id, encErr)
+	appended, err := s.encodeUnsaved()
+	if err != nil {
+		return err
 	}
 	pending := s.m.Pending()
 	index := make([]store.Suspension, len(pending), len(pending)+len(s.indexed))
@@ -611,13 +599,7 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("save machine %s: %w", s.id, err)
 	}
-	sv := store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events}
-	var rev int64
-	if rr, ok := s.r.store.(store.RequestReporter); ok {
-		rev, s.requests, err = rr.SaveReporting(ctx, sv)
-	} else {
-		rev, err = s.r.store.Save(ctx, sv)
-	}
+	rev, err := s.write(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events})
 	if err != nil {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}
@@ -631,6 +613,41 @@ func (s *session) save(ctx context.Context) (err error) {
 		})
 	}
 	return nil
+}
+
+// encodeUnsaved encodes the history messages added since the last save.
+func (s *session) encodeUnsaved() ([][]byte, error) {
+	var appended [][]byte
+	var encErr error
+	access.MachineView(s.m, func(_ *instance.Instance, history []message.Message) {
+		appended = make([][]byte, 0, len(history)-s.saved)
+		for _, msg := range history[s.saved:] {
+			b, err := serialize.MarshalMessage(msg)
+			if err != nil {
+				encErr = err
+				return
+			}
+			appended = append(appended, b)
+		}
+	})
+	if encErr != nil {
+		return nil, fmt.Errorf("encode history of %s: %w", s.id, encErr)
+	}
+	return appended, nil
+}
+
+// write saves sv, and with a store.RequestReporter notes whether suspend
+// requests are kept for the machine.
+func (s *session) write(ctx context.Context, sv store.Save) (int64, error) {
+	rr, ok := s.r.store.(store.RequestReporter)
+	if !ok {
+		return s.r.store.Save(ctx, sv)
+	}
+	rev, requests, err := rr.SaveReporting(ctx, sv)
+	if err == nil {
+		s.requests = requests
+	}
+	return rev, err
 }
 
 // announce calls the BeforeSave hook with the pending entries of index

@@ -350,7 +350,28 @@ func (s *session) applyRequests(ctx context.Context, b boundary) ([]instance.Sus
 	if err != nil || len(reqs) == 0 {
 		return nil, err
 	}
-	var applied, drop []string
+	applied, drop := s.parkRequests(ctx, b, reqs)
+	var calls []instance.SuspendedCall
+	if len(applied) > 0 {
+		if err := s.save(ctx); err != nil {
+			return nil, err
+		}
+		for _, id := range applied {
+			if _, c := s.findCall(id); c != nil {
+				calls = append(calls, *c)
+			}
+		}
+	}
+	for _, id := range append(drop, applied...) {
+		s.dropRequest(ctx, id)
+	}
+	return calls, nil
+}
+
+// parkRequests parks the machine for each request of reqs that applies
+// at b: it returns those it parked and those to drop (applied before,
+// or unable to apply).
+func (s *session) parkRequests(ctx context.Context, b boundary, reqs []store.SuspendRequest) (applied, drop []string) {
 	for _, q := range reqs {
 		var body requestBody
 		if _, c := s.findCall(q.ID); c != nil {
@@ -371,21 +392,7 @@ func (s *session) applyRequests(ctx context.Context, b boundary) ([]instance.Sus
 		}
 		applied = append(applied, q.ID)
 	}
-	var calls []instance.SuspendedCall
-	if len(applied) > 0 {
-		if err := s.save(ctx); err != nil {
-			return nil, err
-		}
-		for _, id := range applied {
-			if _, c := s.findCall(id); c != nil {
-				calls = append(calls, *c)
-			}
-		}
-	}
-	for _, id := range append(drop, applied...) {
-		s.dropRequest(ctx, id)
-	}
-	return calls, nil
+	return applied, drop
 }
 
 // dropRequest removes a request that was applied or cannot be; a failure
