@@ -420,6 +420,8 @@ type session struct {
 	incarnation int64
 	savedSize   int64
 	held        bool
+	// updatedAt is when the loaded revision was saved.
+	updatedAt time.Time
 	// indexed is the machine's suspension index as last loaded or saved:
 	// entries that leave pending stay in it with their final status, so a
 	// late resume finds them and fails with ErrAlreadyResolved rather than
@@ -502,14 +504,14 @@ func (s *session) finalStatus(root *instance.Instance, e store.Suspension, now t
 // is not the stored one's beginning (the machine was created again, by
 // another process perhaps).
 func (r *Runner) load(ctx context.Context, id string, held bool) (*session, error) {
-	tl, ok := r.store.(store.TailLoader)
-	if !ok || r.histories == nil {
+	if r.histories == nil {
 		snap, err := r.store.Load(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("load machine %s: %w", id, err)
 		}
 		return r.assemble(ctx, id, snap, cachedHistory{})
 	}
+	tl := r.store.(store.TailLoader) // New makes histories for a TailLoader only
 	prefix := r.histories.get(id, held)
 	snap, err := tl.LoadTail(ctx, id, len(prefix.msgs))
 	if err == nil && (snap.Incarnation != prefix.incarnation || snap.HistoryFrom != len(prefix.msgs)) {
@@ -548,7 +550,7 @@ func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, 
 		size += int64(len(e))
 	}
 	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(prefix.msgs) + len(snap.History), indexed: indexed,
-		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests}, nil
+		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests, updatedAt: snap.UpdatedAt}, nil
 }
 
 // save writes the tree, the history added since the last save and the

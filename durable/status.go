@@ -92,16 +92,12 @@ func (r *Runner) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	snap, err := r.store.Load(ctx, id)
+	s, err := r.load(ctx, id, false)
 	if err != nil {
-		return Status{}, fmt.Errorf("status of machine %s: %w", id, err)
-	}
-	s, err := r.assemble(ctx, id, snap, cachedHistory{})
-	if err != nil {
-		return Status{}, err
+		return Status{}, fmt.Errorf("status: %w", err)
 	}
 	st := s.status(held)
-	st.UpdatedAt = snap.UpdatedAt
+	st.UpdatedAt = s.updatedAt
 	return st, nil
 }
 
