@@ -89,7 +89,10 @@ var layers = map[string]rule{
 	// steptext writes steps as text: machine and below.
 	"steptext":  {layer: 6},
 	"store":     {layer: 6, restricted: true, stdlib: true},
-	"store/...": {layer: 6, restricted: true, only: []string{"store", "internal/livehub"}},
+	"store/...": {layer: 6, restricted: true, only: []string{"store", "internal/livehub", "store/internal/backend"}},
+	// backend is what the stores share (their capability set, the SQL
+	// stores' Ping and NULL handling).
+	"store/internal/backend": {layer: 6, restricted: true, only: []string{"store"}},
 	// pgtest gives tests a PostgreSQL schema of their own; only tests
 	// import it.
 	"store/postgres/pgtest": {layer: topLayer, restricted: true, only: []string{"store/postgres"}},
@@ -318,7 +321,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		{"msgpack from an example", p("examples/approval", msgpack), "only serialize may import msgpack"},
 		{"store imports project", p("store", "message"), "store imports " + module + "/message: this package may import no other project package"},
 		{"store imports third party", p("store", "github.com/google/uuid"), "standard library only"},
-		{"store subpackage imports machine", p("store/sqlite", "machine"), "may import only store, internal/livehub of the project"},
+		{"store subpackage imports machine", p("store/sqlite", "machine"), "may import only store, internal/livehub, store/internal/backend of the project"},
 		{"message imports third party", p("message", "github.com/google/uuid"), "standard library only"},
 		{"adapter imports instance", p("llm/anthropic", "instance"), "may import only llm, message, llm/internal/adapter of the project"},
 		{"llmtest imports fakeapi", p("llm/llmtest", "llm/internal/fakeapi"), "may import only llm, message of the project"},

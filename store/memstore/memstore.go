@@ -17,6 +17,7 @@ import (
 
 	"github.com/markov-agents/markov/internal/livehub"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/internal/backend"
 )
 
 // Store is an in-memory [store.Store]. The zero value is not usable; call
@@ -55,18 +56,9 @@ type machine struct {
 	events []store.LogEvent
 }
 
-// Store implements the core interface and every optional capability.
-var (
-	_ store.Store         = (*Store)(nil)
-	_ store.MachineLister = (*Store)(nil)
-	_ store.ExpiryClaimer = (*Store)(nil)
-	_ store.ReplayGuard   = (*Store)(nil)
-	_ store.TailLoader    = (*Store)(nil)
-
-	_ store.SuspendRequester = (*Store)(nil)
-	_ store.EventLog         = (*Store)(nil)
-	_ store.RequestReporter  = (*Store)(nil)
-)
+// Store implements the core interface and every optional capability but
+// store.Pinger: it has no schema to check.
+var _ backend.Capabilities = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {

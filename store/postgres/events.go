@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/internal/backend"
 )
 
 // Notification payloads: a commit says "read the log"; a live payload is
@@ -36,7 +37,7 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, machineID string, e
 	}
 	data := make([][]byte, len(entries))
 	for i, e := range entries {
-		data[i] = nonNil(e)
+		data[i] = backend.NonNil(e)
 	}
 	_, err := tx.Exec(ctx, s.q.expand(`INSERT INTO {s}.events (machine_id, seq, data, at)
 		SELECT $1, coalesce((SELECT max(seq) FROM {s}.events WHERE machine_id = $1), 0) + t.ord, t.data, $3
@@ -99,7 +100,7 @@ func (s *Store) ReadEvents(ctx context.Context, machineID string, afterSeq int64
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LogEvent, error) {
 		var e store.LogEvent
 		err := row.Scan(&e.Seq, &e.Data, &e.At)
-		e.Data, e.At = nonNil(e.Data), e.At.UTC()
+		e.Data, e.At = backend.NonNil(e.Data), e.At.UTC()
 		return e, err
 	})
 	if err != nil {

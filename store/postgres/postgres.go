@@ -104,6 +104,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/internal/backend"
 )
 
 // Config configures [Open].
@@ -138,16 +139,7 @@ type Store struct {
 }
 
 // Store implements the core interface and every optional capability.
-var (
-	_ store.Store           = (*Store)(nil)
-	_ store.MachineLister   = (*Store)(nil)
-	_ store.ExpiryClaimer   = (*Store)(nil)
-	_ store.ReplayGuard     = (*Store)(nil)
-	_ store.Pinger          = (*Store)(nil)
-	_ store.EventLog        = (*Store)(nil)
-	_ store.TailLoader      = (*Store)(nil)
-	_ store.RequestReporter = (*Store)(nil)
-)
+var _ backend.Database = (*Store)(nil)
 
 // Open connects (unless cfg.Pool is set) and brings the schema up to date.
 // A schema migrated by a newer version of this package is refused.
@@ -406,14 +398,6 @@ func fromTS(t pgtype.Timestamptz) time.Time {
 	return t.Time.UTC()
 }
 
-// nonNil turns nil into an empty slice: pgx sends nil as NULL.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
 // Load implements [store.Store].
 func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, error) {
 	return s.LoadTail(ctx, machineID, 0)
@@ -437,11 +421,11 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 	if err != nil {
 		return nil, fmt.Errorf("postgres: load machine %q: %w", machineID, err)
 	}
-	snap.Tree = nonNil(snap.Tree)
+	snap.Tree = backend.NonNil(snap.Tree)
 	snap.UpdatedAt = updated.UTC()
 	snap.HistoryFrom = int(historyFrom)
 	for i, e := range snap.History {
-		snap.History[i] = nonNil(e)
+		snap.History[i] = backend.NonNil(e)
 	}
 	return snap, nil
 }
@@ -462,7 +446,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		now := s.now()
 		var base int64 // history length before this save
 		if sv.Revision == 0 {
-			tag, err := tx.Exec(ctx, s.q.create, sv.MachineID, nonNil(sv.Tree), len(sv.Append), now, store.NewIncarnation())
+			tag, err := tx.Exec(ctx, s.q.create, sv.MachineID, backend.NonNil(sv.Tree), len(sv.Append), now, store.NewIncarnation())
 			if err != nil {
 				return err
 			}
@@ -470,7 +454,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 				return fmt.Errorf("machine exists: %w", store.ErrConflict)
 			}
 		} else {
-			err := tx.QueryRow(ctx, s.q.update, sv.MachineID, sv.Revision, nonNil(sv.Tree), len(sv.Append), now).Scan(&base, &requests)
+			err := tx.QueryRow(ctx, s.q.update, sv.MachineID, sv.Revision, backend.NonNil(sv.Tree), len(sv.Append), now).Scan(&base, &requests)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("based on revision %d, which is not the stored one or the machine does not exist: %w", sv.Revision, store.ErrConflict)
 			}
@@ -481,7 +465,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		if len(sv.Append) > 0 {
 			entries := make([][]byte, len(sv.Append))
 			for i, e := range sv.Append {
-				entries[i] = nonNil(e)
+				entries[i] = backend.NonNil(e)
 			}
 			if _, err := tx.Exec(ctx, s.q.appendHistory, sv.MachineID, base, entries); err != nil {
 				return err
@@ -678,14 +662,7 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 
 // Ping implements [store.Pinger]: it reads the schema version.
 func (s *Store) Ping(ctx context.Context) error {
-	var v int
-	if err := s.pool.QueryRow(ctx, s.q.expand(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&v); err != nil {
-		return fmt.Errorf("postgres: ping: %w", err)
-	}
-	if v != SchemaVersion {
-		return fmt.Errorf("postgres: ping: schema version %d, want %d: %w", v, SchemaVersion, store.ErrSchemaVersion)
-	}
-	return nil
+	return backend.Ping("postgres", SchemaVersion, s.pool.QueryRow(ctx, s.q.expand(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan)
 }
 
 // Close closes the pool if [Open] opened it.

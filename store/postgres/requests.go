@@ -11,8 +11,6 @@ import (
 	"github.com/markov-agents/markov/store"
 )
 
-var _ store.SuspendRequester = (*Store)(nil)
-
 // AddSuspendRequest implements [store.SuspendRequester]: one statement
 // that inserts the request if the machine exists.
 func (s *Store) AddSuspendRequest(ctx context.Context, r store.SuspendRequest) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/markov-agents/markov/internal/livehub"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/internal/backend"
 )
 
 // feedKey is the hub key of the suspension feed (machine IDs are never
@@ -42,7 +43,7 @@ func appendEvents(ctx context.Context, tx txer, machineID string, last int64, en
 				q.WriteString(", ")
 			}
 			q.WriteString("(?, ?, ?, ?)")
-			args = append(args, machineID, last+int64(start+i)+1, nonNil(e), now)
+			args = append(args, machineID, last+int64(start+i)+1, backend.NonNil(e), now)
 		}
 		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 			return err
@@ -76,7 +77,7 @@ func (s *Store) ReadEvents(ctx context.Context, machineID string, afterSeq int64
 		if err := rows.Scan(&e.Seq, &e.Data, &at); err != nil {
 			return nil, fmt.Errorf("sqlite: read events of %q: %w", machineID, err)
 		}
-		e.Data, e.At = nonNil(e.Data), time.UnixMicro(at).UTC()
+		e.Data, e.At = backend.NonNil(e.Data), time.UnixMicro(at).UTC()
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -136,7 +137,7 @@ func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte
 		for _, p := range payloads {
 			var id int64
 			if err := tx.QueryRowContext(ctx, `INSERT INTO live_events (machine_id, data, at) VALUES (?, ?, ?) RETURNING id`,
-				machineID, nonNil(p), now.UnixMicro()).Scan(&id); err != nil {
+				machineID, backend.NonNil(p), now.UnixMicro()).Scan(&id); err != nil {
 				return err
 			}
 			items = append(items, livehub.Item{ID: id, Data: append([]byte(nil), p...)})

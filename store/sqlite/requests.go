@@ -8,8 +8,6 @@ import (
 	"github.com/markov-agents/markov/store"
 )
 
-var _ store.SuspendRequester = (*Store)(nil)
-
 // AddSuspendRequest implements [store.SuspendRequester].
 func (s *Store) AddSuspendRequest(ctx context.Context, r store.SuspendRequest) error {
 	if err := r.Validate(); err != nil {

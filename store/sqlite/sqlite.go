@@ -123,6 +123,7 @@ import (
 
 	"github.com/markov-agents/markov/internal/livehub"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/internal/backend"
 )
 
 // Config configures [Open].
@@ -176,16 +177,7 @@ type Store struct {
 }
 
 // Store implements the core interface and every optional capability.
-var (
-	_ store.Store           = (*Store)(nil)
-	_ store.MachineLister   = (*Store)(nil)
-	_ store.ExpiryClaimer   = (*Store)(nil)
-	_ store.ReplayGuard     = (*Store)(nil)
-	_ store.Pinger          = (*Store)(nil)
-	_ store.EventLog        = (*Store)(nil)
-	_ store.TailLoader      = (*Store)(nil)
-	_ store.RequestReporter = (*Store)(nil)
-)
+var _ backend.Database = (*Store)(nil)
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
 // schema up to date. A database written by a newer version of this package
@@ -483,14 +475,6 @@ func fromMicros(n sql.NullInt64) time.Time {
 	return time.UnixMicro(n.Int64).UTC()
 }
 
-// nonNil turns nil into an empty slice: NOT NULL columns get empty blobs.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
 // someRows returns none if res affected no row.
 func someRows(res sql.Result, none error) error {
 	n, err := res.RowsAffected()
@@ -528,7 +512,7 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		if err != nil {
 			return err
 		}
-		snap.Tree = nonNil(snap.Tree)
+		snap.Tree = backend.NonNil(snap.Tree)
 		snap.UpdatedAt = time.UnixMicro(updated).UTC()
 		snap.HistoryFrom = int(min(int64(from), n))
 		rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? AND seq >= ? ORDER BY seq`, machineID, snap.HistoryFrom)
@@ -542,7 +526,7 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 			if err := rows.Scan(&b); err != nil {
 				return err
 			}
-			snap.History = append(snap.History, nonNil(b))
+			snap.History = append(snap.History, backend.NonNil(b))
 		}
 		return rows.Err()
 	})
@@ -587,10 +571,10 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 		newLen := histLen + int64(len(sv.Append))
 		if exists {
 			_, err = tx.ExecContext(ctx, `UPDATE machines SET revision = ?, tree = ?, history_len = ?, updated_at = ? WHERE id = ?`,
-				rev, nonNil(sv.Tree), newLen, now, sv.MachineID)
+				rev, backend.NonNil(sv.Tree), newLen, now, sv.MachineID)
 		} else {
 			_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES (?, ?, ?, ?, ?, ?)`,
-				sv.MachineID, rev, nonNil(sv.Tree), newLen, now, store.NewIncarnation())
+				sv.MachineID, rev, backend.NonNil(sv.Tree), newLen, now, store.NewIncarnation())
 		}
 		if err != nil {
 			return err
@@ -630,7 +614,7 @@ func appendHistory(ctx context.Context, tx txer, machineID string, base int64, e
 				q.WriteString(", ")
 			}
 			q.WriteString("(?, ?, ?)")
-			args = append(args, machineID, base+int64(start+i), nonNil(e))
+			args = append(args, machineID, base+int64(start+i), backend.NonNil(e))
 		}
 		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 			return err
@@ -909,14 +893,7 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 
 // Ping implements [store.Pinger]: it reads the schema version.
 func (s *Store) Ping(ctx context.Context) error {
-	var v int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", err)
-	}
-	if v != SchemaVersion {
-		return fmt.Errorf("sqlite: ping: schema version %d, want %d: %w", v, SchemaVersion, store.ErrSchemaVersion)
-	}
-	return nil
+	return backend.Ping("sqlite", SchemaVersion, s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan)
 }
 
 // Close closes the database.
