@@ -46,14 +46,13 @@ func (v1) tree(c *machine.Charter, body []byte) (*instance.Instance, error) {
 	return root, err
 }
 
-func (v1) message(body []byte, s *slabs) (message.Message, error) {
-	d := decoder{r: newReader(body), slabs: s}
-	var m message.Message
-	err := d.readMessage(&m)
+func (v1) message(r *reader, s *slabs, m *message.Message) error {
+	d := decoder{r: r, slabs: s}
+	err := d.readMessage(m)
 	if err == nil {
 		err = d.end()
 	}
-	return m, err
+	return err
 }
 
 // decoder reads one body (or converts the wire structs of one machine).

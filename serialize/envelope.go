@@ -52,33 +52,35 @@ func seal(b []byte) []byte {
 	return b
 }
 
-// open checks the envelope of data and returns its version and body.
-func open(data []byte, want byte) (byte, []byte, error) {
+// open checks the envelope of data and returns the decoder of its
+// version and its body.
+func open(data []byte, want byte) (bodyDecoder, []byte, error) {
 	if len(data) < headerSize {
 		if len(data) >= len(magic) && string(data[:len(magic)]) != magic {
-			return 0, nil, fmt.Errorf("%w: not markov data (bad magic)", ErrCorrupt)
+			return nil, nil, fmt.Errorf("%w: not markov data (bad magic)", ErrCorrupt)
 		}
-		return 0, nil, fmt.Errorf("%w: truncated: %d bytes, the header alone takes %d", ErrCorrupt, len(data), headerSize)
+		return nil, nil, fmt.Errorf("%w: truncated: %d bytes, the header alone takes %d", ErrCorrupt, len(data), headerSize)
 	}
 	if string(data[:len(magic)]) != magic {
 		if data[0] == '{' {
-			return 0, nil, fmt.Errorf("%w: not msgpack markov data (JSON? use UnmarshalJSON)", ErrCorrupt)
+			return nil, nil, fmt.Errorf("%w: not msgpack markov data (JSON? use UnmarshalJSON)", ErrCorrupt)
 		}
-		return 0, nil, fmt.Errorf("%w: not markov data (bad magic %q)", ErrCorrupt, data[:len(magic)])
+		return nil, nil, fmt.Errorf("%w: not markov data (bad magic %q)", ErrCorrupt, data[:len(magic)])
 	}
 	v := data[4]
 	if v == 0 {
-		return 0, nil, fmt.Errorf("%w: format version 0", ErrCorrupt)
+		return nil, nil, fmt.Errorf("%w: format version 0", ErrCorrupt)
 	}
-	if _, ok := versions[v]; !ok {
-		return 0, nil, fmt.Errorf("%w: format version %d (this build reads %s)", ErrVersion, v, readable())
+	dec := decoderOf(v)
+	if dec == nil {
+		return nil, nil, fmt.Errorf("%w: format version %d (this build reads %s)", ErrVersion, v, readable())
 	}
 	if k := data[5]; k != want {
-		return 0, nil, fmt.Errorf("%w: data holds %s, not %s", ErrCorrupt, kindName(k), kindName(want))
+		return nil, nil, fmt.Errorf("%w: data holds %s, not %s", ErrCorrupt, kindName(k), kindName(want))
 	}
 	body := data[headerSize:]
 	if sum := crc32.Checksum(body, castagnoli); sum != binary.BigEndian.Uint32(data[6:10]) {
-		return 0, nil, fmt.Errorf("%w: checksum mismatch (truncated or corrupted)", ErrCorrupt)
+		return nil, nil, fmt.Errorf("%w: checksum mismatch (truncated or corrupted)", ErrCorrupt)
 	}
-	return v, body, nil
+	return dec, body, nil
 }

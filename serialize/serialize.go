@@ -3,7 +3,6 @@ package serialize
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -27,25 +26,32 @@ const MaxDepth = 256
 type bodyDecoder interface {
 	machine(c *machine.Charter, body []byte) (*instance.Instance, []message.Message, error)
 	tree(c *machine.Charter, body []byte) (*instance.Instance, error)
-	message(body []byte, s *slabs) (message.Message, error)
+	message(r *reader, s *slabs, m *message.Message) error
 }
 
-// versions are the format versions this build reads. A new version adds
-// its decoder here and keeps the old ones.
-var versions = map[byte]bodyDecoder{
+// versions are the decoders of the format versions this build reads,
+// by version (nil: not read). A new version adds its decoder here and
+// keeps the old ones.
+var versions = []bodyDecoder{
 	1: v1{},
+}
+
+// decoderOf returns the decoder of format version v, nil if this build
+// does not read it.
+func decoderOf(v byte) bodyDecoder {
+	if int(v) < len(versions) {
+		return versions[v]
+	}
+	return nil
 }
 
 // readable lists the versions this build reads.
 func readable() string {
-	vs := make([]int, 0, len(versions))
-	for v := range versions {
-		vs = append(vs, int(v))
-	}
-	slices.Sort(vs)
-	s := make([]string, len(vs))
-	for i, v := range vs {
-		s[i] = strconv.Itoa(v)
+	var s []string
+	for v, d := range versions {
+		if d != nil {
+			s = append(s, strconv.Itoa(v))
+		}
 	}
 	return "version " + strings.Join(s, ", ")
 }
@@ -128,11 +134,11 @@ func Unmarshal(c *machine.Charter, data []byte) (*machine.Machine, error) {
 	if c == nil {
 		return nil, errors.New("serialize: nil charter")
 	}
-	v, body, err := open(data, kindMachine)
+	dec, body, err := open(data, kindMachine)
 	if err != nil {
 		return nil, err
 	}
-	root, history, err := versions[v].machine(c, body)
+	root, history, err := dec.machine(c, body)
 	if err != nil {
 		return nil, err
 	}
@@ -167,11 +173,13 @@ func UnmarshalMessage(data []byte) (message.Message, error) {
 }
 
 func unmarshalMessage(data []byte, s *slabs) (message.Message, error) {
-	v, body, err := open(data, kindMessage)
+	dec, body, err := open(data, kindMessage)
 	if err != nil {
 		return message.Message{}, err
 	}
-	return versions[v].message(body, s)
+	var m message.Message
+	err = dec.message(newReader(body), s, &m)
+	return m, err
 }
 
 // Assemble rebuilds a machine from a tree written by MarshalTree and the
@@ -192,11 +200,11 @@ func AssembleOnto(c *machine.Charter, tree []byte, prefix []message.Message, tai
 	if c == nil {
 		return nil, errors.New("serialize: nil charter")
 	}
-	v, body, err := open(tree, kindTree)
+	dec, body, err := open(tree, kindTree)
 	if err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
 	}
-	root, err := versions[v].tree(c, body)
+	root, err := dec.tree(c, body)
 	if err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
 	}
@@ -206,13 +214,17 @@ func AssembleOnto(c *machine.Charter, tree []byte, prefix []message.Message, tai
 		if cap(h)-n < len(tail) {
 			h = make([]message.Message, n, roomFor(n+len(tail)))
 			copy(h, prefix)
+		} else {
+			// The tail is decoded in place: over what a run appended
+			// after prefix and did not save, perhaps.
+			clear(h[n : n+len(tail)])
 		}
 		h = h[:n+len(tail)]
 		// A short tail gets allocations of its own rather than slabs
 		// sized for a whole history.
-		s := &slabs{exact: len(tail) < shortTail}
+		b := newBatch(tail, len(tail) < shortTail)
 		for i, data := range tail {
-			if h[n+i], err = unmarshalMessage(data, s); err != nil {
+			if err := b.next(data, &h[n+i]); err != nil {
 				return nil, fmt.Errorf("history message %d: %w", n+i, err)
 			}
 		}
@@ -223,3 +235,40 @@ func AssembleOnto(c *machine.Charter, tree []byte, prefix []message.Message, tai
 // shortTail is the length under which AssembleOnto decodes a tail
 // without slabs.
 const shortTail = 16
+
+// batch decodes the entries of a history one after the other, without an
+// allocation of each: their strings are cut from one copy of them all,
+// and one reader, with its dictionary, reads each in turn.
+type batch struct {
+	slabs
+	r reader
+	// all is every entry, one after the other; at is where the next one
+	// starts.
+	all string
+	at  int
+}
+
+// newBatch returns a batch for entries, its slabs exact if set.
+func newBatch(entries [][]byte, exact bool) *batch {
+	n := 0
+	for _, e := range entries {
+		n += len(e)
+	}
+	var all strings.Builder
+	all.Grow(n)
+	for _, e := range entries {
+		all.Write(e)
+	}
+	return &batch{slabs: slabs{exact: exact}, all: all.String()}
+}
+
+// next decodes data, the batch's next entry, into m.
+func (b *batch) next(data []byte, m *message.Message) error {
+	b.at += len(data)
+	dec, body, err := open(data, kindMessage)
+	if err != nil {
+		return err
+	}
+	b.r.b, b.r.str, b.r.off, b.r.dict = body, b.all[b.at-len(body):b.at], 0, b.r.dict[:0]
+	return dec.message(&b.r, &b.slabs, m)
+}

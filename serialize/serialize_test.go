@@ -61,6 +61,65 @@ func TestRoundTripScenarios(t *testing.T) {
 	}
 }
 
+// TestAssembleOnto decodes every split of a machine's history into a
+// decoded prefix and a tail of entries: a prefix with room for the tail,
+// whose spare capacity holds messages of some other history (a run that
+// appended and did not save), or without.
+func TestAssembleOnto(t *testing.T) {
+	m := kitchenSink(t)
+	history, blobs, tree := m.History(), historyBlobs(m), must(MarshalTree(m))
+	stale := message.Message{Role: message.Assistant, Silent: true, Source: message.Source{InstanceID: "x", Node: "n", To: "y"},
+		Parts: []message.Part{{Kind: message.KindToolUse, ID: "stale", Name: "stale", Data: json.RawMessage(`{}`), Signature: "s", SuspendID: "u"}}}
+	for n := range len(history) + 1 {
+		for _, room := range []bool{false, true} {
+			prefix := append([]message.Message(nil), history[:n]...)
+			if room {
+				for range len(history) - n {
+					prefix = append(prefix, stale)
+				}
+				prefix = prefix[:n]
+			}
+			got, err := AssembleOnto(charter(t), tree, prefix, blobs[n:])
+			if err != nil {
+				t.Fatalf("prefix %d: %v", n, err)
+			}
+			sameMachine(t, m, got)
+		}
+	}
+}
+
+// TestAssembleLong decodes a history long enough for the decoder's slabs:
+// every message as it was, and none sharing memory another can reach by
+// appending.
+func TestAssembleLong(t *testing.T) {
+	m := kitchenSink(t)
+	var history []message.Message
+	for len(history) < 600 {
+		history = append(history, m.History()...)
+	}
+	long, err := machine.Restore(m.Charter(), m.Root(), history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Assemble(charter(t), must(MarshalTree(long)), historyBlobs(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMachine(t, long, got)
+	h := got.History()
+	for i := range h {
+		for j := range h[i].Parts {
+			p := &h[i].Parts[j]
+			if cap(p.Data) != len(p.Data) {
+				t.Fatalf("message %d part %d: data of capacity %d, length %d", i, j, cap(p.Data), len(p.Data))
+			}
+		}
+		if cap(h[i].Parts) != len(h[i].Parts) {
+			t.Fatalf("message %d: parts of capacity %d, length %d", i, cap(h[i].Parts), len(h[i].Parts))
+		}
+	}
+}
+
 // TestEverything round-trips a hand-built machine with every field set.
 func TestRoundTripEveryField(t *testing.T) {
 	m := kitchenSink(t)
