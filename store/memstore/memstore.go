@@ -8,7 +8,6 @@
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -116,10 +115,7 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		return nil, fmt.Errorf("memstore: load machine %q: %w", machineID, store.ErrNotFound)
 	}
 	from = min(from, len(m.history))
-	h := make([][]byte, len(m.history)-from)
-	for i, e := range m.history[from:] {
-		h[i] = bytes.Clone(e)
-	}
+	h := cloneAll(m.history[from:])
 	return &store.Snapshot{
 		MachineID:   machineID,
 		Revision:    m.revision,
@@ -131,6 +127,22 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 
 		SuspendRequests: len(s.requests[machineID]) > 0,
 	}, nil
+}
+
+// cloneAll copies entries into one array: each copy is capped, so that
+// appending to one never reaches the next.
+func cloneAll(entries [][]byte) [][]byte {
+	n := 0
+	for _, e := range entries {
+		n += len(e)
+	}
+	h := make([][]byte, len(entries))
+	all := make([]byte, 0, n)
+	for i, e := range entries {
+		all = append(all, e...)
+		h[i] = all[len(all)-len(e) : len(all) : len(all)]
+	}
+	return h
 }
 
 // clone copies b, never returning nil.
