@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/markov-agents/markov/store"
@@ -19,6 +21,7 @@ var tailChecks = []check[tailStore]{
 	{"Tail", testLoadTail},
 	{"Incarnation", testIncarnation},
 	{"Invalid", testLoadTailInvalid},
+	{"Long", testLoadTailLong},
 }
 
 // mustTail is LoadTail that must succeed and hold the tree and revision
@@ -90,5 +93,36 @@ func testLoadTailInvalid(t *testing.T, s tailStore) {
 	mustSave(t, s, store.Save{MachineID: "m"})
 	if _, err := s.LoadTail(ctx, "m", -1); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("LoadTail(m, -1) = %v, want ErrInvalid", err)
+	}
+}
+
+// testLoadTailLong: a history of some hundred entries, appended a few at
+// a time and many at once, loads whole and from any point, entries that
+// differ in length and an empty one among them; so does the same history
+// of a machine created with it at once.
+func testLoadTailLong(t *testing.T, s tailStore) {
+	var want []string
+	for i := range 300 {
+		want = append(want, strings.Repeat("x", i%7)+strconv.Itoa(i))
+	}
+	want[200] = ""
+	rev := int64(0)
+	for at, n := 0, 1; at < len(want); n = n%9 + 1 {
+		if at == 20 {
+			n = 150 // many at once, past block boundaries a store may have
+		}
+		end := min(at+n, len(want))
+		rev = mustSave(t, s, store.Save{MachineID: "m", Revision: rev, Append: bs(want[at:end]...)})
+		at = end
+	}
+	mustSave(t, s, store.Save{MachineID: "n", Append: bs(want...)})
+	for _, id := range []string{"m", "n"} {
+		for from := 0; from <= len(want)+1; from++ {
+			snap := mustTail(t, s, id, from)
+			at := min(from, len(want))
+			if snap.HistoryFrom != at || !slices.Equal(strs(snap.History), want[at:]) {
+				t.Fatalf("LoadTail(%s, %d) = %d entries from %d, want %d from %d", id, from, len(snap.History), snap.HistoryFrom, len(want)-at, at)
+			}
+		}
 	}
 }
