@@ -28,7 +28,7 @@
 //	);
 //	CREATE TABLE history (
 //	    machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
-//	    seq        INTEGER NOT NULL,              -- 0, 1, 2, ... per machine
+//	    seq        INTEGER NOT NULL,              -- the entry's position; those after the blocks
 //	    data       BLOB NOT NULL,
 //	    PRIMARY KEY (machine_id, seq)
 //	) WITHOUT ROWID;
@@ -88,6 +88,13 @@
 //	CREATE INDEX live_events_machine ON live_events (machine_id, id);
 //	CREATE INDEX live_events_at ON live_events (at);
 //	ALTER TABLE machines ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 0; -- store.TailLoader
+//	CREATE TABLE history_blocks (                 -- the history's first entries, 128 a row
+//	    machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+//	    seq        INTEGER NOT NULL,              -- its first entry's: 0, 128, 256, ... per machine
+//	    data       BLOB NOT NULL,                 -- each entry after its length, a uvarint
+//	    PRIMARY KEY (machine_id, seq)
+//	) WITHOUT ROWID;
+//	ALTER TABLE machines ADD COLUMN packed INTEGER NOT NULL DEFAULT 0; -- entries in history_blocks
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -104,7 +111,12 @@
 //
 // A save costs one machine row update, one insert per appended history
 // entry and a rewrite of the machine's few suspension rows: it does not grow
-// with the history.
+// with the history. Once a machine's history rows reach 128 entries, the
+// save packs them into one history_blocks row instead (reading the rows it
+// packs, deleting them), so that a load reads a row per 128 entries and
+// fewer than 128 single rows: reading a row costs much more than its
+// bytes, and one per entry made a load of a long history several times
+// slower than decoding it.
 package sqlite
 
 import (
@@ -334,6 +346,15 @@ var migrations = [...]string{
 	// 6: the machine's incarnation (store.Snapshot.Incarnation); machines
 	// created before keep 0, which no create gives.
 	`ALTER TABLE machines ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 0;`,
+	// 7: history blocks (history.go); the rows of machines saved before
+	// are packed by their next saves.
+	`CREATE TABLE history_blocks (
+		machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+		seq        INTEGER NOT NULL,
+		data       BLOB NOT NULL,
+		PRIMARY KEY (machine_id, seq)
+	) WITHOUT ROWID;
+	ALTER TABLE machines ADD COLUMN packed INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -501,11 +522,11 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 	}
 	err := s.read(ctx, func(sqlTx *sql.Tx) error {
 		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
-		var n int64
+		var n, packed int64
 		var updated int64
-		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, updated_at, incarnation,
+		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, packed, updated_at, incarnation,
 			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1) FROM machines WHERE id = ?1`, machineID).
-			Scan(&snap.Revision, &snap.Tree, &n, &updated, &snap.Incarnation, &snap.SuspendRequests)
+			Scan(&snap.Revision, &snap.Tree, &n, &packed, &updated, &snap.Incarnation, &snap.SuspendRequests)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
@@ -515,20 +536,8 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		snap.Tree = backend.NonNil(snap.Tree)
 		snap.UpdatedAt = time.UnixMicro(updated).UTC()
 		snap.HistoryFrom = int(min(int64(from), n))
-		rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? AND seq >= ? ORDER BY seq`, machineID, snap.HistoryFrom)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		snap.History = make([][]byte, 0, n-int64(snap.HistoryFrom))
-		for rows.Next() {
-			var b []byte
-			if err := rows.Scan(&b); err != nil {
-				return err
-			}
-			snap.History = append(snap.History, backend.NonNil(b))
-		}
-		return rows.Err()
+		snap.History, err = readHistory(ctx, tx, machineID, int64(snap.HistoryFrom), n, packed)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: load machine %q: %w", machineID, err)
@@ -554,10 +563,10 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 	var changed bool
 	err = s.write(ctx, func(sqlTx *sql.Tx) error {
 		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
-		var stored, histLen, events int64
-		err := tx.QueryRowContext(ctx, `SELECT revision, history_len, (SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1),
+		var stored, histLen, packed, events int64
+		err := tx.QueryRowContext(ctx, `SELECT revision, history_len, packed, (SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1),
 			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1) FROM machines WHERE id = ?1`, sv.MachineID).
-			Scan(&stored, &histLen, &events, &requests)
+			Scan(&stored, &histLen, &packed, &events, &requests)
 		exists := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -569,18 +578,19 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 		rev = sv.Revision + 1
 		now := s.now().UnixMicro()
 		newLen := histLen + int64(len(sv.Append))
+		newPacked := packedAfter(histLen, packed, len(sv.Append))
 		if exists {
-			_, err = tx.ExecContext(ctx, `UPDATE machines SET revision = ?, tree = ?, history_len = ?, updated_at = ? WHERE id = ?`,
-				rev, backend.NonNil(sv.Tree), newLen, now, sv.MachineID)
+			_, err = tx.ExecContext(ctx, `UPDATE machines SET revision = ?, tree = ?, history_len = ?, packed = ?, updated_at = ? WHERE id = ?`,
+				rev, backend.NonNil(sv.Tree), newLen, newPacked, now, sv.MachineID)
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES (?, ?, ?, ?, ?, ?)`,
-				sv.MachineID, rev, backend.NonNil(sv.Tree), newLen, now, store.NewIncarnation())
+			_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, packed, updated_at, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				sv.MachineID, rev, backend.NonNil(sv.Tree), newLen, newPacked, now, store.NewIncarnation())
 		}
 		if err != nil {
 			return err
 		}
 
-		if err := appendHistory(ctx, tx, sv.MachineID, histLen, sv.Append); err != nil {
+		if err := appendHistory(ctx, tx, sv.MachineID, histLen, packed, sv.Append); err != nil {
 			return err
 		}
 		if err := appendEvents(ctx, tx, sv.MachineID, events, sv.Events, now); err != nil {
@@ -599,28 +609,6 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 		s.hub.Notify(feedKey)
 	}
 	return rev, requests, nil
-}
-
-// appendHistory inserts entries as the machine's history from sequence
-// number base on, maxHistoryRows per statement.
-func appendHistory(ctx context.Context, tx txer, machineID string, base int64, entries [][]byte) error {
-	for start := 0; start < len(entries); start += maxHistoryRows {
-		chunk := entries[start:min(start+maxHistoryRows, len(entries))]
-		var q strings.Builder
-		q.WriteString(`INSERT INTO history (machine_id, seq, data) VALUES `)
-		args := make([]any, 0, 3*len(chunk))
-		for i, e := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?)")
-			args = append(args, machineID, base+int64(start+i), backend.NonNil(e))
-		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // replaceSuspensions replaces the machine's index entries, keeping the claim
@@ -699,10 +687,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		}
 		// ON DELETE CASCADE covers these; delete explicitly all the same, in
 		// case foreign keys are off on this connection.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM history WHERE machine_id = ?`, machineID); err != nil {
-			return err
-		}
-		for _, q := range []string{`DELETE FROM suspend_requests WHERE machine_id = ?`, `DELETE FROM suspensions WHERE machine_id = ?`,
+		for _, q := range []string{`DELETE FROM history WHERE machine_id = ?`, `DELETE FROM history_blocks WHERE machine_id = ?`, `DELETE FROM suspend_requests WHERE machine_id = ?`, `DELETE FROM suspensions WHERE machine_id = ?`,
 			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`} {
 			if _, err := tx.ExecContext(ctx, q, machineID); err != nil {
 				return err

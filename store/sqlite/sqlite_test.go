@@ -301,6 +301,61 @@ func checkClaims(t *testing.T, outs []string) {
 	}
 }
 
+// A database written before history blocks (schema version 6) keeps a
+// history in rows, one per entry: it loads as it is, whole or from any
+// entry, and the machine's next save packs whole blocks of it.
+func TestMigrateHistoryRows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	open(t, path).Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`PRAGMA user_version = 6`, // as version 6 left it
+		`DROP TABLE history_blocks`, `ALTER TABLE machines DROP COLUMN packed`,
+		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 300, 0, 7)`,
+		`INSERT INTO history (machine_id, seq, data)
+			WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 299) SELECT 'm', i, CAST('e' || i AS BLOB) FROM c`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var want []string
+	for i := range 301 {
+		want = append(want, "e"+strconv.Itoa(i))
+	}
+	s := open(t, path)
+	defer s.Close()
+	check := func(n int) {
+		t.Helper()
+		for from := 0; from <= n; from++ {
+			snap, err := s.LoadTail(ctx, "m", from)
+			if err != nil {
+				t.Fatalf("LoadTail(m, %d): %v", from, err)
+			}
+			if got := fmt.Sprintf("%s", snap.History); snap.HistoryFrom != from || got != fmt.Sprintf("%s", want[from:n]) {
+				t.Fatalf("LoadTail(m, %d) = %s from %d, want %s", from, got, snap.HistoryFrom, want[from:n])
+			}
+		}
+	}
+	check(300)
+	if _, err := s.Save(ctx, store.Save{MachineID: "m", Revision: 1, Tree: []byte("t"), Append: [][]byte{[]byte("e300")}}); err != nil {
+		t.Fatal(err)
+	}
+	check(301)
+	var rows, blocks int
+	if err := db.QueryRow(`SELECT (SELECT count(*) FROM history), (SELECT count(*) FROM history_blocks)`).Scan(&rows, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	if rows+blocks >= 301 || blocks == 0 {
+		t.Errorf("after a save, %d history rows and %d blocks: none packed", rows, blocks)
+	}
+}
+
 // A database written at schema version 1, whose index may hold statuses
 // that are none of store.Statuses, is upgraded on open: its rows keep
 // working, and a free-form status that had left pending reads "resolved".
@@ -320,6 +375,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`ALTER TABLE suspensions DROP COLUMN event`,
 		`DROP TABLE events`, `DROP TABLE suspension_feed`, `DROP TABLE live_events`,
 		`ALTER TABLE machines DROP COLUMN incarnation`,
+		`DROP TABLE history_blocks`, `ALTER TABLE machines DROP COLUMN packed`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, x'74', 0, 0)`,
 		`INSERT INTO suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', 1),
