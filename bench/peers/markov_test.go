@@ -28,11 +28,21 @@ type markovModel struct {
 	call, final llm.Response
 }
 
-func newMarkovModel(answer bool) *markovModel {
+// newMarkovModel returns the model; its call asks for lookup_order once,
+// or calls[0] times in one reply.
+func newMarkovModel(answer bool, calls ...int) *markovModel {
+	n := 1
+	if len(calls) > 0 {
+		n = calls[0]
+	}
+	uses := make([]message.Part, n)
+	for i := range uses {
+		uses[i] = message.ToolUse("call_"+strconv.Itoa(i+1), toolName, []byte(orderInput))
+	}
 	return &markovModel{
 		answer: answer,
 		call: llm.Response{
-			Message:    message.Message{Role: message.Assistant, Parts: []message.Part{message.ToolUse("call_1", toolName, []byte(orderInput))}},
+			Message:    message.Message{Role: message.Assistant, Parts: uses},
 			StopReason: llm.ToolUse,
 		},
 		final: llm.Response{
@@ -162,6 +172,21 @@ func markovRestoreRound(tb testing.TB, n int) run {
 		}
 		return markovRoundOf(m)
 	}, calls: calls}
+}
+
+// markovToolCalls is einoToolCalls: one leaf whose one model reply asks
+// for calls lookup_order calls, restored each time from the same history
+// of n messages (eino's agent is given it each time), one round.
+func markovToolCalls(tb testing.TB, calls, n int) run {
+	c, counter := markovCharter(tb, newMarkovModel(false, calls), false)
+	h := roomy(markovHistory(n))
+	return run{do: func() (string, error) {
+		m, err := machine.Restore(c, deskTree(false), h)
+		if err != nil {
+			return "", err
+		}
+		return markovRoundOf(m)
+	}, calls: counter}
 }
 
 func markovUnmarshalRound(tb testing.TB, n int) run {

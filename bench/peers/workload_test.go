@@ -144,10 +144,13 @@ func BenchmarkSuspendResume(b *testing.B) {
 // 100 worker leaves; eino: 101 ReAct agents as parallel branches of one
 // chain), each making one model call and one tool call, all with the
 // same 100-message history. lib=eino-toolcalls is the cheaper reading:
-// one eino agent whose one model reply asks for 101 tool calls.
+// one eino agent whose one model reply asks for 101 tool calls, and
+// lib=markov-toolcalls the same on markov: one leaf, one reply of 101
+// tool uses.
 func BenchmarkWorkers(b *testing.B) {
 	compare(b, func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) },
-		named{"eino-toolcalls", func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }})
+		named{"eino-toolcalls", func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }},
+		named{"markov-toolcalls", func(tb testing.TB) run { return markovToolCalls(tb, 101, 100) }})
 }
 
 // TestWorkloads runs every workload once on each side and checks that it
@@ -165,13 +168,10 @@ func TestWorkloads(t *testing.T) {
 		{"checkpoint round", func(tb testing.TB) run { return markovUnmarshalRound(tb, 1000) }, func(tb testing.TB) run { return einoCheckpointRound(tb, 1000) }, 1, toolResult},
 		{"suspend resume", func(tb testing.TB) run { return markovCycle(tb, 1000) }, func(tb testing.TB) run { return einoCycle(tb, 1000) }, 1, finalAnswer},
 		{"workers", func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) }, 101, toolResult},
-		{"workers as tool calls", nil, func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }, 101, toolResult},
+		{"workers as tool calls", func(tb testing.TB) run { return markovToolCalls(tb, 101, 100) }, func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }, 101, toolResult},
 	}
 	for _, c := range cases {
 		for _, s := range []named{{"markov", c.markov}, {"eino", c.eino}} {
-			if s.build == nil {
-				continue
-			}
 			t.Run(c.name+"/"+s.name, func(t *testing.T) {
 				r := s.build(t)
 				for range 2 { // twice: a run must be repeatable
