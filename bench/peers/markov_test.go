@@ -162,22 +162,11 @@ func markovRound(tb testing.TB, n int) run {
 	return run{do: func() (string, error) { return markovRoundOf(m) }, calls: calls, reset: reset, every: 1000}
 }
 
-func markovRestoreRound(tb testing.TB, n int) run {
-	c, calls := markovCharter(tb, newMarkovModel(false), false)
-	h := roomy(markovHistory(n))
-	return run{do: func() (string, error) {
-		m, err := machine.Restore(c, deskTree(false), h)
-		if err != nil {
-			return "", err
-		}
-		return markovRoundOf(m)
-	}, calls: calls}
-}
-
-// markovToolCalls is einoToolCalls: one leaf whose one model reply asks
-// for calls lookup_order calls, restored each time from the same history
-// of n messages (eino's agent is given it each time), one round.
-func markovToolCalls(tb testing.TB, calls, n int) run {
+// markovRestoreRound is Restore from a decoded history of n messages and
+// one round of a leaf whose model reply asks for calls lookup_order calls
+// (einoToolCalls with more than one: eino's agent is given the history on
+// every call).
+func markovRestoreRound(tb testing.TB, calls, n int) run {
 	c, counter := markovCharter(tb, newMarkovModel(false, calls), false)
 	h := roomy(markovHistory(n))
 	return run{do: func() (string, error) {

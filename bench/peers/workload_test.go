@@ -119,7 +119,7 @@ func BenchmarkRound(b *testing.B) {
 // agent is invoked with it.
 func BenchmarkRestoreRound(b *testing.B) {
 	sizes(b, []int{100, 10_000}, func(b *testing.B, n int) {
-		compare(b, func(tb testing.TB) run { return markovRestoreRound(tb, n) }, func(tb testing.TB) run { return einoInputRound(tb, n) })
+		compare(b, func(tb testing.TB) run { return markovRestoreRound(tb, 1, n) }, func(tb testing.TB) run { return einoInputRound(tb, n) })
 	})
 }
 
@@ -150,7 +150,7 @@ func BenchmarkSuspendResume(b *testing.B) {
 func BenchmarkWorkers(b *testing.B) {
 	compare(b, func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) },
 		named{"eino-toolcalls", func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }},
-		named{"markov-toolcalls", func(tb testing.TB) run { return markovToolCalls(tb, 101, 100) }})
+		named{"markov-toolcalls", func(tb testing.TB) run { return markovRestoreRound(tb, 101, 100) }})
 }
 
 // TestWorkloads runs every workload once on each side and checks that it
@@ -164,11 +164,11 @@ func TestWorkloads(t *testing.T) {
 		want         string
 	}{
 		{"round", func(tb testing.TB) run { return markovRound(tb, 100) }, func(tb testing.TB) run { return einoRound(tb, 100) }, 1, toolResult},
-		{"restore round", func(tb testing.TB) run { return markovRestoreRound(tb, 1000) }, func(tb testing.TB) run { return einoInputRound(tb, 1000) }, 1, toolResult},
+		{"restore round", func(tb testing.TB) run { return markovRestoreRound(tb, 1, 1000) }, func(tb testing.TB) run { return einoInputRound(tb, 1000) }, 1, toolResult},
 		{"checkpoint round", func(tb testing.TB) run { return markovUnmarshalRound(tb, 1000) }, func(tb testing.TB) run { return einoCheckpointRound(tb, 1000) }, 1, toolResult},
 		{"suspend resume", func(tb testing.TB) run { return markovCycle(tb, 1000) }, func(tb testing.TB) run { return einoCycle(tb, 1000) }, 1, finalAnswer},
 		{"workers", func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) }, 101, toolResult},
-		{"workers as tool calls", func(tb testing.TB) run { return markovToolCalls(tb, 101, 100) }, func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }, 101, toolResult},
+		{"workers as tool calls", func(tb testing.TB) run { return markovRestoreRound(tb, 101, 100) }, func(tb testing.TB) run { return einoToolCalls(tb, 101, 100) }, 101, toolResult},
 	}
 	for _, c := range cases {
 		for _, s := range []named{{"markov", c.markov}, {"eino", c.eino}} {
