@@ -165,9 +165,13 @@ func (t *tx) digest(in *instance.Instance, call *instance.SuspendedCall) (string
 
 // extendTranscript appends h to transcript, the transcript of instance
 // id, if id sees it; a fresh-turn record for id restarts the transcript
-// with its digest as a user message.
+// with its digest as a user message. A full transcript grows as
+// ownTranscript gives it room.
 func extendTranscript(transcript []message.Message, h *message.Message, id string) []message.Message {
 	if h.VisibleTo(id) {
+		if len(transcript) == cap(transcript) {
+			transcript = ownTranscript(transcript)
+		}
 		return append(transcript, *h)
 	}
 	if digest, ok := freshTurnDigest(h, id); ok {
