@@ -121,12 +121,14 @@ func New(cfg Config) Executor {
 // and input that is not JSON is wrapped as a JSON string (llm.ToolInput),
 // so no reply can leave history that a provider refuses.
 func (e *standard) Step(ctx context.Context, req *StepRequest) (*StepResult, error) {
-	lf, err := e.leaf(req.Root, req.Instance)
-	if err != nil {
+	a := new(stepAlloc)
+	lf, r := &a.leaf, &a.result
+	if err := e.resolve(lf, req.Root, req.Instance); err != nil {
 		return nil, err
 	}
-	lf.transcript, lf.events = req.Transcript, req.Events
-	r := &StepResult{State: lf.in.State}
+	lf.req.Messages, lf.events, lf.frame = req.Transcript, req.Events, &a.frame
+	r.State = lf.in.State
+	var err error
 	if req.Reply != nil {
 		r.Reply = *req.Reply // prepare replaces what it changes
 	} else if r.Reply, err = e.reply(ctx, lf); err != nil {
@@ -172,7 +174,7 @@ func (e *standard) reply(ctx context.Context, lf *leaf) (Reply, error) {
 	req := &lf.req
 	*req = llm.Request{
 		System:     system,
-		Messages:   lf.transcript,
+		Messages:   req.Messages, // the transcript, which Step put there
 		Tools:      lf.tools.specs,
 		Settings:   e.cfg.Settings.Merge(lf.node.Settings()),
 		InstanceID: in.ID,
@@ -201,7 +203,7 @@ func (e *standard) prepare(ctx context.Context, lf *leaf, r *Reply) {
 		r.Message.Parts = withoutToolUses(r.Message.Parts)
 		return
 	}
-	if parts, n := repairToolUses(r.Message.Parts, len(lf.transcript)); n > 0 {
+	if parts, n := repairToolUses(r.Message.Parts, len(lf.transcript())); n > 0 {
 		r.Message.Parts = parts
 		e.log.LogAttrs(ctx, slog.LevelWarn, "provider reply: tool uses with a missing or duplicate ID or non-JSON input repaired",
 			slog.String("instance", lf.in.ID), slog.Int("repaired", n))

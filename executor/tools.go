@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,26 +30,56 @@ type leaf struct {
 	root, in *instance.Instance
 	node     *node.Node
 	// ancestors are in's ancestors, root first.
-	ancestors  []*instance.Instance
-	transcript []message.Message
-	tools      *toolset
+	ancestors []*instance.Instance
+	tools     *toolset
 	// events hears the step's events (nil: nobody listens).
 	events Sink
 	// prompt and req are the step's prompt context and model request,
 	// and calls holds the suspended calls of a reply of a few tool uses:
-	// kept here, they cost the step no allocations of their own.
+	// kept here, they cost the step no allocations of their own. The
+	// request's Messages hold the step's transcript from the start (a step
+	// continued from a saved reply asks no model, and has it there too).
 	prompt PromptContext
 	req    llm.Request
 	calls  [4]*instance.SuspendedCall
+	// parent holds the ancestors of a child of the root; frame, until
+	// taken, is the frame of the step's first tool call that runs on its
+	// goroutine (spareFrame).
+	parent [1]*instance.Instance
+	frame  *frame.Frame
+}
+
+// transcript returns the step's transcript.
+func (lf *leaf) transcript() []message.Message { return lf.req.Messages }
+
+// stepAlloc is what a step allocates at once: its leaf, its result and
+// the frame of its first tool call, one allocation instead of three. The
+// result's tool results are allocated apart: history keeps them, not
+// this.
+type stepAlloc struct {
+	leaf   leaf
+	result StepResult
+	frame  frame.Frame
 }
 
 // leaf resolves instance in of root.
 func (e *standard) leaf(root, in *instance.Instance) (*leaf, error) {
-	lf := &leaf{root: root, in: in, node: e.nodes[in.Node]}
+	lf := new(leaf)
+	return lf, e.resolve(lf, root, in)
+}
+
+// resolve fills lf in as the leaf of instance in of root.
+func (e *standard) resolve(lf *leaf, root, in *instance.Instance) error {
+	lf.root, lf.in, lf.node = root, in, e.nodes[in.Node]
 	if lf.node == nil {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownNode, in.Node)
+		return fmt.Errorf("%w: %q", ErrUnknownNode, in.Node)
 	}
-	if in != root { // the root has no ancestors to find
+	switch {
+	case in == root: // the root has no ancestors to find
+	case slices.Contains(root.Children, in): // a worker's place: no path to allocate
+		lf.parent[0] = root
+		lf.ancestors = lf.parent[:]
+	default:
 		path := root.PathTo(in)
 		if path == nil { // not the tree's own instance: found by ID, as ever
 			path = root.Path(in.ID)
@@ -57,7 +88,7 @@ func (e *standard) leaf(root, in *instance.Instance) (*leaf, error) {
 	}
 	var err error
 	lf.tools, err = e.toolset(lf)
-	return lf, err
+	return err
 }
 
 // taken reports an instance or suspend ID in use in the leaf's tree.
@@ -362,8 +393,10 @@ func outcomeOf(err error) string {
 	return "error"
 }
 
+// newFrame returns the frame of a call of ent on state (and packs).
 func (e *standard) newFrame(ctx context.Context, lf *leaf, ent entry, state any, packs map[string]any) *frame.Frame {
-	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID, Messages: lf.transcript, KeyScope: lf.root.ID}
+	f := lf.spareFrame(ent)
+	*f = frame.Frame{Context: ctx, InstanceID: lf.in.ID, Messages: lf.transcript(), KeyScope: lf.root.ID}
 	switch ent.scope {
 	case scopeOwn:
 		f.State, f.Ops = state, access.NodeOf(lf.node).Ops
@@ -381,6 +414,19 @@ func (e *standard) newFrame(ctx context.Context, lf *leaf, ent entry, state any,
 		f.State, f.Ops, f.ReadOnly = s, access.PackOf(ent.pack).Ops, lf.node.Worker()
 	}
 	return f
+}
+
+// spareFrame returns the leaf's frame for a call of ent, once, unless ent
+// is concurrent (its calls run on goroutines of their own), or a new one.
+// A frame is never handed out twice: a handler may keep its tool context,
+// or run on after its timeout.
+func (lf *leaf) spareFrame(ent entry) *frame.Frame {
+	if !ent.tool.Concurrent && lf.frame != nil {
+		f := lf.frame
+		lf.frame = nil
+		return f
+	}
+	return new(frame.Frame)
 }
 
 // settle turns a handler's return into a tool result, a suspended call, or
