@@ -164,8 +164,12 @@ func TestAcceptorDefersUnknownKeywords(t *testing.T) {
 
 // TestDecodeAllocs keeps decoding valid input cheap: through the full
 // validator it allocates 41 times, through the acceptor 14, through the
-// raw acceptor (decoded once) 6.
+// raw acceptor (decoded once) 6, with a pooled decoder 2 (the value and
+// its string).
 func TestDecodeAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates too, and drops pooled values")
+	}
 	s, err := SchemaFor[acceptLeaf]()
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +180,7 @@ func TestDecodeAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs > 6 {
-		t.Errorf("Decode allocates %v times, want at most 6", allocs)
+	if allocs > 2 {
+		t.Errorf("Decode allocates %v times, want at most 2", allocs)
 	}
 }

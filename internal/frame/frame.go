@@ -331,7 +331,7 @@ func (s *Schema) DecodeInto(data json.RawMessage, v any) error {
 	}
 	if s.accept != nil && s.accept.acceptsRaw(data) {
 		// Certainly valid: decode once, straight into v.
-		if err := json.Unmarshal(data, v); err != nil {
+		if err := unmarshal(data, v); err != nil {
 			return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
 		}
 		return nil
