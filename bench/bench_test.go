@@ -247,14 +247,17 @@ func workersMachines(t testing.TB) func() *machine.Machine {
 // reply's tool uses stopped being copied and a round reused the last
 // one's lists, 1,533 before a step's leaf, result and first tool frame
 // became one allocation and tool input was decoded with a pooled decoder
-// (719 since).
+// (719 since). Bytes catch what the count would not: the rounds after
+// the workers' transcripts diverged take 220 KB each, where transcripts
+// given a quarter's room, all outgrown in the same round, take 318.
 func TestWorkersAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates too: counts are not the library's")
 	}
 	m := workersMachines(t)()
-	if allocs := testing.AllocsPerRun(19, func() { oneRound(t, m) }); allocs > 730 {
-		t.Errorf("a round of 100 workers allocates %v times, want at most 730", allocs)
+	allocs, bytes := perRun(19, func() { oneRound(t, m) })
+	if allocs > 730 || bytes > 240<<10 {
+		t.Errorf("a round of 100 workers allocates %v times, %v bytes; want at most 730, 240 KiB", allocs, bytes)
 	}
 }
 
