@@ -301,29 +301,38 @@ func checkClaims(t *testing.T, outs []string) {
 	}
 }
 
+// olderDatabase creates a database at path, runs queries on it (which
+// take it back to what an older schema version left) and returns it open.
+func olderDatabase(t *testing.T, path string, queries ...string) *sql.DB {
+	t.Helper()
+	open(t, path).Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		if _, err := db.Exec(q); err != nil {
+			db.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return db
+}
+
 // A database written before history blocks (schema version 6) keeps a
 // history in rows, one per entry: it loads as it is, whole or from any
 // entry, and the machine's next save packs whole blocks of it.
 func TestMigrateHistoryRows(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	open(t, path).Close()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range []string{
+	db := olderDatabase(t, path,
 		`PRAGMA user_version = 6`, // as version 6 left it
 		`DROP TABLE history_blocks`, `ALTER TABLE machines DROP COLUMN packed`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 300, 0, 7)`,
 		`INSERT INTO history (machine_id, seq, data)
 			WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 299) SELECT 'm', i, CAST('e' || i AS BLOB) FROM c`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
+	defer db.Close()
 	var want []string
 	for i := range 301 {
 		want = append(want, "e"+strconv.Itoa(i))
@@ -362,12 +371,7 @@ func TestMigrateHistoryRows(t *testing.T) {
 func TestMigrateLegacyStatuses(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	open(t, path).Close()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	olderDatabase(t, path,
 		`PRAGMA user_version = 1`, // as version 1 left it
 		`DROP TABLE replays`,
 		`DROP TABLE suspend_requests`,
@@ -382,12 +386,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 			('old-resolved', 'm', 'resolved', 'tool', 'ask', 'r', NULL),
 			('old-partial', 'm', 'expired', 'tool', 'ask', 'r', NULL),
 			('old-custom', 'm', 'timed_out', 'tool', 'ask', 'r', NULL)`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
+	).Close()
 
 	s := open(t, path)
 	defer s.Close()
