@@ -102,6 +102,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/internal/backend"
@@ -136,6 +137,8 @@ type Store struct {
 	// lockConns and locks serve LockMachine (lock.go).
 	lockConns int
 	locks     lockPool
+	// river checks River's migrations in Ping (river.go).
+	river *rivermigrate.Migrator[pgx.Tx]
 }
 
 // Store implements the core interface and every optional capability.
@@ -660,9 +663,14 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 	return fresh, nil
 }
 
-// Ping implements [store.Pinger]: it reads the schema version.
+// Ping implements [store.Pinger]: it reads the schema version, then
+// checks that every River migration this process's River expects is
+// applied (both wrap [store.ErrSchemaVersion] when they fail).
 func (s *Store) Ping(ctx context.Context) error {
-	return backend.Ping("postgres", SchemaVersion, s.pool.QueryRow(ctx, s.q.expand(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan)
+	if err := backend.Ping("postgres", SchemaVersion, s.pool.QueryRow(ctx, s.q.expand(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan); err != nil {
+		return err
+	}
+	return s.pingRiver(ctx)
 }
 
 // Close closes the pool if [Open] opened it.

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -191,6 +192,37 @@ func TestReplayRecordsCleaned(t *testing.T) {
 	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil || len(keys) != 1 || keys[0] != "k2" {
 		t.Fatalf("replays left = %v, %v; want only the live k2", keys, err)
+	}
+}
+
+// Ping fails, wrapping store.ErrSchemaVersion, while a River migration
+// this process expects is missing from the schema (rolled back since
+// Open), and passes again once it is back.
+func TestPingRiverMigrations(t *testing.T) {
+	ctx := context.Background()
+	s, url, schema := pgtest.Open(t)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	table := pgx.Identifier{schema, "river_migration"}.Sanitize()
+	var line string
+	var version int64
+	if err := pool.QueryRow(ctx, "DELETE FROM "+table+" WHERE version = (SELECT max(version) FROM "+table+") RETURNING line, version").Scan(&line, &version); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); !errors.Is(err, store.ErrSchemaVersion) || !strings.Contains(err.Error(), "river") {
+		t.Fatalf("Ping with River migration %d missing = %v, want ErrSchemaVersion naming river", version, err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+table+" (line, version) VALUES ($1, $2)", line, version); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping with River's migrations back: %v", err)
 	}
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/markov-agents/markov/store"
 )
 
 // River (github.com/riverqueue/river) distributes the work of a fleet of
@@ -41,6 +44,22 @@ func (s *Store) migrateRiver(ctx context.Context, schema string) error {
 	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("river migrations: %w", err)
+	}
+	s.river = m
+	return nil
+}
+
+// pingRiver reports, wrapping [store.ErrSchemaVersion], River migrations
+// this process's River expects that the schema does not hold (its tables
+// were rolled back or replaced since [Open] migrated them): the fleet's
+// job client would fail on them.
+func (s *Store) pingRiver(ctx context.Context) error {
+	res, err := s.river.Validate(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: ping: river migrations: %w", err)
+	}
+	if !res.OK {
+		return fmt.Errorf("%w: postgres: river: %s", store.ErrSchemaVersion, strings.Join(res.Messages, "; "))
 	}
 	return nil
 }
