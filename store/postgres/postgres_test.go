@@ -195,10 +195,7 @@ func TestReplayRecordsCleaned(t *testing.T) {
 	}
 }
 
-// Ping fails, wrapping store.ErrSchemaVersion, while a River migration
-// this process expects is missing from the schema (rolled back since
-// Open), and passes again once it is back.
-func TestPingRiverMigrations(t *testing.T) {
+func TestPing(t *testing.T) {
 	ctx := context.Background()
 	s, url, schema := pgtest.Open(t)
 	pool, err := pgxpool.New(ctx, url)
@@ -206,9 +203,26 @@ func TestPingRiverMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("Ping: %v", err)
-	}
+	pingRiverMigrations(t, s, pool, schema)
+	migrations := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
+	storetest.Ping(t, s, func(newer bool) {
+		q, arg := "DELETE FROM "+migrations+" WHERE version > $1", postgres.SchemaVersion
+		if newer {
+			q, arg = "INSERT INTO "+migrations+" (version) VALUES ($1)", postgres.SchemaVersion+1
+		}
+		if _, err := pool.Exec(ctx, q, arg); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// pingRiverMigrations checks that s.Ping fails, wrapping
+// store.ErrSchemaVersion, while a River migration this process expects
+// is missing from schema (rolled back since Open), and passes again once
+// it is back.
+func pingRiverMigrations(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	ctx := context.Background()
 	table := pgx.Identifier{schema, "river_migration"}.Sanitize()
 	var line string
 	var version int64
@@ -224,24 +238,4 @@ func TestPingRiverMigrations(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping with River's migrations back: %v", err)
 	}
-}
-
-func TestPing(t *testing.T) {
-	ctx := context.Background()
-	s, url, schema := pgtest.Open(t)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	migrations := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
-	storetest.Ping(t, s, func(newer bool) {
-		q, arg := "DELETE FROM "+migrations+" WHERE version > $1", postgres.SchemaVersion
-		if newer {
-			q, arg = "INSERT INTO "+migrations+" (version) VALUES ($1)", postgres.SchemaVersion+1
-		}
-		if _, err := pool.Exec(ctx, q, arg); err != nil {
-			t.Fatal(err)
-		}
-	})
 }
