@@ -37,7 +37,7 @@ func appendHistory(ctx context.Context, tx txer, machineID string, length, packe
 	if after > packed {
 		// The rows that go into blocks: all of them, but in a database
 		// written before blocks, whose rows may fill more than one.
-		stored, err := historyRows(ctx, tx, machineID, packed, after)
+		stored, err := historyRows(ctx, tx, machineID, packed, after, nil)
 		if err != nil {
 			return err
 		}
@@ -84,15 +84,14 @@ func insertRows(ctx context.Context, tx txer, machineID string, base int64, entr
 	return nil
 }
 
-// historyRows returns the machine's history rows from sequence number
-// from to before to.
-func historyRows(ctx context.Context, tx txer, machineID string, from, to int64) ([][]byte, error) {
+// historyRows appends to out the machine's history rows from sequence
+// number from to before to.
+func historyRows(ctx context.Context, tx txer, machineID string, from, to int64, out [][]byte) ([][]byte, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, machineID, from, to)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out [][]byte
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
@@ -107,25 +106,13 @@ func historyRows(ctx context.Context, tx txer, machineID string, from, to int64)
 // of its length entries, the first packed of them in blocks.
 func readHistory(ctx context.Context, tx txer, machineID string, from, length, packed int64) ([][]byte, error) {
 	out := make([][]byte, 0, length-from)
+	var err error
 	if from < packed {
-		var err error
 		if out, err = readBlocks(ctx, tx, machineID, from, packed, out); err != nil {
 			return nil, err
 		}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? AND seq >= ? ORDER BY seq`, machineID, max(from, packed))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		out = append(out, backend.NonNil(b))
-	}
-	if err := rows.Err(); err != nil {
+	if out, err = historyRows(ctx, tx, machineID, max(from, packed), length, out); err != nil {
 		return nil, err
 	}
 	if int64(len(out)) != length-from {
