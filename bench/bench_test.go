@@ -76,7 +76,7 @@ func oneRound(b testing.TB, m *machine.Machine) {
 // roundMachine returns a machine whose leaf calls a tool every round, with
 // size messages of history and its transcript built.
 func roundMachine(t testing.TB, size int) *machine.Machine {
-	m := must(machine.Restore(roundCharter(), &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, history(size)))
+	m := must(machine.Restore(roundCharter(), &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, message.NewHistory(history(size))))
 	oneRound(t, m)
 	return m
 }
@@ -98,15 +98,16 @@ func BenchmarkRunRound(b *testing.B) {
 
 // BenchmarkRestoreRound is the first round after taking in a decoded
 // history: Restore a machine from it, then one agent+tool round. The
-// history has room to grow, as a decoded one has (serialize leaves it),
-// so the round's messages are appended without a copy; every iteration
-// restores from the same messages (what one appended beyond them, the
-// next overwrites).
+// history is a message.History with room to grow, as a decoded one is
+// (serialize leaves room, and knows what every instance sees), so the
+// round neither reads the history nor copies it to append its messages;
+// every iteration restores from the same messages (what one appended
+// beyond them, the next overwrites).
 func BenchmarkRestoreRound(b *testing.B) {
 	for _, size := range []int{100, 1000, 10_000} {
 		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
 			c := roundCharter()
-			h := roomy(history(size))
+			h := message.NewHistory(roomy(history(size)))
 			b.ReportAllocs()
 			start := cpu()
 			for b.Loop() {
@@ -129,7 +130,7 @@ func TestRestoreRoundAllocs(t *testing.T) {
 	}
 	c := roundCharter()
 	measure := func(size int) (allocs, bytes float64) {
-		h := roomy(history(size))
+		h := message.NewHistory(roomy(history(size)))
 		return perRun(50, func() {
 			oneRound(t, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
 		})
@@ -235,7 +236,7 @@ func workersMachines(t testing.TB) func() *machine.Machine {
 		for i := range 100 {
 			tree.Children = append(tree.Children, &instance.Instance{ID: "w" + strconv.Itoa(i), Node: "worker", State: state{}})
 		}
-		m := must(machine.Restore(c, tree, history(100)))
+		m := must(machine.Restore(c, tree, message.NewHistory(history(100))))
 		oneRound(t, m)
 		return m
 	}
@@ -315,7 +316,7 @@ func resumed(b *testing.B, m *machine.Machine, id string) {
 // serialize.Unmarshal the bytes into a new machine, resume, finish.
 func BenchmarkSuspendCycle(b *testing.B) {
 	c := askCharter()
-	h := roomy(history(1000))
+	h := message.NewHistory(roomy(history(1000)))
 	b.ReportAllocs()
 	start := cpu()
 	for b.Loop() {
@@ -330,7 +331,7 @@ func BenchmarkSuspendCycle(b *testing.B) {
 func BenchmarkSuspendResume(b *testing.B) {
 	c := askCharter()
 	fresh := func() *machine.Machine {
-		return must(machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: state{}, Idle: true}, history(100)))
+		return must(machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: state{}, Idle: true}, message.NewHistory(history(100))))
 	}
 	loop(b, 1000, fresh, func(m *machine.Machine) { resumed(b, m, suspended(b, m)) })
 }

@@ -126,7 +126,7 @@ func BenchmarkSaveStep(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, echoHistory(size))
+				m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, message.NewHistory(echoHistory(size)))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -199,7 +199,7 @@ func BenchmarkBareTx(b *testing.B) {
 // history of size messages: the tree after one round, and the round's
 // new history messages, encoded.
 func stepBytes(b *testing.B, c *machine.Charter, size int) (tree []byte, msgs [][]byte) {
-	m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, echoHistory(size))
+	m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, message.NewHistory(echoHistory(size)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func historyMachines(b *testing.B, c *machine.Charter, st store.Store, size, n i
 		if i%per != 0 {
 			continue
 		}
-		m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, history(size))
+		m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: benchState{}}, message.NewHistory(history(size)))
 		if err != nil {
 			b.Fatal(err)
 		}

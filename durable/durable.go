@@ -513,9 +513,9 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 	}
 	tl := r.store.(store.TailLoader) // New makes histories for a TailLoader only
 	prefix := r.histories.get(id, held)
-	snap, err := tl.LoadTail(ctx, id, len(prefix.msgs))
-	if err == nil && (snap.Incarnation != prefix.incarnation || snap.HistoryFrom != len(prefix.msgs)) {
-		if len(prefix.msgs) > 0 {
+	snap, err := tl.LoadTail(ctx, id, prefix.history.Len())
+	if err == nil && (snap.Incarnation != prefix.incarnation || snap.HistoryFrom != prefix.history.Len()) {
+		if prefix.history.Len() > 0 {
 			snap, err = tl.LoadTail(ctx, id, 0)
 		}
 		prefix = cachedHistory{}
@@ -535,7 +535,7 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 // machine's suspension index: the snapshot's history follows prefix, the
 // history decoded already.
 func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, prefix cachedHistory) (*session, error) {
-	m, err := serialize.AssembleOnto(r.charter, snap.Tree, prefix.msgs, snap.History)
+	m, err := serialize.AssembleOnto(r.charter, snap.Tree, prefix.history, snap.History)
 	if err != nil {
 		return nil, fmt.Errorf("decode machine %s: %w", id, err)
 	}
@@ -549,7 +549,7 @@ func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, 
 	for _, e := range snap.History {
 		size += int64(len(e))
 	}
-	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: len(prefix.msgs) + len(snap.History), indexed: indexed,
+	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: prefix.history.Len() + len(snap.History), indexed: indexed,
 		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests, updatedAt: snap.UpdatedAt}, nil
 }
 
@@ -610,9 +610,8 @@ func (s *session) save(ctx context.Context) (err error) {
 		s.savedSize += int64(len(e))
 	}
 	if s.held {
-		access.MachineView(s.m, func(_ *instance.Instance, h []message.Message) {
-			s.r.histories.put(cachedHistory{id: s.id, incarnation: s.incarnation, msgs: h[:s.saved], size: s.savedSize})
-		})
+		// Saved up to its end: the whole history is the stored one.
+		s.r.histories.put(cachedHistory{id: s.id, incarnation: s.incarnation, history: access.HistoryOf(s.m), size: s.savedSize})
 	}
 	return nil
 }

@@ -30,8 +30,8 @@ type histories struct {
 type cachedHistory struct {
 	id          string
 	incarnation int64
-	msgs        []message.Message
-	// size is the encoded size of msgs.
+	history     message.History
+	// size is the encoded size of history.
 	size int64
 }
 
@@ -51,7 +51,7 @@ func newHistories(budget int64) *histories {
 // there is none. A held session takes it, with the array's spare
 // capacity to decode the new entries into and run on in place, and puts
 // it back when it saves; until then other sessions find none. Others get
-// msgs capped, so that their appends copy it.
+// the history clipped, so that their appends copy it.
 func (c *histories) get(id string, held bool) cachedHistory {
 	if c == nil {
 		return cachedHistory{}
@@ -64,7 +64,7 @@ func (c *histories) get(id string, held bool) cachedHistory {
 	}
 	h := *el.Value.(*cachedHistory)
 	if !held {
-		h.msgs = h.msgs[:len(h.msgs):len(h.msgs)]
+		h.history = h.history.Clip()
 		return h
 	}
 	c.removeLocked(el)

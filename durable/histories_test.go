@@ -217,7 +217,7 @@ func (s *countingStore) take() int {
 // atRest stores machine id at rest with size messages of history.
 func atRest(t *testing.T, s store.Store, c *machine.Charter, id string, size int) {
 	t.Helper()
-	m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: desk{}}, testkit.History(size))
+	m, err := machine.Restore(c, &instance.Instance{ID: "root", Node: "desk", State: desk{}}, message.NewHistory(testkit.History(size)))
 	require.NoError(t, err)
 	tree, err := serialize.MarshalTree(m)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/internal/telemetry"
 	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 )
 
@@ -369,5 +370,5 @@ func (c *Charter) NewMachine(rootNode string, state any) (*Machine, error) {
 			root.Packs[name] = p.Initial()
 		}
 	}
-	return newMachine(c, root, nil), nil
+	return newMachine(c, root, message.History{}), nil
 }

@@ -150,7 +150,7 @@ func (t *tx) digest(in *instance.Instance, call *instance.SuspendedCall) (string
 			seen = extendTranscript(seen, &msgs[i], in.ID)
 		}
 	}
-	add(t.m.history)
+	add(t.m.history.Messages())
 	add(t.added[t.committed:])
 	d := DigestInput{InstanceID: in.ID, Node: in.Node, Transcript: message.CloneAll(seen), Call: call.Clone()}
 	if t.m.charter.digest == nil {

@@ -153,8 +153,9 @@ func checkPayload(root *instance.Instance, ri ResumeInput) error {
 
 // resolvedBefore reports whether history records a resolution of id.
 func (m *Machine) resolvedBefore(id string) bool {
-	for i := len(m.history) - 1; i >= 0; i-- {
-		for _, p := range m.history[i].Parts {
+	h := m.history.Messages()
+	for i := len(h) - 1; i >= 0; i-- {
+		for _, p := range h[i].Parts {
 			if p.SuspendID == id {
 				return true
 			}

@@ -39,25 +39,29 @@ func (m *Machine) cache(id string) *leafCache {
 // transcript brings the leaf's transcript up to date with history and
 // returns it, capped so no one can append into it.
 func (m *Machine) transcript(id string, c *leafCache) []message.Message {
+	h := m.history.Messages()
 	if !c.diverged {
-		for ; c.next < len(m.history); c.next++ {
-			if !m.history[c.next].VisibleTo(id) {
+		// Every instance sees the history's shared prefix: a restored
+		// machine's first round does not read it.
+		c.next = max(c.next, m.history.Shared())
+		for ; c.next < len(h); c.next++ {
+			if !h[c.next].VisibleTo(id) {
 				c.diverged = true
-				c.own = ownTranscript(m.history[:c.next])
+				c.own = ownTranscript(h[:c.next])
 				break
 			}
 		}
 		if !c.diverged {
-			return m.history[:c.next:c.next]
+			return h[:c.next:c.next]
 		}
 	}
 	if c.next < m.fresh.from {
-		for ; c.next < len(m.history); c.next++ {
-			c.own = extendTranscript(c.own, &m.history[c.next], id)
+		for ; c.next < len(h); c.next++ {
+			c.own = extendTranscript(c.own, &h[c.next], id)
 		}
 	} else {
-		m.fresh.each(id, c.next, func(i int) { c.own = extendTranscript(c.own, &m.history[i], id) })
-		c.next = len(m.history)
+		m.fresh.each(id, c.next, func(i int) { c.own = extendTranscript(c.own, &h[i], id) })
+		c.next = len(h)
 	}
 	return c.own[:len(c.own):len(c.own)]
 }
@@ -177,7 +181,7 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 	}
 	// Every active leaf has seen all of history; one that has not (idle,
 	// suspended) catches up by reading history when it next runs.
-	m.fresh.reset(len(m.history))
+	m.fresh.reset(m.history.Len())
 	m.reqs = reqs
 	if primaries > 1 {
 		return nil, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)

@@ -163,7 +163,7 @@ func (s Step) NeedsResume() bool { return s.Done && len(s.Suspensions) > 0 }
 type Machine struct {
 	charter *Charter
 	root    *instance.Instance
-	history []message.Message
+	history message.History
 	running atomic.Bool
 	// atBoundary is set while Run hands a step to the caller, who may then
 	// call Suspend.
@@ -190,12 +190,13 @@ type Machine struct {
 func init() {
 	access.MachineView = func(v any, fn func(*instance.Instance, []message.Message)) {
 		m := v.(*Machine)
-		fn(m.root, m.history)
+		fn(m.root, m.history.Messages())
 	}
+	access.HistoryOf = func(v any) message.History { return v.(*Machine).history }
 }
 
-func newMachine(c *Charter, root *instance.Instance, history []message.Message) *Machine {
-	return &Machine{charter: c, root: root, history: history, leaves: map[string]*leafCache{}, fresh: freshIndex{from: len(history)}}
+func newMachine(c *Charter, root *instance.Instance, history message.History) *Machine {
+	return &Machine{charter: c, root: root, history: history, leaves: map[string]*leafCache{}, fresh: freshIndex{from: history.Len()}}
 }
 
 // Charter returns the machine's charter.
@@ -205,7 +206,7 @@ func (m *Machine) Charter() *Charter { return m.charter }
 func (m *Machine) Root() *instance.Instance { return m.root.Clone(m.charter.cloneState) }
 
 // History returns a deep copy of the history.
-func (m *Machine) History() []message.Message { return message.CloneAll(m.history) }
+func (m *Machine) History() []message.Message { return message.CloneAll(m.history.Messages()) }
 
 // Pending returns a deep copy of every unresolved suspension in the tree.
 func (m *Machine) Pending() []instance.SuspendedCall {

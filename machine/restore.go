@@ -14,8 +14,13 @@ import (
 // every node is registered, every state validates, instance and suspend
 // IDs are unique, pack states belong to known packs and held replies fit
 // their tool uses. Failures wrap ErrInvalidTree. The machine takes
-// ownership of root and history.
-func Restore(c *Charter, root *instance.Instance, history []message.Message) (*Machine, error) {
+// ownership of root and history, and appends to history in place while
+// it has room. A history decoded by serialize, or taken from another
+// machine by a caller that keeps them (durable's history cache), knows
+// how much of it every instance sees: the first round does not read
+// those messages again, so it costs the same at 10,000 messages as at
+// 100. Wrap a plain slice with message.NewHistory.
+func Restore(c *Charter, root *instance.Instance, history message.History) (*Machine, error) {
 	if root == nil {
 		return nil, fmt.Errorf("%w: no root", ErrInvalidTree)
 	}

@@ -61,11 +61,11 @@ func TestRestoreChecksTheTree(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := machine.Restore(c, tt.tree(), nil)
+			_, err := machine.Restore(c, tt.tree(), message.History{})
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
-	m, err := machine.Restore(c, ok(), []message.Message{message.UserText("hi")})
+	m, err := machine.Restore(c, ok(), message.NewHistory([]message.Message{message.UserText("hi")}))
 	require.NoError(t, err)
 	require.Equal(t, notes{}, m.Root().Packs["memory"], "missing pack states start at their initial value")
 	require.Equal(t, 1, len(m.History()))

@@ -310,14 +310,8 @@ func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*
 func (m *Machine) commit(t *tx) {
 	m.root = t.root
 	msgs := t.added[t.committed:]
-	m.fresh.addAll(msgs, len(m.history), len(m.leaves) > 1)
-	if len(m.history)+len(msgs) > cap(m.history) {
-		// Double, where append would add a quarter past 256 messages: a
-		// long history is copied about once per message it holds, not
-		// four times, and its old arrays are fewer and smaller garbage.
-		m.history = slices.Grow(m.history, max(len(msgs), len(m.history)))
-	}
-	m.history = append(m.history, msgs...)
+	m.fresh.addAll(msgs, m.history.Len(), len(m.leaves) > 1)
+	m.history.Append(msgs...)
 	t.committed = len(t.added)
 	t.meter()
 	m.links = append(m.links, t.links...)

@@ -185,7 +185,7 @@ func TestTwoNonWorkerLeavesIsAnError(t *testing.T) {
 	// A tree that already breaks the rule fails the run.
 	tree := m.Root()
 	tree.Children = []*instance.Instance{{ID: "x", Node: "chat", State: empty{}}, {ID: "y", Node: "chat", State: empty{}}}
-	bad, err := machine.Restore(m.Charter(), tree, nil)
+	bad, err := machine.Restore(m.Charter(), tree, message.History{})
 	require.NoError(t, err)
 	_, err = collect(bad.Run(context.Background(), machine.UserText("again")))
 	require.ErrorIs(t, err, executor.ErrPrimaryConflict)

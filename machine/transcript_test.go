@@ -53,7 +53,16 @@ func TestTranscriptsOfManyLeaves(t *testing.T) {
 		{ID: "chat", Node: "chat", State: empty{}}, {ID: "asker", Node: "worker", State: empty{}},
 		{ID: "w1", Node: "worker", State: empty{}}, {ID: "w2", Node: "worker", State: empty{}},
 	}}
-	m, err := machine.Restore(c, tree, []message.Message{message.UserText("hello")})
+	// The restored history is shared up to a message for w1 and a record:
+	// each leaf sees the shared prefix without reading it, then only what
+	// is its own.
+	restored := []message.Message{
+		message.UserText("hello"), message.UserText("all of you"),
+		{Role: message.User, Parts: []message.Part{message.Text("only w1")}, Source: message.Source{To: "w1"}},
+		{Role: message.Record, Parts: []message.Part{message.RecordPart("note", nil)}, Source: message.Source{InstanceID: "chat", To: "chat"}},
+		message.UserText("and again"),
+	}
+	m, err := machine.Restore(c, tree, message.NewHistory(restored))
 	require.NoError(t, err)
 	oneRound := func(inputs ...machine.Input) {
 		for _, err := range m.Run(context.Background(), inputs...) {

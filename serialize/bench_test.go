@@ -90,7 +90,7 @@ func benchTree(n int) *instance.Instance {
 
 func benchMachine(b *testing.B) *machine.Machine {
 	root := benchTree(100)
-	m, err := machine.Restore(charter(b), root, benchHistory(1000, root.ID))
+	m, err := machine.Restore(charter(b), root, message.NewHistory(benchHistory(1000, root.ID)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func cycleMachine(b *testing.B) (*machine.Charter, []byte, string) {
 		b.Fatal(err)
 	}
 	root := &instance.Instance{ID: benchID(-1), Node: "support", State: supportState{Orders: []int{}, Since: t0}, Idle: true}
-	m, err := machine.Restore(c, root, benchHistory(1000, root.ID))
+	m, err := machine.Restore(c, root, message.NewHistory(benchHistory(1000, root.ID)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func checkCodec(t *testing.T, name string, m *machine.Machine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := machine.Restore(m.Charter(), root, history)
+	got, err := machine.Restore(m.Charter(), root, message.NewHistory(history))
 	if err != nil {
 		t.Fatal(err)
 	}

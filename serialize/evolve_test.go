@@ -293,7 +293,7 @@ func savedLedger[S any](t *testing.T, cfg node.Config[S], state, held S) *machin
 	root.State = state
 	root.Suspension.Reply.Transition.State = held
 	root.Packs = nil
-	m, err := machine.Restore(c, root, []message.Message{message.UserText("post 5 for cake")})
+	m, err := machine.Restore(c, root, message.NewHistory([]message.Message{message.UserText("post 5 for cake")}))
 	require.NoError(t, err)
 	return m
 }

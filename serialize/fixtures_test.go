@@ -378,7 +378,7 @@ func versionedMachine(t testing.TB) *machine.Machine {
 			},
 		},
 	}
-	return must(machine.Restore(charter(t), root, []message.Message{message.UserText("post 5 for cake")}))
+	return must(machine.Restore(charter(t), root, message.NewHistory([]message.Message{message.UserText("post 5 for cake")})))
 }
 
 var scenarios = []struct {

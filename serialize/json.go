@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 )
 
 // The JSON form: the wire model (wire.go) through encoding/json, with
@@ -78,5 +79,5 @@ func UnmarshalJSON(c *machine.Charter, data []byte) (*machine.Machine, error) {
 	if err := d.fromWireMachine(&doc.wireMachine, &mm); err != nil {
 		return nil, err
 	}
-	return machine.Restore(c, mm.Root, mm.History)
+	return machine.Restore(c, mm.Root, message.NewHistory(mm.History))
 }

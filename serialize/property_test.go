@@ -308,7 +308,7 @@ func (g *gen) machine(c *machine.Charter) (*machine.Machine, error) {
 	for range g.r.IntN(20) {
 		history = append(history, g.message())
 	}
-	return machine.Restore(c, root, history)
+	return machine.Restore(c, root, message.NewHistory(history))
 }
 
 func TestPropertyRoundTrip(t *testing.T) {

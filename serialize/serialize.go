@@ -142,7 +142,7 @@ func Unmarshal(c *machine.Charter, data []byte) (*machine.Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return machine.Restore(c, root, history)
+	return machine.Restore(c, root, message.NewHistory(history))
 }
 
 // MarshalTree encodes the machine's instance tree alone (with its
@@ -186,17 +186,18 @@ func unmarshalMessage(data []byte, s *slabs) (message.Message, error) {
 // history messages written by MarshalMessage, in order, and validates it
 // like Unmarshal.
 func Assemble(c *machine.Charter, tree []byte, history [][]byte) (*machine.Machine, error) {
-	return AssembleOnto(c, tree, nil, history)
+	return AssembleOnto(c, tree, message.History{}, history)
 }
 
 // AssembleOnto is Assemble for a caller that has the first messages of
 // the history decoded already: the machine's history is prefix followed
 // by tail, decoded. A caller that keeps a machine's decoded history
-// between loads decodes only what was appended since. The machine takes
-// prefix over: the tail is decoded into its spare capacity when it has
-// enough, and the machine appends after it; messages in prefix are only
-// read.
-func AssembleOnto(c *machine.Charter, tree []byte, prefix []message.Message, tail [][]byte) (*machine.Machine, error) {
+// between loads (a machine's history is a message.History) decodes only
+// what was appended since, and the restored machine does not read the
+// prefix again. The machine takes prefix over: the tail is appended to
+// it, into its spare room when it has enough; messages in prefix are
+// only read.
+func AssembleOnto(c *machine.Charter, tree []byte, prefix message.History, tail [][]byte) (*machine.Machine, error) {
 	if c == nil {
 		return nil, errors.New("serialize: nil charter")
 	}
@@ -208,28 +209,42 @@ func AssembleOnto(c *machine.Charter, tree []byte, prefix []message.Message, tai
 	if err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
 	}
-	h := prefix
-	if len(tail) > 0 {
-		n := len(prefix)
-		if cap(h)-n < len(tail) {
-			h = make([]message.Message, n, roomFor(n+len(tail)))
-			copy(h, prefix)
-		} else {
-			// The tail is decoded in place: over what a run appended
-			// after prefix and did not save, perhaps.
-			clear(h[n : n+len(tail)])
-		}
-		h = h[:n+len(tail)]
-		// A short tail gets allocations of its own rather than slabs
-		// sized for a whole history.
-		b := newBatch(tail, len(tail) < shortTail)
-		for i, data := range tail {
-			if err := b.next(data, &h[n+i]); err != nil {
-				return nil, fmt.Errorf("history message %d: %w", n+i, err)
-			}
-		}
+	h, err := decodeOnto(prefix, tail)
+	if err != nil {
+		return nil, err
 	}
 	return machine.Restore(c, root, h)
+}
+
+// decodeOnto decodes tail after prefix. Onto an empty prefix, a whole
+// history is decoded into an array of its own, with room to grow; a tail
+// is appended message by message.
+func decodeOnto(prefix message.History, tail [][]byte) (message.History, error) {
+	if len(tail) == 0 {
+		return prefix, nil
+	}
+	// A short tail gets allocations of its own rather than slabs sized
+	// for a whole history.
+	b := newBatch(tail, len(tail) < shortTail)
+	n := prefix.Len()
+	if n == 0 {
+		h := make([]message.Message, len(tail), roomFor(len(tail)))
+		for i, data := range tail {
+			if err := b.next(data, &h[i]); err != nil {
+				return message.History{}, fmt.Errorf("history message %d: %w", i, err)
+			}
+		}
+		return message.NewHistory(h), nil
+	}
+	var msg message.Message
+	for i, data := range tail {
+		msg = message.Message{}
+		if err := b.next(data, &msg); err != nil {
+			return message.History{}, fmt.Errorf("history message %d: %w", n+i, err)
+		}
+		prefix.Append(msg)
+	}
+	return prefix, nil
 }
 
 // shortTail is the length under which AssembleOnto decodes a tail

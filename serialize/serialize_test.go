@@ -79,7 +79,7 @@ func TestAssembleOnto(t *testing.T) {
 				}
 				prefix = prefix[:n]
 			}
-			got, err := AssembleOnto(charter(t), tree, prefix, blobs[n:])
+			got, err := AssembleOnto(charter(t), tree, message.NewHistory(prefix), blobs[n:])
 			if err != nil {
 				t.Fatalf("prefix %d: %v", n, err)
 			}
@@ -97,7 +97,7 @@ func TestAssembleLong(t *testing.T) {
 	for len(history) < 600 {
 		history = append(history, m.History()...)
 	}
-	long, err := machine.Restore(m.Charter(), m.Root(), history)
+	long, err := machine.Restore(m.Charter(), m.Root(), message.NewHistory(history))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func kitchenSinkN(t testing.TB, n int) *machine.Machine {
 		{Role: message.User, Parts: []message.Part{message.Text(strings.Repeat("long ", n))}},
 		{Role: message.Assistant},
 	}
-	m, err := machine.Restore(c, root, history)
+	m, err := machine.Restore(c, root, message.NewHistory(history))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func TestEncodeTooDeep(t *testing.T) {
 		in.Children = []*instance.Instance{ch}
 		in = ch
 	}
-	m, err := machine.Restore(c, root, nil)
+	m, err := machine.Restore(c, root, message.History{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestEncodeTooDeep(t *testing.T) {
 		in = in.Children[0]
 	}
 	in.Children = nil
-	m, err = machine.Restore(c, root, nil)
+	m, err = machine.Restore(c, root, message.History{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
 )
 
@@ -39,7 +40,7 @@ func TestInputChecks(t *testing.T) {
 		model := newMarkovModel(false)
 		model.call.Message.Parts[0].Data = []byte(`{}`)
 		c, calls := markovCharter(t, model, false)
-		m := ok(machine.Restore(c, deskTree(false), nil))(t)
+		m := ok(machine.Restore(c, deskTree(false), message.History{}))(t)
 		for s, err := range m.Run(context.Background()) {
 			if err != nil {
 				t.Fatal(err)

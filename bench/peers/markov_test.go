@@ -109,10 +109,10 @@ func ok[T any](v T, err error) func(tb testing.TB) T {
 	}
 }
 
-// capped returns h with no spare capacity: a machine restored from it
-// appends into a new array and leaves h as it was, so one decoded
-// history serves every iteration without a copy.
-func capped(h []message.Message) []message.Message { return h[:len(h):len(h)] }
+// capped returns the history of h with no spare capacity: a machine
+// restored from it appends into a new array and leaves h as it was, so
+// one decoded history serves every iteration without a copy.
+func capped(h []message.Message) message.History { return message.NewHistory(h).Clip() }
 
 // roomy returns a copy of h with room to grow, as a history decoded by
 // serialize has: a machine restored from it appends its rounds' messages
@@ -168,7 +168,7 @@ func markovRound(tb testing.TB, n int) run {
 // every call).
 func markovRestoreRound(tb testing.TB, calls, n int) run {
 	c, counter := markovCharter(tb, newMarkovModel(false, calls), false)
-	h := roomy(markovHistory(n))
+	h := message.NewHistory(roomy(markovHistory(n)))
 	return run{do: func() (string, error) {
 		m, err := machine.Restore(c, deskTree(false), h)
 		if err != nil {
@@ -180,7 +180,7 @@ func markovRestoreRound(tb testing.TB, calls, n int) run {
 
 func markovUnmarshalRound(tb testing.TB, n int) run {
 	c, calls := markovCharter(tb, newMarkovModel(false), false)
-	data := ok(serialize.Marshal(ok(machine.Restore(c, deskTree(false), markovHistory(n)))(tb)))(tb)
+	data := ok(serialize.Marshal(ok(machine.Restore(c, deskTree(false), message.NewHistory(markovHistory(n))))(tb)))(tb)
 	return run{do: func() (string, error) {
 		m, err := serialize.Unmarshal(c, data)
 		if err != nil {
@@ -198,7 +198,7 @@ func markovCycle(tb testing.TB, n int) run {
 	})
 	desk := ok(node.New("desk", node.Config[deskState]{Instructions: "Answer questions about orders.", Tools: []node.Tool[deskState]{ask}}))(tb)
 	c := ok(machine.NewCharter(machine.CharterConfig{Model: newMarkovModel(true), Nodes: []*node.Node{desk}}))(tb)
-	h := roomy(markovHistory(n))
+	h := message.NewHistory(roomy(markovHistory(n)))
 	ctx := context.Background()
 	return run{do: func() (string, error) {
 		m, err := machine.Restore(c, deskTree(true), h)

@@ -50,4 +50,7 @@ var (
 	// *machine.Machine, without copying them (for serialize's encoders and
 	// durable's saves). fn must not modify or retain them.
 	MachineView func(m any, fn func(root *instance.Instance, history []message.Message))
+	// HistoryOf returns the history of a *machine.Machine, shared with
+	// it (for durable's history cache, which clips what it hands on).
+	HistoryOf func(m any) message.History
 )
