@@ -82,6 +82,8 @@ type standard struct {
 	// prompts keeps the last default prompt of each node whose state
 	// holds no references (see systemPrompt); nil with a custom builder.
 	prompts map[string]*atomic.Pointer[promptEntry]
+	// spareStep is stepSpare, bound once (access.Stepper hands it out).
+	spareStep func(ctx context.Context, req any, spare *any) (any, error)
 }
 
 // New returns the standard executor. It is safe for concurrent use.
@@ -89,6 +91,7 @@ func New(cfg Config) Executor {
 	e := &standard{cfg: cfg, prompt: cfg.Prompt, nodes: make(map[string]*node.Node, len(cfg.Nodes)),
 		tracer: cfg.Tracer, met: telemetry.New(cfg.Meter), provider: telemetry.ProviderOf(cfg.Model),
 		log: cfg.Logger, sets: map[string]*toolset{}}
+	e.spareStep = e.stepSpare
 	if e.prompt == nil {
 		e.prompt = DefaultPrompt
 	}
@@ -121,12 +124,18 @@ func New(cfg Config) Executor {
 // and input that is not JSON is wrapped as a JSON string (llm.ToolInput),
 // so no reply can leave history that a provider refuses.
 func (e *standard) Step(ctx context.Context, req *StepRequest) (*StepResult, error) {
-	a := new(stepAlloc)
-	lf, r := &a.leaf, &a.result
+	return e.stepIn(ctx, req, new(scratch))
+}
+
+// stepIn runs a step in scratch s, which must be zero.
+func (e *standard) stepIn(ctx context.Context, req *StepRequest, s *scratch) (*StepResult, error) {
+	lf, r := &s.leaf, &s.result
 	if err := e.resolve(lf, req.Root, req.Instance); err != nil {
 		return nil, err
 	}
-	lf.req.Messages, lf.events, lf.frame = req.Transcript, req.Events, &a.frame
+	a := new(stepAlloc)
+	a.req.Messages = req.Transcript
+	lf.req, lf.events, lf.frame = &a.req, req.Events, &a.frame
 	r.State = lf.in.State
 	var err error
 	if req.Reply != nil {
@@ -171,7 +180,7 @@ func (e *standard) reply(ctx context.Context, lf *leaf) (Reply, error) {
 	if err != nil {
 		return Reply{}, fmt.Errorf("system prompt for %s: %w", in.ID, err)
 	}
-	req := &lf.req
+	req := lf.req
 	*req = llm.Request{
 		System:     system,
 		Messages:   req.Messages, // the transcript, which Step put there

@@ -34,13 +34,13 @@ type leaf struct {
 	tools     *toolset
 	// events hears the step's events (nil: nobody listens).
 	events Sink
-	// prompt and req are the step's prompt context and model request,
-	// and calls holds the suspended calls of a reply of a few tool uses:
-	// kept here, they cost the step no allocations of their own. The
-	// request's Messages hold the step's transcript from the start (a step
-	// continued from a saved reply asks no model, and has it there too).
+	// prompt is the step's prompt context, req its model request, and
+	// calls holds the suspended calls of a reply of a few tool uses: kept
+	// here, they cost the step no allocations of their own. The request's
+	// Messages hold the step's transcript from the start (a step continued
+	// from a saved reply asks no model, and has it there too).
 	prompt PromptContext
-	req    llm.Request
+	req    *llm.Request
 	calls  [4]*instance.SuspendedCall
 	// parent holds the ancestors of a child of the root; frame, until
 	// taken, is the frame of the step's first tool call that runs on its
@@ -50,16 +50,29 @@ type leaf struct {
 }
 
 // transcript returns the step's transcript.
-func (lf *leaf) transcript() []message.Message { return lf.req.Messages }
+func (lf *leaf) transcript() []message.Message {
+	if lf.req == nil { // a resume or a command: no model request
+		return nil
+	}
+	return lf.req.Messages
+}
 
-// stepAlloc is what a step allocates at once: its leaf, its result and
-// the frame of its first tool call, one allocation instead of three. The
-// result's tool results are allocated apart: history keeps them, not
-// this.
+// stepAlloc is what a step allocates that may outlive it: its model
+// request (a model may keep it) and the frame of its first tool call (a
+// handler may keep its tool context, or run on after its timeout), one
+// allocation instead of two.
 type stepAlloc struct {
+	req   llm.Request
+	frame frame.Frame
+}
+
+// scratch is what a step uses and its result holds, and nothing
+// outlives: its leaf and its result. Once the machine has applied the
+// result, a step of its next round reuses it instead of allocating
+// (stepSpare).
+type scratch struct {
 	leaf   leaf
 	result StepResult
-	frame  frame.Frame
 }
 
 // leaf resolves instance in of root.

@@ -185,6 +185,10 @@ type Machine struct {
 	// whose arrays the next round reuses.
 	reqs  []executor.StepRequest
 	added []message.Message
+	// spares hold the memory of the last steps of the standard
+	// executor, whose results the machine has applied: the next steps
+	// reuse it (stepper).
+	spares []any
 }
 
 func init() {

@@ -8,6 +8,8 @@
 package access
 
 import (
+	"context"
+
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/message"
@@ -53,4 +55,11 @@ var (
 	// HistoryOf returns the history of a *machine.Machine, shared with
 	// it (for durable's history cache, which clips what it hands on).
 	HistoryOf func(m any) message.History
+	// Stepper returns the step function of an executor.Executor that is
+	// the standard one, nil for any other: it runs the step req (a
+	// *executor.StepRequest) in the scratch memory *spare, which it
+	// allocates when nil and reuses otherwise, and returns the step's
+	// result (a *executor.StepResult), which lives in that memory: the
+	// caller reuses *spare only once it will never read the result again.
+	Stepper func(exec any) func(ctx context.Context, req any, spare *any) (any, error)
 )
