@@ -118,3 +118,27 @@ func TestPublishOnlyWhenWatched(t *testing.T) {
 		}
 	}
 }
+
+// TestMmapSize checks that every connection reads through a memory map
+// of Config.MmapSize bytes, DefaultMmapSize by default, none when it is
+// negative.
+func TestMmapSize(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		set, want int64
+	}{{0, DefaultMmapSize}, {1 << 20, 1 << 20}, {-1, 0}} {
+		s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "m.db"), MmapSize: tt.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		err = s.db.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&got)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.want {
+			t.Errorf("MmapSize %d: mmap_size = %d, want %d", tt.set, got, tt.want)
+		}
+	}
+}

@@ -161,18 +161,26 @@ type Config struct {
 	// database already at [SchemaVersion] is opened without a write too;
 	// only an upgrade writes.)
 	ReadOnly bool
+	// MmapSize is SQLite's mmap_size on every connection: how many bytes
+	// of the database file it reads through a memory map rather than a
+	// read call per page. Zero means [DefaultMmapSize]; a negative value
+	// turns the map off. See DefaultMmapSize for what it changes.
+	MmapSize int64
 }
 
-// mmapSize is SQLite's mmap_size on every connection: how much of the
-// database file it reads through a memory map rather than a read call per
-// page (history blocks span pages: a cold load of a long history read
-// page by page through syscalls, each connection's page cache thrown away
-// whenever another connection wrote). It changes reads only: SQLite still
-// writes and syncs through the file (this build has no
-// SQLITE_MMAP_READWRITE), so durability is as before; pages still in the
-// WAL are read from it as before. The map is address space, shared with
-// the OS page cache, not memory of its own.
-const mmapSize = 256 << 20
+// DefaultMmapSize is Config.MmapSize when zero. History blocks span
+// pages, and each connection's page cache is thrown away whenever another
+// connection writes: without a map, a cold load of a long history reads
+// it page by page, a system call each. The map changes reads only: SQLite
+// still writes and syncs through the file (this build has no
+// SQLITE_MMAP_READWRITE), so durability is as before, and pages still in
+// the WAL are read from it as before. The map is address space, shared
+// with the OS page cache, not memory of its own. Its one cost is SQLite's
+// documented caveat: an I/O error while reading the mapped file (a failing
+// disk, or another program truncating the file) ends the process with
+// SIGBUS instead of failing the read; set a negative Config.MmapSize where
+// that matters more than load speed.
+const DefaultMmapSize = 256 << 20
 
 // ErrReadOnly reports a write to a store opened with Config.ReadOnly.
 var ErrReadOnly = errors.New("sqlite: store is read-only")
@@ -235,7 +243,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.ReadOnly {
 		dsn = "file:" + (&url.URL{Path: cfg.Path}).EscapedPath() + "?mode=ro&"
 	}
-	dsn += fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=mmap_size(%d)", busy.Milliseconds(), mmapSize)
+	mmap := cfg.MmapSize
+	switch {
+	case mmap == 0:
+		mmap = DefaultMmapSize
+	case mmap < 0:
+		mmap = 0
+	}
+	dsn += fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=mmap_size(%d)", busy.Milliseconds(), mmap)
 	s, err := open(ctx, cfg, dsn)
 	if err == nil {
 		s.sync = syncMode
