@@ -240,3 +240,26 @@ func ExampleDefaultDigest() {
 	// - Then the work paused, waiting for: a manager's approval
 	// It resumes now in a fresh turn.
 }
+
+// ExampleRestore rebuilds a machine from a tree and a history kept
+// elsewhere (serialize and durable do this for you) and runs on from
+// them. message.NewHistory reads the messages once; a history the
+// machine appended to, or serialize decoded, is handed over as it is.
+func ExampleRestore() {
+	first := weatherMachine()
+	for _, err := range first.Run(context.Background(), machine.UserText("Weather in Paris?")) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	history := message.NewHistory(first.History())
+	m, err := machine.Restore(first.Charter(), first.Root(), history)
+	if err != nil {
+		panic(err)
+	}
+	// The assistant's tool exchange is scoped to it: it sees the whole
+	// history, another instance only the first message.
+	leaf := m.Root().ID
+	fmt.Println(len(m.History()), "messages restored;", history.SeenBy(leaf), "seen whole by", leaf+",", history.SeenBy("other"), "by another instance")
+	// Output: 4 messages restored; 4 seen whole by id1, 1 by another instance
+}

@@ -41,9 +41,9 @@ func (m *Machine) cache(id string) *leafCache {
 func (m *Machine) transcript(id string, c *leafCache) []message.Message {
 	h := m.history.Messages()
 	if !c.diverged {
-		// Every instance sees the history's shared prefix: a restored
+		// The leaf sees the history's prefix it knows of: a restored
 		// machine's first round does not read it.
-		c.next = max(c.next, m.history.Shared())
+		c.next = max(c.next, m.history.SeenBy(id))
 		for ; c.next < len(h); c.next++ {
 			if !h[c.next].VisibleTo(id) {
 				c.diverged = true

@@ -3,10 +3,10 @@ package message
 import "slices"
 
 // History is a machine's history: its messages in the order they
-// happened, only ever appended to. Beside the messages it keeps how many
-// of the first ones every instance may see (Shared), which it learns as
-// they are appended: a machine restored from a History starts its
-// leaves' transcripts from that prefix without reading it again, so
+// happened, only ever appended to. Beside the messages it keeps how far
+// from the start each instance sees every message (SeenBy), which it
+// learns as they are appended: a machine restored from a History starts
+// its leaves' transcripts past that prefix without reading it again, so
 // restoring a machine and running its first round cost the same at
 // 10,000 messages as at 100.
 //
@@ -17,14 +17,19 @@ import "slices"
 // others may append to.
 type History struct {
 	msgs []Message
-	// shared is how many of the first messages are visible to every
-	// instance.
-	shared int
+	// open is how many of the first messages are visible to every
+	// instance: no record, none scoped to an instance.
+	open int
+	// seen is how many of the first messages are visible to owner: no
+	// record, none scoped to an instance but owner (an agent's own tool
+	// exchanges are scoped to it). Past open when owner is set.
+	seen  int
+	owner string
 }
 
 // NewHistory returns the history of msgs, reading each message once to
-// learn its shared prefix. The history takes msgs over, with their
-// array's spare room, into which it appends.
+// learn what prefix each instance sees. The history takes msgs over,
+// with their array's spare room, into which it appends.
 func NewHistory(msgs []Message) History {
 	h := History{msgs: msgs}
 	h.learn(0)
@@ -44,20 +49,29 @@ func (h *History) Append(msgs ...Message) {
 	h.learn(n)
 }
 
-// learn extends the shared prefix over the messages from from on, if it
-// reaches them.
+// learn extends the prefixes over the messages from from on, if they
+// reach them.
 func (h *History) learn(from int) {
-	if h.shared != from {
+	if h.seen != from {
 		return
 	}
-	for h.shared < len(h.msgs) && h.msgs[h.shared].sharedByAll() {
-		h.shared++
+	for ; h.seen < len(h.msgs); h.seen++ {
+		m := &h.msgs[h.seen]
+		if m.Role == Record {
+			return
+		}
+		switch to := m.Source.To; {
+		case to == "":
+			if h.owner == "" {
+				h.open++
+			}
+		case h.owner == "":
+			h.owner = to
+		case to != h.owner:
+			return
+		}
 	}
 }
-
-// sharedByAll reports whether every instance sees m: it is not a record
-// and not scoped to one instance.
-func (m *Message) sharedByAll() bool { return m.Role != Record && m.Source.To == "" }
 
 // Messages returns the messages of h, capped so that appending to the
 // result copies it. They are h's own: read them, do not modify them.
@@ -66,10 +80,17 @@ func (h History) Messages() []Message { return slices.Clip(h.msgs) }
 // Len returns the number of messages in h.
 func (h History) Len() int { return len(h.msgs) }
 
-// Shared returns how many of the first messages of h every instance may
-// see (VisibleTo any ID): the length of the prefix that holds no record
-// and no message scoped to one instance.
-func (h History) Shared() int { return h.shared }
+// SeenBy returns how many of the first messages of h the instance id
+// sees every one of (VisibleTo id), as far as h knows without reading
+// them again: the prefix that holds no record and no message scoped to
+// another instance, or a shorter one. An agent's history of its own tool
+// exchanges (scoped to it) is seen whole by it.
+func (h History) SeenBy(id string) int {
+	if h.owner == "" || h.owner == id {
+		return h.seen
+	}
+	return h.open
+}
 
 // Clip returns h without the spare room past its end, so that appending
 // to the result copies the messages instead of writing where h, or

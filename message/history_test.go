@@ -9,46 +9,55 @@ import (
 	"github.com/markov-agents/markov/message"
 )
 
-// TestHistoryShared checks the shared prefix against VisibleTo: it ends
-// at the first record or scoped message, however the history was built
-// (at once, or appended one message or a few at a time), and never moves
-// past it again.
-func TestHistoryShared(t *testing.T) {
+// TestHistorySeenBy checks the prefix each instance sees against
+// VisibleTo: it is never longer than the instance's first hidden
+// message, it covers an agent's own tool exchanges (scoped to it), and
+// it is the same however the history was built (at once, or appended one
+// message or a few at a time).
+func TestHistorySeenBy(t *testing.T) {
 	user, reply := message.UserText("hi"), message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("hello")}}
-	scoped := message.Message{Role: message.User, Parts: []message.Part{message.Text("for w1")}, Source: message.Source{To: "w1"}}
+	to := func(id string) message.Message {
+		return message.Message{Role: message.Tool, Parts: []message.Part{message.ToolResult("t", "ok", false)}, Source: message.Source{InstanceID: id, To: id}}
+	}
 	record := message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("transition", nil)}, Source: message.Source{To: "root"}}
 	tests := []struct {
 		name string
 		msgs []message.Message
-		want int
+		want map[string]int // by instance
 	}{
-		{"empty", nil, 0},
-		{"all shared", []message.Message{user, reply, user}, 3},
-		{"scoped", []message.Message{user, reply, scoped, user}, 2},
-		{"record first", []message.Message{record, user, reply}, 0},
-		{"record last", []message.Message{user, reply, record}, 2},
+		{"empty", nil, map[string]int{"a": 0}},
+		{"all shared", []message.Message{user, reply, user}, map[string]int{"a": 3, "b": 3}},
+		{"own tool exchanges", []message.Message{user, to("a"), to("a"), reply, user}, map[string]int{"a": 5, "b": 1}},
+		{"two instances", []message.Message{user, to("a"), reply, to("b"), user}, map[string]int{"a": 3, "b": 1, "c": 1}},
+		{"record first", []message.Message{record, user, reply}, map[string]int{"a": 0, "root": 0}},
+		{"record last", []message.Message{user, to("a"), record}, map[string]int{"a": 2, "b": 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := message.NewHistory(tt.msgs).Shared(); got != tt.want {
-				t.Errorf("NewHistory: Shared() = %d, want %d", got, tt.want)
+			check := func(how string, h message.History) {
+				t.Helper()
+				for id, want := range tt.want {
+					got := h.SeenBy(id)
+					if got != want {
+						t.Errorf("%s: SeenBy(%q) = %d, want %d", how, id, got, want)
+					}
+					for i, m := range tt.msgs[:min(got, len(tt.msgs))] {
+						if !m.VisibleTo(id) {
+							t.Errorf("%s: message %d is in the prefix %s sees but hidden from it", how, i, id)
+						}
+					}
+				}
+				if diff := cmp.Diff(tt.msgs, h.Messages(), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s: messages (-want +got):\n%s", how, diff)
+				}
 			}
+			check("NewHistory", message.NewHistory(tt.msgs))
 			for _, step := range []int{1, 2} {
 				var h message.History
 				for i := 0; i < len(tt.msgs); i += step {
 					h.Append(tt.msgs[i:min(i+step, len(tt.msgs))]...)
 				}
-				if h.Shared() != tt.want || h.Len() != len(tt.msgs) {
-					t.Errorf("appended %d at a time: Shared() = %d, Len() = %d; want %d, %d", step, h.Shared(), h.Len(), tt.want, len(tt.msgs))
-				}
-				if diff := cmp.Diff(tt.msgs, h.Messages(), cmpopts.EquateEmpty()); diff != "" {
-					t.Errorf("appended %d at a time: messages (-want +got):\n%s", step, diff)
-				}
-			}
-			for i, m := range tt.msgs[:tt.want] {
-				if !m.VisibleTo("root") || !m.VisibleTo("w2") {
-					t.Errorf("message %d is in the shared prefix but hidden from an instance", i)
-				}
+				check(fmt.Sprintf("appended %d at a time", step), h)
 			}
 		})
 	}
@@ -94,6 +103,6 @@ func ExampleHistory() {
 	h.Append(message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("Shipped.")}})
 	// A message scoped to one instance: the others do not see it.
 	h.Append(message.Message{Role: message.User, Parts: []message.Part{message.Text("check stock")}, Source: message.Source{To: "w1"}})
-	fmt.Println(h.Len(), "messages,", h.Shared(), "seen by every instance")
-	// Output: 3 messages, 2 seen by every instance
+	fmt.Println(h.Len(), "messages;", h.SeenBy("w1"), "seen whole by w1,", h.SeenBy("w2"), "by w2")
+	// Output: 3 messages; 3 seen whole by w1, 2 by w2
 }

@@ -63,11 +63,13 @@ func (m *markovModel) Generate(_ context.Context, req *llm.Request) (*llm.Respon
 // markovHistory returns n messages of blocks.
 func markovHistory(n int) []message.Message {
 	h := make([]message.Message, 0, n)
+	// A machine scopes an agent's tool exchanges to it (deskTree's ID).
+	own := message.Source{InstanceID: "desk", Node: "desk", To: "desk"}
 	for _, b := range blocks(n) {
 		h = append(h,
 			message.UserText(b.question),
-			message.Message{Role: message.Assistant, Parts: []message.Part{message.ToolUse(b.callID, toolName, []byte(b.input))}},
-			message.Message{Role: message.Tool, Parts: []message.Part{message.ToolResult(b.callID, b.result, false)}},
+			message.Message{Role: message.Assistant, Parts: []message.Part{message.ToolUse(b.callID, toolName, []byte(b.input))}, Source: own},
+			message.Message{Role: message.Tool, Parts: []message.Part{message.ToolResult(b.callID, b.result, false)}, Source: own},
 			message.Message{Role: message.Assistant, Parts: []message.Part{message.Text(b.answer)}},
 		)
 	}
