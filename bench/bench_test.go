@@ -99,7 +99,7 @@ func BenchmarkRunRound(b *testing.B) {
 // BenchmarkRestoreRound is the first round after taking in a decoded
 // history: Restore a machine from it, then one agent+tool round. The
 // history is a message.History with room to grow, as a decoded one is
-// (serialize leaves room, and knows what every instance sees), so the
+// (serialize leaves room, and learns what each instance sees), so the
 // round neither reads the history nor copies it to append its messages;
 // every iteration restores from the same messages (what one appended
 // beyond them, the next overwrites).

@@ -581,7 +581,7 @@ func (s *session) save(ctx context.Context) (err error) {
 	// status, so a late resume is told "already resolved".
 	var done []store.Suspension
 	now := s.r.charter.Now()
-	access.MachineView(s.m, func(root *instance.Instance, _ []message.Message) {
+	access.MachineView(s.m, func(root *instance.Instance, _ message.History) {
 		for _, e := range s.indexed {
 			if current[e.ID] {
 				continue
@@ -611,7 +611,9 @@ func (s *session) save(ctx context.Context) (err error) {
 	}
 	if s.held {
 		// Saved up to its end: the whole history is the stored one.
-		s.r.histories.put(cachedHistory{id: s.id, incarnation: s.incarnation, history: access.HistoryOf(s.m), size: s.savedSize})
+		access.MachineView(s.m, func(_ *instance.Instance, h message.History) {
+			s.r.histories.put(cachedHistory{id: s.id, incarnation: s.incarnation, history: h, size: s.savedSize})
+		})
 	}
 	return nil
 }
@@ -620,9 +622,9 @@ func (s *session) save(ctx context.Context) (err error) {
 func (s *session) encodeUnsaved() ([][]byte, error) {
 	var appended [][]byte
 	var encErr error
-	access.MachineView(s.m, func(_ *instance.Instance, history []message.Message) {
-		appended = make([][]byte, 0, len(history)-s.saved)
-		for _, msg := range history[s.saved:] {
+	access.MachineView(s.m, func(_ *instance.Instance, history message.History) {
+		appended = make([][]byte, 0, history.Len()-s.saved)
+		for _, msg := range history.Messages()[s.saved:] {
 			b, err := serialize.MarshalMessage(msg)
 			if err != nil {
 				encErr = err
@@ -790,7 +792,7 @@ func (s *session) saveStep(ctx context.Context, st *machine.Step) (keep bool, er
 // repliesCallTools reports whether a model reply recorded on the tree
 // (checkpoint mode) calls a tool.
 func (s *session) repliesCallTools() (calls bool) {
-	access.MachineView(s.m, func(root *instance.Instance, _ []message.Message) {
+	access.MachineView(s.m, func(root *instance.Instance, _ message.History) {
 		for in := range root.Walk() {
 			if in.Reply != nil && slices.ContainsFunc(in.Reply.Message.Parts, func(p message.Part) bool { return p.Kind == message.KindToolUse }) {
 				calls = true

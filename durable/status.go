@@ -110,7 +110,8 @@ func (s *session) status(held bool) Status {
 		}
 	}
 	active := false
-	access.MachineView(s.m, func(root *instance.Instance, history []message.Message) {
+	access.MachineView(s.m, func(root *instance.Instance, h message.History) {
+		history := h.Messages()
 		st.Messages = len(history)
 		for i := len(history) - 1; i >= 0 && st.LastText == ""; i-- {
 			if history[i].Role == message.Assistant {

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -114,6 +115,9 @@ type Charter struct {
 	met    *telemetry.Metrics
 	order  []string // node names in declaration order, for graphs
 	digest DigestFunc
+	// spareStep is exec's step in reused memory when exec is the
+	// standard executor, nil otherwise (access.Stepper; Machine.step).
+	spareStep func(ctx context.Context, req any, spare *any) (any, error)
 }
 
 // NewCharter checks cfg and builds a charter. Every node name a transition
@@ -149,6 +153,7 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 			Meter:        c.meter,
 		})
 	}
+	c.spareStep = access.Stepper(c.exec)
 	return c, nil
 }
 

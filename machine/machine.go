@@ -187,16 +187,15 @@ type Machine struct {
 	added []message.Message
 	// spares hold the memory of the last steps of the standard
 	// executor, whose results the machine has applied: the next steps
-	// reuse it (stepper).
+	// reuse it (step).
 	spares []any
 }
 
 func init() {
-	access.MachineView = func(v any, fn func(*instance.Instance, []message.Message)) {
+	access.MachineView = func(v any, fn func(*instance.Instance, message.History)) {
 		m := v.(*Machine)
-		fn(m.root, m.history.Messages())
+		fn(m.root, m.history)
 	}
-	access.HistoryOf = func(v any) message.History { return v.(*Machine).history }
 }
 
 func newMachine(c *Charter, root *instance.Instance, history message.History) *Machine {

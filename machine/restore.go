@@ -17,9 +17,9 @@ import (
 // ownership of root and history, and appends to history in place while
 // it has room. A history decoded by serialize, or taken from another
 // machine by a caller that keeps them (durable's history cache), knows
-// how much of it every instance sees: the first round does not read
-// those messages again, so it costs the same at 10,000 messages as at
-// 100. Wrap a plain slice with message.NewHistory.
+// how far from its start each instance sees every message
+// (message.History.SeenBy): the first round does not read that prefix
+// again. Wrap a plain slice with message.NewHistory.
 func Restore(c *Charter, root *instance.Instance, history message.History) (*Machine, error) {
 	if root == nil {
 		return nil, fmt.Errorf("%w: no root", ErrInvalidTree)

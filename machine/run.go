@@ -14,7 +14,6 @@ import (
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
-	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/tracing"
 )
 
@@ -291,17 +290,16 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 // order.
 func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*executor.StepResult, error) {
 	results := make([]*executor.StepResult, len(reqs))
-	spare := access.Stepper(m.charter.exec)
-	if spare != nil && len(m.spares) < len(reqs) {
+	if m.charter.spareStep != nil && len(m.spares) < len(reqs) {
 		m.spares = append(m.spares, make([]any, len(reqs)-len(m.spares))...)
 	}
 	if len(reqs) == 1 {
 		var err error
-		results[0], err = m.step(ctx, spare, 0, &reqs[0])
+		results[0], err = m.step(ctx, 0, &reqs[0])
 		return results, err
 	}
 	errs := make([]error, len(reqs))
-	runners.runAll(len(reqs), func(i int) { results[i], errs[i] = m.step(ctx, spare, i, &reqs[i]) })
+	runners.runAll(len(reqs), func(i int) { results[i], errs[i] = m.step(ctx, i, &reqs[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -310,16 +308,16 @@ func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*
 	return results, nil
 }
 
-// step runs the i-th step of a round. With the standard executor (spare,
-// its step function), it runs in the memory of the last round's i-th step
-// (m.spares), whose result the machine has applied and never reads
+// step runs the i-th step of a round. With the standard executor
+// (charter.spareStep), it runs in the memory of the last round's i-th
+// step (m.spares), whose result the machine has applied and never reads
 // again: a round of many leaves allocates no leaf and result of its own.
 // Another executor's Step runs as it is: a wrapper may keep the results.
-func (m *Machine) step(ctx context.Context, spare func(context.Context, any, *any) (any, error), i int, req *executor.StepRequest) (*executor.StepResult, error) {
-	if spare == nil {
+func (m *Machine) step(ctx context.Context, i int, req *executor.StepRequest) (*executor.StepResult, error) {
+	if m.charter.spareStep == nil {
 		return m.charter.exec.Step(ctx, req)
 	}
-	r, err := spare(ctx, req, &m.spares[i])
+	r, err := m.charter.spareStep(ctx, req, &m.spares[i])
 	res, _ := r.(*executor.StepResult)
 	return res, err
 }

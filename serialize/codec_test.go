@@ -57,8 +57,8 @@ func checkCodec(t *testing.T, name string, m *machine.Machine) {
 		t.Fatal(err)
 	}
 	var w *wireMachine
-	access.MachineView(m, func(root *instance.Instance, history []message.Message) {
-		w, err = toWire(m.Charter(), root, history)
+	access.MachineView(m, func(root *instance.Instance, history message.History) {
+		w, err = toWire(m.Charter(), root, history.Messages())
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,8 @@ func encodeMachine(m *machine.Machine, f stateForm, k byte, write func(*encoder,
 	}
 	var err error
 	var b []byte
-	access.MachineView(m, func(root *instance.Instance, history []message.Message) {
+	access.MachineView(m, func(root *instance.Instance, h message.History) {
+		history := h.Messages()
 		if k != 0 {
 			b = header(make([]byte, 0, sizeHint(k, root, history)), k)
 		}
@@ -216,34 +217,30 @@ func AssembleOnto(c *machine.Charter, tree []byte, prefix message.History, tail 
 	return machine.Restore(c, root, h)
 }
 
-// decodeOnto decodes tail after prefix. Onto an empty prefix, a whole
-// history is decoded into an array of its own, with room to grow; a tail
-// is appended message by message.
+// decodeOnto decodes tail after prefix, in place into an array of its
+// own: a whole history (onto an empty prefix) becomes the history, with
+// room to grow; a tail is appended to prefix.
 func decodeOnto(prefix message.History, tail [][]byte) (message.History, error) {
 	if len(tail) == 0 {
 		return prefix, nil
 	}
+	n, room := prefix.Len(), len(tail)
+	if n == 0 {
+		room = roomFor(room)
+	}
+	h := make([]message.Message, len(tail), room)
 	// A short tail gets allocations of its own rather than slabs sized
 	// for a whole history.
 	b := newBatch(tail, len(tail) < shortTail)
-	n := prefix.Len()
-	if n == 0 {
-		h := make([]message.Message, len(tail), roomFor(len(tail)))
-		for i, data := range tail {
-			if err := b.next(data, &h[i]); err != nil {
-				return message.History{}, fmt.Errorf("history message %d: %w", i, err)
-			}
-		}
-		return message.NewHistory(h), nil
-	}
-	var msg message.Message
 	for i, data := range tail {
-		msg = message.Message{}
-		if err := b.next(data, &msg); err != nil {
+		if err := b.next(data, &h[i]); err != nil {
 			return message.History{}, fmt.Errorf("history message %d: %w", n+i, err)
 		}
-		prefix.Append(msg)
 	}
+	if n == 0 {
+		return message.NewHistory(h), nil
+	}
+	prefix.Append(h...)
 	return prefix, nil
 }
 

@@ -450,7 +450,7 @@ func TestTimesDecodeAsUTC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s supportState
-	access.MachineView(got, func(root *instance.Instance, _ []message.Message) { s = root.State.(supportState) })
+	access.MachineView(got, func(root *instance.Instance, _ message.History) { s = root.State.(supportState) })
 	if s.Since.Location() != time.UTC {
 		t.Errorf("Since in %v", s.Since.Location())
 	}

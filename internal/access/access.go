@@ -49,12 +49,11 @@ var (
 	// zero Command gives nil.
 	CommandOf func(c any) *frame.Command
 	// MachineView calls fn with the live tree and history of a
-	// *machine.Machine, without copying them (for serialize's encoders and
-	// durable's saves). fn must not modify or retain them.
-	MachineView func(m any, fn func(root *instance.Instance, history []message.Message))
-	// HistoryOf returns the history of a *machine.Machine, shared with
-	// it (for durable's history cache, which clips what it hands on).
-	HistoryOf func(m any) message.History
+	// *machine.Machine, without copying them (for serialize's encoders,
+	// durable's saves and its history cache, which clips what it hands
+	// on). fn must not modify the tree or the messages, nor retain the
+	// tree.
+	MachineView func(m any, fn func(root *instance.Instance, history message.History))
 	// Stepper returns the step function of an executor.Executor that is
 	// the standard one, nil for any other: it runs the step req (a
 	// *executor.StepRequest) in the scratch memory *spare, which it
