@@ -2,7 +2,6 @@ package acp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,35 +15,29 @@ import (
 // This file maps the RFC's resume conditions onto the library's.
 
 // conditionOptions are the suspend options of resume conditions rc
-// (checked by Check); an event name the library refuses wraps
-// ErrInvalidParams.
+// (checked by Check), made by instance.Conditions.Options as the other
+// front ends make theirs. An error (an event name the library refuses)
+// wraps ErrInvalidParams.
 func conditionOptions(rc *ResumeConditions) ([]instance.SuspendOption, error) {
 	if rc == nil {
 		return nil, nil
 	}
-	var opts []instance.SuspendOption
 	ev, err := rc.event()
 	if err != nil {
 		return nil, err
 	}
-	if ev != "" {
-		if err := instance.CheckEvent(ev); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
-		}
-		opts = append(opts, instance.WithEvent(ev))
-	}
+	c := instance.Conditions{Event: ev}
+	var input any
 	if t := rc.Timeout; t != nil {
-		opts = append(opts, instance.WithTimeout(time.Duration(math.Round(t.DurationMinutes*float64(time.Minute)))))
-		switch t.OnTimeout {
-		case OnTimeoutResumeWithInput:
-			var v any
-			if len(t.Input) > 0 {
-				v = json.RawMessage(t.Input)
-			}
-			opts = append(opts, instance.OnTimeoutResume(v, false))
-		case OnTimeoutResumeWithSummary:
-			opts = append(opts, instance.OnTimeoutSummary())
+		c.Timeout = time.Duration(math.Round(t.DurationMinutes * float64(time.Minute)))
+		c.OnTimeout = instance.TimeoutKind(t.OnTimeout)
+		if len(t.Input) > 0 {
+			input = t.Input
 		}
+	}
+	opts, err := c.Options(input)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
 	}
 	return opts, nil
 }
