@@ -171,9 +171,7 @@ func conditionOptions(w *ResumeWhen) ([]instance.SuspendOption, error) {
 		}
 		c.Timeout = time.Duration(t.DurationMinutes * float64(time.Minute))
 		c.OnTimeout = instance.TimeoutKind(t.OnTimeout)
-		if in := rawOrNil(t.Input); in != nil {
-			input = in
-		}
+		input = payloadOf(t.Input)
 	}
 	return c.Options(input)
 }
@@ -200,11 +198,7 @@ func (h *Handler) signal(w http.ResponseWriter, r *http.Request, s Signaler) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	var payload any
-	if p := rawOrNil(req.Payload); p != nil {
-		payload = p
-	}
-	woken, err := s.Signal(runContext(r), event, payload)
+	woken, err := s.Signal(runContext(r), event, payloadOf(req.Payload))
 	if err != nil {
 		h.fail(w, r, err, slog.String("op", "signal"), slog.String("event", event), slog.Int("woken", woken))
 		return
@@ -254,10 +248,6 @@ func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) i
 
 // resumeInput is the resume of suspension id that req asks for.
 func resumeInput(id string, req ResumeRequest) machine.ResumeInput {
-	in := machine.ResumeInput{SuspendID: id, IsError: req.IsError,
+	return machine.ResumeInput{SuspendID: id, Payload: payloadOf(req.Payload), IsError: req.IsError,
 		FreshTurn: req.ContinueTranscript != nil && !*req.ContinueTranscript}
-	if p := rawOrNil(req.Payload); p != nil {
-		in.Payload = p
-	}
-	return in
 }

@@ -514,10 +514,7 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
 	if key != "" && !h.firstInvocation(w, r, id, key) {
 		return
 	}
-	inv := command.Invocation{Name: name, InstanceID: req.InstanceID, ID: key}
-	if p := rawOrNil(req.Input); p != nil {
-		inv.Input = p
-	}
+	inv := command.Invocation{Name: name, InstanceID: req.InstanceID, ID: key, Input: payloadOf(req.Input)}
 	ctx := runContext(r)
 	attrs := []slog.Attr{slog.String("op", "invoke"), slog.String("command", name)}
 	if h.acceptor == nil {
@@ -705,8 +702,10 @@ func summarize(machineID string, steps []machine.Step, badValue func(string, err
 	return sum
 }
 
-// rawOrNil returns raw, or nil when it is absent or JSON null.
-func rawOrNil(raw json.RawMessage) json.RawMessage {
+// payloadOf returns raw as a payload or input: nil, no value at all, when
+// it is absent or JSON null (a nil json.RawMessage in an any would not be
+// nil).
+func payloadOf(raw json.RawMessage) any {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 		return nil
 	}
