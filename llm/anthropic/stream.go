@@ -34,26 +34,13 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Chun
 // error that ends it, if any (nil too when the caller stopped); structured
 // says whether the request asked for structured output.
 func (m *Model) streamCall(ctx context.Context, params anthropic.MessageNewParams, structured bool, yield func(llm.Chunk, error) bool) error {
-	events := m.client.Messages.NewStreaming(ctx, params)
-	defer events.Close()
 	var s streamState
-	for events.Next() {
-		c, ok, err := s.add(events.Current())
-		if err != nil {
-			return err
+	return adapter.Drain(m.client.Messages.NewStreaming(ctx, params), s.add, func() (*llm.Response, error) {
+		if !s.stopped {
+			return nil, fmt.Errorf("%w: no message_stop event", llm.ErrIncompleteStream)
 		}
-		if ok && !yield(c, nil) {
-			return nil
-		}
-	}
-	if err := events.Err(); err != nil {
-		return err
-	}
-	if !s.stopped {
-		return fmt.Errorf("%w: no message_stop event", llm.ErrIncompleteStream)
-	}
-	yield(llm.Chunk{Kind: llm.ChunkEnd, Response: toResponse(&s.reply, structured)}, nil)
-	return nil
+		return toResponse(&s.reply, structured), nil
+	}, yield)
 }
 
 // streamState follows one streamed reply.
@@ -67,39 +54,43 @@ type streamState struct {
 	n int
 	// started: message_start has come; stopped: message_stop has.
 	started, stopped bool
+	// out holds the chunk add returns.
+	out []llm.Chunk
 }
 
-// add accumulates event and returns the chunk it carries, if any.
-func (s *streamState) add(event anthropic.MessageStreamEventUnion) (llm.Chunk, bool, error) {
+// add accumulates event and returns the chunk it carries, if any. The
+// slice is reused by the next call.
+func (s *streamState) add(event anthropic.MessageStreamEventUnion) ([]llm.Chunk, error) {
 	// Accumulate takes any order; a reply is numbered from its start.
 	switch {
 	case s.stopped:
-		return llm.Chunk{}, false, fmt.Errorf("%s event after message_stop", event.Type)
+		return nil, fmt.Errorf("%s event after message_stop", event.Type)
 	case event.Type == "message_start" && (s.started || len(event.Message.Content) > 0):
-		return llm.Chunk{}, false, errors.New("message_start after the start, or with content")
+		return nil, errors.New("message_start after the start, or with content")
 	case event.Type != "message_start" && !s.started:
-		return llm.Chunk{}, false, fmt.Errorf("%s event before message_start", event.Type)
+		return nil, fmt.Errorf("%s event before message_start", event.Type)
 	}
 	s.started = true
 	if err := s.reply.Accumulate(event); err != nil {
-		return llm.Chunk{}, false, err
+		return nil, err
 	}
+	s.out = s.out[:0]
 	switch event.Type {
 	case "content_block_start":
-		c, ok := s.start(event.ContentBlock)
-		return c, ok, nil
+		if c, ok := s.start(event.ContentBlock); ok {
+			s.out = append(s.out, c)
+		}
 	case "content_block_delta":
 		// Accumulate checked the index.
-		index := s.parts[event.Index]
-		if index < 0 {
-			return llm.Chunk{}, false, nil
+		if index := s.parts[event.Index]; index >= 0 {
+			if c, ok := delta(index, event.Delta); ok {
+				s.out = append(s.out, c)
+			}
 		}
-		c, ok := delta(index, event.Delta)
-		return c, ok, nil
 	case "message_stop":
 		s.stopped = true
 	}
-	return llm.Chunk{}, false, nil
+	return s.out, nil
 }
 
 // start numbers the block b and returns the chunk starting it, if it is a

@@ -45,36 +45,14 @@ func (m *Model) stream(ctx context.Context, params openai.ChatCompletionNewParam
 		return err
 	}
 	decoder := &doneDecoder{Decoder: ssestream.NewDecoder(raw)}
-	chunks := ssestream.NewStream[openai.ChatCompletionChunk](decoder, nil)
-	defer chunks.Close()
 	s := streamState{text: -1, refusal: -1, tools: make(map[int64]int)}
-	for chunks.Next() {
-		cur := chunks.Current()
-		if !s.acc.AddChunk(cur) {
-			return fmt.Errorf("chunk %q does not continue completion %q", cur.ID, s.acc.ID)
+	return adapter.Drain(ssestream.NewStream[openai.ChatCompletionChunk](decoder, nil), s.add, func() (*llm.Response, error) {
+		if !decoder.done {
+			return nil, fmt.Errorf("%w: no [DONE]", llm.ErrIncompleteStream)
 		}
-		if cur.JSON.Usage.Valid() {
-			s.usage = cur.Usage
-		}
-		for _, c := range s.chunks(cur) {
-			if !yield(c, nil) {
-				return nil
-			}
-		}
-	}
-	if err := chunks.Err(); err != nil {
-		return err
-	}
-	if !decoder.done {
-		return fmt.Errorf("%w: no [DONE]", llm.ErrIncompleteStream)
-	}
-	s.acc.Usage = s.usage
-	resp, err := toResponse(&s.acc.ChatCompletion, structured)
-	if err != nil {
-		return err
-	}
-	yield(llm.Chunk{Kind: llm.ChunkEnd, Response: resp}, nil)
-	return nil
+		s.acc.Usage = s.usage
+		return toResponse(&s.acc.ChatCompletion, structured)
+	}, yield)
 }
 
 // doneDecoder is an SSE decoder that notes the [DONE] event ending a
@@ -124,9 +102,15 @@ type streamState struct {
 	out           []llm.Chunk
 }
 
-// chunks returns the chunks of the first choice's delta in c. The slice is
-// reused by the next call.
-func (s *streamState) chunks(c openai.ChatCompletionChunk) []llm.Chunk {
+// add accumulates the chunk c of the completion and returns the chunks of
+// its first choice's delta. The slice is reused by the next call.
+func (s *streamState) add(c openai.ChatCompletionChunk) ([]llm.Chunk, error) {
+	if !s.acc.AddChunk(c) {
+		return nil, fmt.Errorf("chunk %q does not continue completion %q", c.ID, s.acc.ID)
+	}
+	if c.JSON.Usage.Valid() {
+		s.usage = c.Usage
+	}
 	s.out = s.out[:0]
 	for _, choice := range c.Choices {
 		if choice.Index != 0 {
@@ -152,7 +136,7 @@ func (s *streamState) chunks(c openai.ChatCompletionChunk) []llm.Chunk {
 			}
 		}
 	}
-	return s.out
+	return s.out, nil
 }
 
 // part returns *index, starting a part there first if it is -1.
