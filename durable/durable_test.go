@@ -373,7 +373,7 @@ type coreStore struct{ store.Store }
 
 // A store with only the core interface runs, suspends and resumes
 // machines; listing machines and sweeping need capabilities it lacks and
-// fail with ErrUnsupported.
+// fail with ErrUnsupported, and so does recovering the runs cut short.
 func TestCoreStoreOnly(t *testing.T) {
 	ctx := context.Background()
 	r := newRunner(t, coreStore{memstore.New()}, agentModel(0))
@@ -387,6 +387,8 @@ func TestCoreStoreOnly(t *testing.T) {
 	_, err = r.Sweep(ctx, 0)
 	require.ErrorIs(t, err, durable.ErrUnsupported)
 	require.ErrorIs(t, r.RunSweeper(ctx, time.Hour), durable.ErrUnsupported)
+	_, err = r.Recover(ctx)
+	require.ErrorIs(t, err, durable.ErrUnsupported)
 }
 
 // TestUserMessageSavedWithFirstStep checks that a run's user messages are

@@ -35,6 +35,8 @@ func child(role string) int {
 		return childSignal()
 	case "watch":
 		return childWatch()
+	case "accept":
+		return childAccept()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

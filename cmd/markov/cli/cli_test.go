@@ -591,6 +591,52 @@ func TestServeSweepsExpiredSuspensions(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// serve continues, at its start, a run cut short by a stop after its
+// input was accepted: here the resume was saved and the model call after
+// it never answered before the process stopped.
+func TestServeContinuesARunCutShort(t *testing.T) {
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if req.Messages[len(req.Messages)-1].Role != message.Tool {
+			return scripted.Tool("wait", struct{}{}), nil
+		}
+		return scripted.Text("CI passed"), nil
+	})
+	charter := waitCharter(t, model, 0)
+	db := filepath.Join(t.TempDir(), "test.db")
+	machineIDs, suspendIDs := parkAll(t, charter, db, "waiter", "run CI", 1)
+
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: db})
+	require.NoError(t, err)
+	defer st.Close()
+	hanging := waitCharter(t, scripted.Func(func(*llm.Request) (scripted.Reply, error) {
+		return scripted.Reply{}, context.Canceled // the stop, mid-call
+	}), 0)
+	stopped, err := durable.New(durable.Config{Store: st, Charter: hanging})
+	require.NoError(t, err)
+	_, err = stopped.AcceptResume(ctx, machine.ResumeInput{SuspendID: suspendIDs[0], Payload: "green"})
+	require.NoError(t, err)
+	require.NoError(t, stopped.Wait(ctx))
+	watcher, err := durable.New(durable.Config{Store: st, Charter: charter})
+	require.NoError(t, err)
+	status := func() durable.Status {
+		s, err := watcher.Status(ctx, machineIDs[0])
+		require.NoError(t, err)
+		return s
+	}
+	require.Equal(t, durable.StateIdle, status().State, "the resume saved, the run cut short")
+
+	serveCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	c := &CLI{Charter: charter, Getenv: func(string) string { return "0123456789abcdef-0123456789abcdef" }, Stderr: io.Discard}
+	go func() { done <- c.Run(serveCtx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--sweep", "0"}) }()
+	require.Eventually(t, func() bool { return status().State == durable.StateDone }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, "CI passed", status().LastText)
+	cancel()
+	require.NoError(t, <-done)
+}
+
 func TestParsePayload(t *testing.T) {
 	for _, tt := range []struct {
 		arg  string

@@ -43,10 +43,12 @@ func (f *workFlags) check(command string, minWorkers int) error {
 }
 
 // startWork starts what runs machines in the background of this process:
-// on PostgreSQL the fleet's workers (none if workers is 0), on SQLite the
-// sweeper (none if sweep is 0). It returns a line saying what it started,
-// and stop, which stops taking work and waits for the runs in progress
-// until its context ends, then cancels them.
+// on PostgreSQL the fleet's workers (none if workers is 0); on SQLite the
+// recovery of the runs cut short when a process stopped after accepting
+// their input (durable.Runner.Recover; a fleet's jobs are retried
+// instead), then the sweeper (none if sweep is 0). It returns a line
+// saying what it started, and stop, which stops taking work and waits for
+// the runs in progress until its context ends, then cancels them.
 func (c *CLI) startWork(ctx context.Context, db *DB, sweep time.Duration, workers int) (stop func(context.Context) error, what string, err error) {
 	nothing := func(context.Context) error { return nil }
 	switch {
@@ -60,14 +62,33 @@ func (c *CLI) startWork(ctx context.Context, db *DB, sweep time.Duration, worker
 		}
 		return func(ctx context.Context) error { return c.stopFleet(ctx, db.Fleet) },
 			fmt.Sprintf("running the fleet's machines (inputs, deadlines) with %d workers", workers), nil
-	case sweep > 0:
-		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() { defer close(done); _ = db.Runner.RunSweeper(sweepCtx, sweep) }()
-		return func(context.Context) error { stopSweep(); <-done; return nil },
-			fmt.Sprintf("sweeping expired suspensions every %s", sweep), nil
 	}
-	return nothing, "", nil
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.recoverRuns(workCtx, db)
+		if sweep > 0 {
+			_ = db.Runner.RunSweeper(workCtx, sweep)
+		}
+	}()
+	what = "continuing the runs cut short by a stop"
+	if sweep > 0 {
+		what += fmt.Sprintf("; sweeping expired suspensions every %s", sweep)
+	}
+	return func(context.Context) error { stopWork(); <-done; return nil }, what, nil
+}
+
+// recoverRuns continues the runs of db cut short by a stop
+// (durable.Runner.Recover), logging how many, or why it could not.
+func (c *CLI) recoverRuns(ctx context.Context, db *DB) {
+	n, err := db.Runner.Recover(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.logger().LogAttrs(ctx, slog.LevelError, "continuing the runs cut short", slog.Int("continued", n), slog.String("error", err.Error()))
+	case n > 0:
+		c.logger().LogAttrs(ctx, slog.LevelInfo, "continued the runs cut short", slog.Int("continued", n))
+	}
 }
 
 // stopFleet stops the fleet's workers: they take no more jobs, and the
