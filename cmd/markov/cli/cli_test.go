@@ -630,7 +630,9 @@ func TestServeContinuesARunCutShort(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	c := &CLI{Charter: charter, Getenv: func(string) string { return "0123456789abcdef-0123456789abcdef" }, Stderr: io.Discard}
-	go func() { done <- c.Run(serveCtx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--sweep", "0"}) }()
+	go func() {
+		done <- c.Run(serveCtx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--sweep", "0"})
+	}()
 	require.Eventually(t, func() bool { return status().State == durable.StateDone }, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, "CI passed", status().LastText)
 	cancel()
