@@ -19,7 +19,7 @@ import (
 // again: the new call is returned and the slot stays pending.
 func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResult, error) {
 	call, r := &req.Call, req.Resolution
-	lf, err := e.leaf(ctx, req.Root, req.Instance)
+	lf, err := e.leaf(req.Root, req.Instance)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func resumeKey(call *instance.SuspendedCall) string {
 // Command runs the command on the instance: the node's commands first,
 // then its packs' commands.
 func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandResult, error) {
-	lf, err := e.leaf(ctx, req.Root, req.Instance)
+	lf, err := e.leaf(req.Root, req.Instance)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
 	"github.com/markov-agents/markov/internal/telemetry"
+	"github.com/markov-agents/markov/internal/tracing"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
@@ -129,7 +130,7 @@ func (e *standard) Step(ctx context.Context, req *StepRequest) (*StepResult, err
 // stepIn runs a step in scratch s, which must be zero.
 func (e *standard) stepIn(ctx context.Context, req *StepRequest, s *scratch) (*StepResult, error) {
 	lf, r := &s.leaf, &s.result
-	if err := e.resolve(ctx, lf, req.Root, req.Instance); err != nil {
+	if err := e.resolve(lf, req.Root, req.Instance); err != nil {
 		return nil, err
 	}
 	a := new(stepAlloc)
@@ -224,7 +225,7 @@ func (e *standard) prepare(ctx context.Context, lf *leaf, r *Reply) {
 // generate calls the model inside a span: Generate, or while someone
 // listens to the leaf, a stream.
 func (e *standard) generate(ctx context.Context, req *llm.Request, lf *leaf) (*llm.Response, error) {
-	ctx, span := e.startModel(ctx, req, lf)
+	ctx, span := e.startModel(ctx, req)
 	defer span.End()
 	var start time.Time
 	metered := e.met.ModelOn(ctx)
@@ -260,11 +261,10 @@ func (e *standard) generate(ctx context.Context, req *llm.Request, lf *leaf) (*l
 	return resp, nil
 }
 
-// startModel starts the span of lf's model call req, "chat {model}" with
-// the GenAI request attributes beside markov's, unless the run is
-// untraced.
-func (e *standard) startModel(ctx context.Context, req *llm.Request, lf *leaf) (context.Context, trace.Span) {
-	if lf.untraced {
+// startModel starts the span of a model call, "chat {model}" with the
+// GenAI request attributes beside markov's, unless the run is untraced.
+func (e *standard) startModel(ctx context.Context, req *llm.Request) (context.Context, trace.Span) {
+	if tracing.Off(ctx) {
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	ctx, span := e.tracer.Start(ctx, telemetry.ChatSpanName(req.Settings.Model), trace.WithSpanKind(trace.SpanKindClient))

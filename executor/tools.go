@@ -47,10 +47,6 @@ type leaf struct {
 	// goroutine (spareFrame).
 	parent [1]*instance.Instance
 	frame  *frame.Frame
-	// untraced is set in an untraced run (tracing.Off): the step's model
-	// and tool calls start no spans. Looked up once per step, not per
-	// call: the lookup walks the context's chain.
-	untraced bool
 }
 
 // transcript returns the step's transcript.
@@ -79,17 +75,15 @@ type scratch struct {
 	result StepResult
 }
 
-// leaf resolves instance in of root, for work in ctx.
-func (e *standard) leaf(ctx context.Context, root, in *instance.Instance) (*leaf, error) {
+// leaf resolves instance in of root.
+func (e *standard) leaf(root, in *instance.Instance) (*leaf, error) {
 	lf := new(leaf)
-	return lf, e.resolve(ctx, lf, root, in)
+	return lf, e.resolve(lf, root, in)
 }
 
-// resolve fills lf in as the leaf of instance in of root, for work in
-// ctx.
-func (e *standard) resolve(ctx context.Context, lf *leaf, root, in *instance.Instance) error {
+// resolve fills lf in as the leaf of instance in of root.
+func (e *standard) resolve(lf *leaf, root, in *instance.Instance) error {
 	lf.root, lf.in, lf.node = root, in, e.nodes[in.Node]
-	lf.untraced = tracing.Off(ctx)
 	if lf.node == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownNode, in.Node)
 	}
@@ -375,7 +369,7 @@ func (e *standard) call(ctx context.Context, lf *leaf, ent entry, u message.Part
 // startTool starts the span of tool call u, "execute_tool {name}" with
 // the GenAI tool attributes beside markov's, unless the run is untraced.
 func (e *standard) startTool(ctx context.Context, lf *leaf, ent entry, u message.Part) (context.Context, trace.Span) {
-	if lf.untraced {
+	if tracing.Off(ctx) {
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	ctx, span := e.tracer.Start(ctx, telemetry.ToolSpanName(u.Name))

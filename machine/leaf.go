@@ -165,10 +165,9 @@ func primaryLeaf(nodes map[string]*node.Node, root *instance.Instance) *instance
 }
 
 // stepRequests returns the step requests of a round: one per active leaf,
-// in leaf order, each with its recorded reply, if any (checkpoint mode:
-// continued, not asked again). Their transcripts are brought up to date
-// by the steps themselves (leafTranscript), concurrently. More than one
-// non-worker leaf, active or not, is ErrPrimaryConflict.
+// in leaf order, each with its transcript brought up to date and its
+// recorded reply, if any (checkpoint mode: continued, not asked again). More than
+// one non-worker leaf, active or not, is ErrPrimaryConflict.
 func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 	reqs := m.reqs[:0]
 	primaries := 0
@@ -177,28 +176,15 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 			primaries++
 		}
 		if active(l) {
-			m.cache(l.ID) // the step reads it (leafTranscript): no map writes then
-			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Reply: l.Reply})
+			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID)), Reply: l.Reply})
 		}
 	}
+	// Every active leaf has seen all of history; one that has not (idle,
+	// suspended) catches up by reading history when it next runs.
+	m.fresh.reset(m.history.Len())
 	m.reqs = reqs
 	if primaries > 1 {
 		return nil, fmt.Errorf("%w: %d non-worker leaves", executor.ErrPrimaryConflict, primaries)
 	}
 	return reqs, nil
 }
-
-// leafTranscript brings the transcript of req's leaf up to date and puts
-// it in req. The steps of a round call it concurrently, each for its own
-// leaf: history, the fresh index and the leaf caches map do not change
-// until every step is done (freshDone), and each leaf's cache is its
-// step's alone. So a round of a hundred workers copies and extends their
-// transcripts on every core, not one after the other.
-func (m *Machine) leafTranscript(req *executor.StepRequest) {
-	req.Transcript = m.transcript(req.Instance.ID, m.leaves[req.Instance.ID])
-}
-
-// freshDone ends the round's use of the fresh index: the leaves that ran
-// have seen all of history; one that has not (idle, suspended, or not
-// asked this time) catches up by reading history when it next runs.
-func (m *Machine) freshDone() { m.fresh.reset(m.history.Len()) }

@@ -289,7 +289,6 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 // are several, and returns their results, or the first error in leaf
 // order.
 func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*executor.StepResult, error) {
-	defer m.freshDone()
 	results := make([]*executor.StepResult, len(reqs))
 	if m.charter.spareStep != nil && len(m.spares) < len(reqs) {
 		m.spares = append(m.spares, make([]any, len(reqs)-len(m.spares))...)
@@ -315,7 +314,6 @@ func (m *Machine) stepAll(ctx context.Context, reqs []executor.StepRequest) ([]*
 // again: a round of many leaves allocates no leaf and result of its own.
 // Another executor's Step runs as it is: a wrapper may keep the results.
 func (m *Machine) step(ctx context.Context, i int, req *executor.StepRequest) (*executor.StepResult, error) {
-	m.leafTranscript(req)
 	if m.charter.spareStep == nil {
 		return m.charter.exec.Step(ctx, req)
 	}
