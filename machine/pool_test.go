@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,4 +85,41 @@ func TestIdleRunnersAreDismissed(t *testing.T) {
 	wg.Add(1)
 	p.runAll(1, func(int) { wg.Done() })
 	wg.Wait()
+}
+
+// deep uses about n KiB of stack.
+//
+//go:noinline
+func deep(n int) byte {
+	var frame [1 << 10]byte
+	frame[n%len(frame)] = byte(n)
+	if n <= 1 {
+		return frame[0]
+	}
+	return deep(n-1) + frame[n%len(frame)]
+}
+
+// Idle runners keep the stack their tasks grew: collections do not halve
+// it, so the next round's tasks do not grow it again. Fifty runners
+// whose task took 20 KiB of stack hold their stacks through four
+// collections (without the floor, each halves them: 32 KiB to 2 KiB).
+func TestIdleRunnersKeepTheirStacks(t *testing.T) {
+	p := &runnerPool{every: time.Hour}
+	const runners = 50
+	p.runAll(runners, func(int) { deep(20) })
+	stacks := func() uint64 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.StackInuse
+	}
+	runtime.GC()
+	before := stacks()
+	for range 4 {
+		runtime.GC()
+	}
+	after := stacks()
+	require.GreaterOrEqual(t, after+runners*4<<10, before, "idle runners' stacks shrank from %d to %d bytes", before, after)
+	p.mu.Lock()
+	require.Len(t, p.idle, runners, "the runners were idle all along")
+	p.mu.Unlock()
 }
