@@ -3,6 +3,7 @@ package durable_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/llm/scripted"
@@ -89,4 +90,72 @@ func Example() {
 	// waiting: approve refund of $30.00 for A-42
 	// held by: order-42 pending
 	// assistant: Your refund is on its way.
+}
+
+// A server accepts a manager's approval (the 202 of an HTTP resume) and
+// is stopped before the model has answered: its run is cancelled, the
+// approval already saved. The next process to start on the store
+// continues that run with Recover, and the customer gets the answer.
+func ExampleRunner_Recover() {
+	ctx := context.Background()
+	approve := node.NewTool("approve", "Ask a manager to approve a refund.",
+		func(ctx *node.ToolContext[struct{}], in Refund) (string, error) {
+			return "", ctx.Suspend("refund of " + in.Order)
+		})
+	desk, err := node.New("desk", node.Config[struct{}]{Tools: []node.Tool[struct{}]{approve}})
+	if err != nil {
+		panic(err)
+	}
+	newRunner := func(st *memstore.Store, model *scripted.Model) *durable.Runner {
+		charter, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{desk}})
+		if err != nil {
+			panic(err)
+		}
+		r, err := durable.New(durable.Config{Store: st, Charter: charter})
+		if err != nil {
+			panic(err)
+		}
+		return r
+	}
+	st := memstore.New()
+
+	// The first process: the approval is accepted, then the process stops
+	// while the model is still thinking.
+	thinking := scripted.New(scripted.Tool("approve", Refund{Order: "A-42"}),
+		scripted.Reply{Text: "Your refund is on its way.", Latency: time.Hour})
+	first := newRunner(st, thinking)
+	if _, err := first.Create(ctx, "order-42", "desk", nil); err != nil {
+		panic(err)
+	}
+	var suspendID string
+	for step, err := range first.Run(ctx, "order-42", machine.UserText("Please refund order A-42.")) {
+		if err != nil {
+			panic(err)
+		}
+		for _, call := range step.Suspensions {
+			suspendID = call.SuspendID
+		}
+	}
+	if _, err := first.AcceptResume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: "approved"}); err != nil {
+		panic(err)
+	}
+	stopping, stop := context.WithCancel(ctx)
+	stop()
+	_ = first.Wait(stopping) // the shutdown cancels the run in progress
+
+	// The next process.
+	next := newRunner(st, scripted.New(scripted.Text("Your refund is on its way.")))
+	n, err := next.Recover(ctx)
+	if err != nil {
+		panic(err)
+	}
+	status, err := next.Status(ctx, "order-42")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("continued:", n)
+	fmt.Println(status.State, "-", status.LastText)
+	// Output:
+	// continued: 1
+	// done - Your refund is on its way.
 }
