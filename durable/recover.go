@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/serialize"
+	"github.com/markov-agents/markov/store"
 )
 
 // Recover continues the runs that were cut short: every stored machine
@@ -16,9 +21,10 @@ import (
 // process (markov serve does, on SQLite: a fleet's jobs are retried by
 // River instead). It returns how many machines it continued; the runs
 // that failed are logged and their errors joined, and the others go on.
-// It reads every machine's tree and history once: it is a startup task,
-// not a loop. A store that is not a store.MachineLister fails with
-// ErrUnsupported; ctx ending stops it, each machine at its last save.
+// It reads every machine's tree (its history too, with a store that is
+// not a store.TailLoader): a startup task, not a loop. A store that is
+// not a store.MachineLister fails with ErrUnsupported; ctx ending stops
+// it, each machine at its last save.
 func (r *Runner) Recover(ctx context.Context) (int, error) {
 	ids, err := r.Machines(ctx)
 	if err != nil {
@@ -30,15 +36,15 @@ func (r *Runner) Recover(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return n, errors.Join(append(errs, err)...)
 		}
-		st, err := r.Status(ctx, id)
+		cut, err := r.cutShort(ctx, id)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("recover %s: %w", id, err))
 			continue
-		case st.State != StateIdle || st.Messages == 0:
+		case !cut:
 			continue // running, awaiting a resume, done, or never run
 		}
-		r.log.LogAttrs(ctx, slog.LevelInfo, "continuing a run cut short", slog.String("machine", id), slog.Int64("revision", st.Revision))
+		r.log.LogAttrs(ctx, slog.LevelInfo, "continuing a run cut short", slog.String("machine", id))
 		if err := r.drain(ctx, id); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelError, "continue a run cut short", slog.String("machine", id), slog.String("error", err.Error()))
 			errs = append(errs, fmt.Errorf("recover %s: %w", id, err))
@@ -47,6 +53,30 @@ func (r *Runner) Recover(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// cutShort reports whether machine id's last run was cut short: no run
+// holds it, it has history, nothing pending, and a leaf with work left
+// (the State Status calls idle, less the machines that never ran). It
+// reads the tree alone from a store.TailLoader.
+func (r *Runner) cutShort(ctx context.Context, id string) (bool, error) {
+	tl, ok := r.store.(store.TailLoader)
+	if !ok {
+		st, err := r.Status(ctx, id)
+		return err == nil && st.State == StateIdle && st.Messages > 0, err
+	}
+	if held, err := r.held(ctx, id); err != nil || held {
+		return false, err
+	}
+	snap, err := tl.LoadTail(ctx, id, math.MaxInt)
+	if err != nil {
+		return false, fmt.Errorf("load machine %s: %w", id, err)
+	}
+	m, err := serialize.AssembleOnto(r.charter, snap.Tree, message.History{}, nil)
+	if err != nil {
+		return false, fmt.Errorf("decode machine %s: %w", id, err)
+	}
+	return snap.HistoryFrom > 0 && len(m.Pending()) == 0 && hasWork(m.Root()), nil
 }
 
 // drain runs machine id with no input to the end of its run.

@@ -14,6 +14,7 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
 )
 
@@ -119,9 +120,20 @@ func TestRecoverReportsFailedRuns(t *testing.T) {
 	require.ErrorContains(t, err, "recover b:")
 	require.ErrorContains(t, err, "provider down")
 
-	n, err = r.Recover(ctx)
+	// A store without store.TailLoader: Recover reads the machines whole.
+	whole := newRunner(t, listerOnly{s, s}, agentModel(0))
+	n, err = whole.Recover(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
+	n, err = r.Recover(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// listerOnly is a store whose one optional capability is listing.
+type listerOnly struct {
+	store.Store
+	store.MachineLister
 }
 
 // modelFunc is a model whose every call returns fn's error.

@@ -118,9 +118,7 @@ func (s *session) status(held bool) Status {
 				st.LastText = history[i].Text()
 			}
 		}
-		for l := range root.Leaves() {
-			active = active || !l.Idle && !l.Suspended()
-		}
+		active = hasWork(root)
 	})
 	switch {
 	case held:
@@ -133,6 +131,17 @@ func (s *session) status(held bool) Status {
 		st.State = StateDone
 	}
 	return st
+}
+
+// hasWork reports whether a leaf of root has work left: it is neither
+// idle (its turn ended) nor suspended.
+func hasWork(root *instance.Instance) bool {
+	for l := range root.Leaves() {
+		if !l.Idle && !l.Suspended() {
+			return true
+		}
+	}
+	return false
 }
 
 // held reports whether a run holds machine id: in this process, or in
