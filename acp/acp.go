@@ -46,7 +46,8 @@ import (
 
 // DefaultWatchInterval is how often, when Config.WatchInterval is zero, a
 // parked session is checked for a resume that happened elsewhere (a
-// signal from another process, a deadline, an HTTP resume).
+// signal from another process, a deadline, an HTTP resume) when the
+// store has no event feed (it is not a store.EventLog).
 const DefaultWatchInterval = 200 * time.Millisecond
 
 // Config configures an Agent.
@@ -61,8 +62,12 @@ type Config struct {
 	// (Name defaults to the charter's name, Version to "dev").
 	Name, Version string
 	// WatchInterval is how often a parked session on an open connection
-	// is checked for a resume that happened elsewhere
-	// (DefaultWatchInterval if zero).
+	// is checked for a resume that happened elsewhere when the store has
+	// no event feed (DefaultWatchInterval if zero). On a store that is a
+	// store.EventLog (memstore, sqlite, postgres) the check follows the
+	// machine's event log (durable.Runner.Watch) instead: it runs when a
+	// suspension of the session is resolved or its run moves on, and
+	// this interval is not used.
 	WatchInterval time.Duration
 	// Logger receives what the agent does (silent if nil).
 	Logger *slog.Logger

@@ -57,6 +57,13 @@ func (c *client) take() []string {
 	return out
 }
 
+// awaits are the await_resumption requests received.
+func (h *harness) awaits() []acp.AwaitResumptionRequest {
+	h.cl.mu.Lock()
+	defer h.cl.mu.Unlock()
+	return append([]acp.AwaitResumptionRequest(nil), h.cl.awaits...)
+}
+
 // text is the agent message text among lines.
 func text(lines []string) string {
 	var b strings.Builder
@@ -173,10 +180,18 @@ func deskRunner(t *testing.T, st store.Store) *durable.Runner {
 }
 
 // serve starts an agent on runner and connects a client to it; the
-// connection closes when the test ends.
+// connection closes when the test ends. A store without an event log
+// is checked for resumes from elsewhere every 5 ms.
 func serve(t *testing.T, runner *durable.Runner, node string) *harness {
 	t.Helper()
-	agent, err := acp.New(acp.Config{Runner: runner, Node: node, WatchInterval: 5 * time.Millisecond})
+	return serveConfig(t, acp.Config{Runner: runner, Node: node, WatchInterval: 5 * time.Millisecond})
+}
+
+// serveConfig is serve with the agent's whole configuration.
+func serveConfig(t *testing.T, cfg acp.Config) *harness {
+	t.Helper()
+	runner := cfg.Runner
+	agent, err := acp.New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	agentIn, clientOut := io.Pipe()

@@ -242,6 +242,7 @@ func (c *conn) announce(ctx context.Context, s *session, call instance.Suspended
 // once per connection when live, again on a replay.
 func (c *conn) announcePark(ctx context.Context, s *session, call instance.SuspendedCall, rc *ResumeConditions, live bool) error {
 	s.park(call)
+	c.watch(s)
 	if !s.markAnnounced(call.SuspendID) && live {
 		return nil
 	}

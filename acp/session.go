@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -30,8 +31,12 @@ type session struct {
 	// announced are the parks a suspended update showed on this
 	// connection.
 	announced map[string]bool
-	// unwatch stops the watcher, if one runs.
+	// unwatch stops the watcher, if one runs; wake asks it for a check.
 	unwatch context.CancelFunc
+	wake    chan struct{}
+	// seq is the sequence number of the last event of the machine's log
+	// that a watcher read: the next watcher reads on from there.
+	seq int64
 }
 
 // park is a pending suspension announced with a suspended update.
@@ -40,7 +45,8 @@ type park struct {
 }
 
 func newSession(id string) *session {
-	return &session{id: id, parks: map[string]park{}, announced: map[string]bool{}, follows: map[string]int{}}
+	return &session{id: id, parks: map[string]park{}, announced: map[string]bool{}, follows: map[string]int{},
+		wake: make(chan struct{}, 1)}
 }
 
 // begin marks a run in flight and returns its context; ErrBusy if one
@@ -58,6 +64,9 @@ func (s *session) begin(ctx context.Context) (context.Context, func(), error) {
 		s.mu.Lock()
 		s.running, s.stopRun = false, nil
 		s.mu.Unlock()
+		// The watcher skips its checks while a run is in flight: one
+		// now sees what happened meanwhile elsewhere.
+		s.poke()
 	}, nil
 }
 
@@ -136,13 +145,27 @@ func (s *session) stopWatch() {
 	}
 }
 
-// watch starts the session's watcher unless it runs: while the session
-// has parks, it checks them every WatchInterval for a resume that
-// happened elsewhere (a signal, a deadline, another process) and reports
-// it with a resumed update and the history it added.
+// poke asks the watcher, if one runs, for a check; a poke it has not
+// taken yet stands for this one too.
+func (s *session) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watch starts the session's watcher unless it runs or the session has
+// nothing to watch: while the session has parks (or follows the run of
+// one resolved elsewhere), it checks them for a resume that happened
+// elsewhere (a signal, a deadline, another process) and reports it with
+// a resumed update and the history it added. It checks when the
+// machine's event log says that a suspension was resolved or the run
+// moved on, and after each run of the session on this connection; a
+// store without an event log (durable.ErrUnsupported) is checked every
+// WatchInterval instead.
 func (c *conn) watch(s *session) {
 	s.mu.Lock()
-	if s.unwatch != nil {
+	if s.unwatch != nil || len(s.parks) == 0 && len(s.follows) == 0 {
 		s.mu.Unlock()
 		return
 	}
@@ -152,37 +175,154 @@ func (c *conn) watch(s *session) {
 	c.watchers.Add(1)
 	go func() {
 		defer c.watchers.Done()
-		t := time.NewTicker(c.a.cfg.WatchInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			c.check(ctx, s)
+		if !c.a.cfg.Runner.CanWatch() {
+			c.poll(ctx, s)
+			return
 		}
+		feed, stopFeed := context.WithCancel(ctx)
+		fed := make(chan struct{})
+		go func() {
+			defer close(fed)
+			c.readFeed(feed, s)
+		}()
+		defer func() { stopFeed(); <-fed }()
+		c.checkOnWake(ctx, s, nil)
 	}()
 }
 
-// check looks for parks of s resolved elsewhere.
-func (c *conn) check(ctx context.Context, s *session) {
-	if s.isRunning() {
-		return // the run reports its own resumes
+// poll checks s every WatchInterval, and when poked, until its watch
+// ends: the watcher of a store without an event log.
+func (c *conn) poll(ctx context.Context, s *session) {
+	t := time.NewTicker(c.a.cfg.WatchInterval)
+	defer t.Stop()
+	c.checkOnWake(ctx, s, t.C)
+}
+
+// checkOnWake checks s at once, then whenever it is poked or tick
+// ticks, until ctx is done or s has nothing left to watch. A check that
+// failed is made again after a pause that doubles up to retryMax.
+func (c *conn) checkOnWake(ctx context.Context, s *session, tick <-chan time.Time) {
+	retry := retryFirst
+	for {
+		var again <-chan time.Time
+		if c.check(ctx, s) {
+			retry = retryFirst
+		} else {
+			again, retry = time.After(retry), min(2*retry, retryMax)
+		}
+		if s.watchDone(ctx) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-tick:
+		case <-again:
+		}
 	}
+}
+
+// watchDone ends the watch of ctx, and reports true, when it was stopped
+// or s has no park left to watch nor a run to follow; a park recorded
+// later starts a new watch.
+func (s *session) watchDone(ctx context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx.Err() != nil {
+		return true // stopped: s.unwatch is no longer this watch's
+	}
+	if len(s.parks) > 0 || len(s.follows) > 0 {
+		return false
+	}
+	s.unwatch()
+	s.unwatch = nil
+	return true
+}
+
+// The watcher's pauses before it makes again a check, or a subscription
+// to the machine's event log, that failed: retryFirst, doubling up to
+// retryMax.
+const (
+	retryFirst = 50 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// readFeed pokes s whenever its machine's event log records that a
+// suspension was resolved (resumed, expired, cancelled) or a step ended,
+// until ctx is done. It reads the log from the last event it read (from
+// the start the first time), so that nothing logged since — before the
+// subscription as after — goes unnoticed; a check then shows what it
+// changed, whatever changed it. A failed subscription is made again
+// after a pause (retryFirst, doubling up to retryMax).
+func (c *conn) readFeed(ctx context.Context, s *session) {
+	retry := retryFirst
+	for {
+		for e, err := range c.a.cfg.Runner.Watch(ctx, s.id, s.logSeq()) {
+			if err != nil {
+				if ctx.Err() == nil {
+					c.a.log.LogAttrs(ctx, slog.LevelWarn, "watch session events", strAttr("session", s.id), strAttr("error", err.Error()))
+				}
+				break
+			}
+			retry = retryFirst
+			if e.Live {
+				continue // the log records it at the next save
+			}
+			s.readTo(e.Seq)
+			switch e.Kind {
+			case machine.EventResumed, machine.EventExpired, machine.EventCancelled, machine.EventStep:
+				s.poke()
+			}
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		retry = min(2*retry, retryMax)
+		s.poke() // what the failure hid is read again; check anyway
+	}
+}
+
+// logSeq is the sequence number of the last event of the machine's log
+// that a watcher of s read.
+func (s *session) logSeq() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// readTo notes that a watcher of s read the log up to seq.
+func (s *session) readTo(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq = max(s.seq, seq)
+}
+
+// check looks for parks of s resolved elsewhere; false if the store or
+// the client failed it, and it is to be made again.
+func (c *conn) check(ctx context.Context, s *session) bool {
+	if s.isRunning() {
+		return true // the run reports its own resumes
+	}
+	ok := true
 	for _, h := range s.handles() {
 		sus, err := c.a.cfg.Runner.Suspension(ctx, h)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.a.log.LogAttrs(ctx, slog.LevelWarn, "watch suspension", strAttr("handle", h), strAttr("error", err.Error()))
 			}
+			ok = false
 			continue
 		}
 		if sus.Status == store.StatusPending {
 			continue
 		}
-		p, ok := s.unpark(h)
-		if !ok {
+		p, parked := s.unpark(h)
+		if !parked {
 			continue
 		}
 		cause := CauseExternalEvent
@@ -193,15 +333,19 @@ func (c *conn) check(ctx context.Context, s *session) {
 			cause = CauseConditionFired
 		}
 		if err := c.resumed(ctx, s.id, h, cause, false, true, time.Now()); err != nil {
-			return
+			return false
 		}
 		s.setFollow(h, 0)
 	}
 	for h, shown := range s.following() {
-		if err := c.follow(ctx, s, h, shown); err != nil && ctx.Err() == nil {
-			c.a.log.LogAttrs(ctx, slog.LevelWarn, "show a resume from elsewhere", strAttr("handle", h), strAttr("error", err.Error()))
+		if err := c.follow(ctx, s, h, shown); err != nil {
+			if ctx.Err() == nil {
+				c.a.log.LogAttrs(ctx, slog.LevelWarn, "show a resume from elsewhere", strAttr("handle", h), strAttr("error", err.Error()))
+			}
+			ok = false
 		}
 	}
+	return ok
 }
 
 func (s *session) setFollow(handle string, shown int) {

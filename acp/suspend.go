@@ -24,7 +24,6 @@ func (c *conn) suspend(ctx context.Context, s *session, req SuspendRequest) (Sus
 	if err := c.announcePark(ctx, s, call, rfcConditions(sus.Conditions), true); err != nil {
 		return SuspendResponse{}, err
 	}
-	c.watch(s)
 	return SuspendResponse{
 		Handle:      sus.ID,
 		Reason:      sus.Reason,
