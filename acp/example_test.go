@@ -16,12 +16,15 @@ import (
 	"github.com/markov-agents/markov/store/memstore"
 )
 
-// printer is an ACP client that prints the agent's messages and allows
-// every permission it is asked for.
+// printer is an ACP client that notes the agent's tool calls, the
+// permissions it allows (every one it is asked for) and the agent's
+// messages, each in a list of its own: the client connection handles
+// notifications and requests concurrently, so a permission request may
+// reach it before the tool call's notification.
 type printer struct {
 	client
-	mu   sync.Mutex
-	text strings.Builder
+	mu                 sync.Mutex
+	tools, asks, reply strings.Builder
 }
 
 func (p *printer) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
@@ -29,18 +32,25 @@ func (p *printer) SessionUpdate(_ context.Context, n acpsdk.SessionNotification)
 	defer p.mu.Unlock()
 	switch u := n.Update; {
 	case u.AgentMessageChunk != nil:
-		p.text.WriteString(u.AgentMessageChunk.Content.Text.Text)
+		p.reply.WriteString(u.AgentMessageChunk.Content.Text.Text)
 	case u.ToolCall != nil:
-		fmt.Fprintf(&p.text, "[%s]\n", u.ToolCall.Title)
+		fmt.Fprintf(&p.tools, "[%s]\n", u.ToolCall.Title)
 	}
 	return nil
 }
 
 func (p *printer) RequestPermission(_ context.Context, r acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	p.mu.Lock()
-	fmt.Fprintf(&p.text, "(allowed: %s)\n", r.ToolCall.Content[0].Content.Content.Text.Text)
+	fmt.Fprintf(&p.asks, "(allowed: %s)\n", r.ToolCall.Content[0].Content.Content.Text.Text)
 	p.mu.Unlock()
 	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(acp.OptionAllow)}, nil
+}
+
+// String returns the tool calls, the permissions allowed and the reply.
+func (p *printer) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tools.String() + p.asks.String() + p.reply.String()
 }
 
 // ExampleAgent_Serve serves the ACP demo's charter to a client over a
@@ -74,7 +84,7 @@ func ExampleAgent_Serve() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(p.text.String())
+	fmt.Println(p)
 	fmt.Println("stop:", resp.StopReason)
 	clientOut.Close()
 	fmt.Println("served:", <-served)

@@ -21,7 +21,7 @@ func ACP(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("acp")
 	nodeName := fs.String("node", c.Node, "the `node` new sessions start at")
 	sweep := fs.Duration("sweep", time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
-	watch := fs.Duration("watch", acp.DefaultWatchInterval, "how often a parked session is checked for a resume from elsewhere")
+	watch := fs.Duration("watch", acp.DefaultWatchInterval, "how often a parked session is checked for a resume from elsewhere, on a store without an event log (SQLite and PostgreSQL have one: sessions follow their machines' events)")
 	_, err := c.ParseArgs(fs, "acp", args, 0, 0, "")
 	if err != nil {
 		return err
