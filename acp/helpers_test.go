@@ -237,3 +237,20 @@ func (h *harness) call(method string, params, out any) error {
 	}
 	return json.Unmarshal(raw, out)
 }
+
+// signalAndSeeResumed signals ci.passed through another runner on st and
+// waits for h's client to be told that the session's park resumed, and
+// what the resumed run answered.
+func signalAndSeeResumed(t *testing.T, h *harness, st store.Store) {
+	t.Helper()
+	woken, err := deskRunner(t, st).Signal(context.Background(), "ci.passed", "green")
+	require.NoError(t, err)
+	require.Equal(t, 1, woken)
+	var lines []string
+	require.Eventually(t, func() bool {
+		lines = append(lines, h.cl.take()...)
+		return strings.Contains(text(lines), "happened")
+	}, 10*time.Second, time.Millisecond)
+	require.Contains(t, lines, "resumed condition_fired input=false continue=true")
+	require.Equal(t, `Done: ci.passed happened: "green"`, text(lines))
+}

@@ -1,8 +1,6 @@
 package acp_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -186,16 +184,7 @@ func TestAwaitResumptionAndSignal(t *testing.T) {
 			require.Len(t, h.cl.awaits, 1)
 			require.Equal(t, &acp.ResumeConditions{OnEvent: "ci.passed"}, h.cl.awaits[0].Conditions)
 
-			woken, err := deskRunner(t, st).Signal(context.Background(), "ci.passed", "green")
-			require.NoError(t, err)
-			require.Equal(t, 1, woken)
-			var lines []string
-			require.Eventually(t, func() bool {
-				lines = append(lines, h.cl.take()...)
-				return strings.Contains(text(lines), "happened")
-			}, 10*time.Second, time.Millisecond)
-			require.Contains(t, lines, "resumed condition_fired input=false continue=true")
-			require.Equal(t, `Done: ci.passed happened: "green"`, text(lines))
+			signalAndSeeResumed(t, h, st)
 		})
 	}
 }

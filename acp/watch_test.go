@@ -148,14 +148,5 @@ func TestResumeElsewhereWithoutEventLog(t *testing.T) {
 	h := serve(t, runner, acpdemo.NodeName)
 	id := h.newSession()
 	require.Equal(t, acpsdk.StopReasonEndTurn, h.prompt(id, "wait ci.passed"))
-	woken, err := deskRunner(t, st).Signal(context.Background(), "ci.passed", "green")
-	require.NoError(t, err)
-	require.Equal(t, 1, woken)
-	var lines []string
-	require.Eventually(t, func() bool {
-		lines = append(lines, h.cl.take()...)
-		return strings.Contains(text(lines), "happened")
-	}, 10*time.Second, time.Millisecond)
-	require.Contains(t, lines, "resumed condition_fired input=false continue=true")
-	require.Equal(t, `Done: ci.passed happened: "green"`, text(lines))
+	signalAndSeeResumed(t, h, st)
 }
