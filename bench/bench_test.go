@@ -118,27 +118,60 @@ func BenchmarkRestoreRound(b *testing.B) {
 	}
 }
 
+// BenchmarkRestoreRoundAfterRecord is BenchmarkRestoreRound on a history
+// whose second message is an instance record, as every suspension and
+// transition writes one: no transcript shows records, so the history
+// keeps the transcript from the record on (message.History.Transcript)
+// and the restored leaf takes it as it is.
+func BenchmarkRestoreRoundAfterRecord(b *testing.B) {
+	for _, size := range []int{100, 10_000} {
+		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
+			c := roundCharter()
+			h := message.NewHistory(roomy(recorded(history(size))))
+			b.ReportAllocs()
+			start := cpu()
+			for b.Loop() {
+				oneRound(b, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
+			}
+			reportCPU(b, cpu()-start)
+		})
+	}
+}
+
+// recorded returns h with its second message an instance record.
+func recorded(h []message.Message) []message.Message {
+	h[1] = message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", []byte(`{"suspend_id":"s1"}`))}}
+	return h
+}
+
 // TestRestoreRoundAllocs keeps the first round after a restore flat in
 // history length: the leaf's transcript shares the history and the
 // round's messages go into its spare room, so 10,000 messages cost the
 // allocations and the bytes of 100. Bytes catch what a count would not:
 // a copy of the history is one allocation, at 100 messages as at 10,000,
-// but 880 KB at 10,000.
+// but 880 KB at 10,000. The same after a record (a suspension, a
+// transition), which no transcript shows: the history keeps the
+// transcript from there on, where a leaf copied it (5 MB at 10,000).
 func TestRestoreRoundAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates too: counts are not the library's")
 	}
 	c := roundCharter()
-	measure := func(size int) (allocs, bytes float64) {
-		h := message.NewHistory(roomy(history(size)))
-		return perRun(50, func() {
-			oneRound(t, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
-		})
-	}
-	shortAllocs, shortBytes := measure(100)
-	longAllocs, longBytes := measure(10_000)
-	if longAllocs > shortAllocs || longBytes > shortBytes+256 {
-		t.Errorf("restore + round allocates %v times, %v bytes at 10,000 messages; %v, %v at 100", longAllocs, longBytes, shortAllocs, shortBytes)
+	for name, shape := range map[string]func([]message.Message) []message.Message{
+		"plain":        func(h []message.Message) []message.Message { return h },
+		"after record": recorded,
+	} {
+		measure := func(size int) (allocs, bytes float64) {
+			h := message.NewHistory(roomy(shape(history(size))))
+			return perRun(50, func() {
+				oneRound(t, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
+			})
+		}
+		shortAllocs, shortBytes := measure(100)
+		longAllocs, longBytes := measure(10_000)
+		if longAllocs > shortAllocs || longBytes > shortBytes+256 {
+			t.Errorf("%s: restore + round allocates %v times, %v bytes at 10,000 messages; %v, %v at 100", name, longAllocs, longBytes, shortAllocs, shortBytes)
+		}
 	}
 }
 

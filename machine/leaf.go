@@ -24,6 +24,10 @@ type leafCache struct {
 	next int               // history index the transcript has seen up to
 	// diverged is set once the transcript is own.
 	diverged bool
+	// records counts the history's records restarted has read; restart
+	// is set once one of them was a fresh-turn record for the leaf.
+	records int
+	restart bool
 }
 
 // cache returns the leaf cache of instance id.
@@ -37,8 +41,14 @@ func (m *Machine) cache(id string) *leafCache {
 }
 
 // transcript brings the leaf's transcript up to date with history and
-// returns it, capped so no one can append into it.
+// returns it, capped so no one can append into it. The transcript the
+// history keeps (message.History.Transcript: every instance's while all
+// see the same, then one instance's) costs nothing; another leaf's is
+// kept in its cache.
 func (m *Machine) transcript(id string, c *leafCache) []message.Message {
+	if t, ok := m.history.Transcript(id); ok && !m.restarted(id, c) {
+		return t
+	}
 	h := m.history.Messages()
 	if !c.diverged {
 		// The leaf sees the history's prefix it knows of: a restored
@@ -64,6 +74,18 @@ func (m *Machine) transcript(id string, c *leafCache) []message.Message {
 		c.next = len(h)
 	}
 	return c.own[:len(c.own):len(c.own)]
+}
+
+// restarted reports whether history holds a fresh-turn record for the
+// leaf id: its transcript then starts at the last one's digest, which the
+// history's own transcript does not know of (message.History.Transcript),
+// and it is built in c. It reads only the records it has not read.
+func (m *Machine) restarted(id string, c *leafCache) bool {
+	records, h := m.history.Records(), m.history.Messages()
+	for ; !c.restart && c.records < len(records); c.records++ {
+		_, c.restart = freshTurnDigest(&h[records[c.records]], id)
+	}
+	return c.restart
 }
 
 // freshIndex sorts the messages history gained since from by whose

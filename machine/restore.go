@@ -18,8 +18,9 @@ import (
 // it has room. A history decoded by serialize, or taken from another
 // machine by a caller that keeps them (durable's history cache), knows
 // how far from its start each instance sees every message
-// (message.History.SeenBy): the first round does not read that prefix
-// again. Wrap a plain slice with message.NewHistory.
+// (message.History.SeenBy), and past the first record the transcript of
+// one instance (message.History.Transcript): the first round does not
+// read what it knows again. Wrap a plain slice with message.NewHistory.
 func Restore(c *Charter, root *instance.Instance, history message.History) (*Machine, error) {
 	if root == nil {
 		return nil, fmt.Errorf("%w: no root", ErrInvalidTree)

@@ -111,3 +111,54 @@ func roundStart(h []message.Message, before int) []message.Message {
 	}
 	return h
 }
+
+// freshTurnModel asks for approval on a user message, answers a tool
+// result with text, and keeps the transcript of its last request.
+type freshTurnModel struct {
+	mu   sync.Mutex
+	sent []message.Message
+}
+
+func (f *freshTurnModel) Generate(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent = req.Messages
+	reply := message.Message{Parts: []message.Part{message.Text("done")}}
+	if last := req.Messages[len(req.Messages)-1]; last.Role == message.User && !strings.HasPrefix(last.Text(), "Digest") {
+		reply = message.Message{Parts: []message.Part{message.ToolUse("toolu_"+strconv.Itoa(len(req.Messages)), "ask", []byte(`{"what":"x"}`))}}
+		return &llm.Response{Message: reply, StopReason: llm.ToolUse}, nil
+	}
+	return &llm.Response{Message: reply, StopReason: llm.EndTurn}, nil
+}
+
+// A fresh-turn resume restarts the agent's transcript with a digest,
+// in the machine that resumed and in one restored from its history: the
+// transcript a history keeps past its records (message.History.Transcript)
+// does not stand in for it.
+func TestFreshTurnTranscriptAfterRestore(t *testing.T) {
+	model := &freshTurnModel{}
+	desk := mustNode(t, "desk", node.Config[empty]{Tools: []node.Tool[empty]{askTool[empty]("ask")}})
+	c := charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{desk}})
+	m, err := c.NewMachine("desk", nil)
+	require.NoError(t, err)
+	run := func(m *machine.Machine, inputs ...machine.Input) {
+		t.Helper()
+		for _, err := range m.Run(context.Background(), inputs...) {
+			require.NoError(t, err)
+		}
+	}
+	run(m, machine.UserText("approve it"))
+	run(m, machine.ResumeInput{SuspendID: m.Pending()[0].SuspendID, Payload: "yes", FreshTurn: true})
+	digest := model.sent[0]
+	require.True(t, strings.HasPrefix(digest.Text(), "Digest of the conversation"), "the fresh turn opens with the digest: %v", model.sent)
+	require.Len(t, model.sent, 3, "the digest, then the resumed call and its result")
+
+	restored, err := machine.Restore(c, m.Root(), message.NewHistory(m.History()))
+	require.NoError(t, err)
+	for name, m := range map[string]*machine.Machine{"same machine": m, "restored": restored} {
+		run(m, machine.UserText("and now?"))
+		require.Equal(t, digest, model.sent[0], "%s: the transcript still starts at the digest", name)
+		require.Len(t, model.sent, 5, name)
+		require.Equal(t, []string{"done", "and now?"}, []string{model.sent[3].Text(), model.sent[4].Text()}, name)
+	}
+}

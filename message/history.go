@@ -5,18 +5,22 @@ import "slices"
 // History is a machine's history: its messages in the order they
 // happened, only ever appended to. Beside the messages it keeps how far
 // from the start each instance sees every message (SeenBy), which it
-// learns as they are appended: a machine restored from a History starts
-// its leaves' transcripts past that prefix without reading it again, so
+// learns as they are appended, and, from the first message that not
+// every instance sees whole (a record, which no transcript shows, or an
+// exchange scoped to another instance), the transcript of one instance
+// (Transcript): a machine restored from a History starts its leaves'
+// transcripts from what it knows without reading the messages again, so
 // restoring a machine and running its first round cost the same at
-// 10,000 messages as at 100. (No transcript shows records: from the first
-// record on, which a suspension or a transition writes, a leaf still
-// reads the messages and copies those it sees.)
+// 10,000 messages as at 100, after a suspension or a transition as
+// before one. (Past that point, the transcript of any other instance is
+// built by reading the messages and copying those it sees: the workers of
+// a machine each have one.)
 //
 // The zero History is empty and ready to use. A History is a small
-// value, like a slice: copies share the messages' array, and appending
-// to one may write into the room past the others' end. Give a History
-// to one owner (machine.Restore takes it over), or Clip the copies that
-// others may append to.
+// value, like a slice: copies share the messages' array (and the
+// transcript's), and appending to one may write into the room past the
+// others' end. Give a History to one owner (machine.Restore takes it
+// over), or Clip the copies that others may append to.
 type History struct {
 	msgs []Message
 	// open is how many of the first messages are visible to every
@@ -27,6 +31,16 @@ type History struct {
 	// exchanges are scoped to it). Past open when owner is set.
 	seen  int
 	owner string
+	// viewing is set once seen stops short of the end. From then on view
+	// is the transcript of viewer, every message it sees (VisibleTo) in
+	// order: viewer is the instance the first scoped message was for,
+	// or, while no message is scoped, "" (every instance's transcript is
+	// then the same).
+	viewing bool
+	view    []Message
+	viewer  string
+	// records are the positions of the records in msgs, in order.
+	records []int
 }
 
 // NewHistory returns the history of msgs, reading each message once to
@@ -51,15 +65,17 @@ func (h *History) Append(msgs ...Message) {
 	h.learn(n)
 }
 
-// learn extends the prefixes over the messages from from on, if they
-// reach them.
+// learn extends the prefixes over the messages from from on, and where
+// they stop, the transcript view.
 func (h *History) learn(from int) {
-	if h.seen != from {
+	if h.viewing {
+		h.follow(from)
 		return
 	}
 	for ; h.seen < len(h.msgs); h.seen++ {
 		m := &h.msgs[h.seen]
 		if m.Role == Record {
+			h.startView()
 			return
 		}
 		switch to := m.Source.To; {
@@ -70,8 +86,43 @@ func (h *History) learn(from int) {
 		case h.owner == "":
 			h.owner = to
 		case to != h.owner:
+			h.startView()
 			return
 		}
+	}
+}
+
+// startView starts the transcript view where the prefix the owner sees
+// whole stops: the prefix, copied with room for the rest of the history
+// and half as much again, then the messages after it that the owner sees.
+func (h *History) startView() {
+	h.viewing, h.viewer = true, h.owner
+	n := len(h.msgs)
+	h.view = append(make([]Message, 0, n+n/2+8), h.msgs[:h.seen]...)
+	h.follow(h.seen)
+}
+
+// follow adds to the view the messages from from on that its viewer
+// sees; the first scoped message makes its instance the viewer when there
+// is none yet.
+func (h *History) follow(from int) {
+	for i := from; i < len(h.msgs); i++ {
+		m := &h.msgs[i]
+		if m.Role == Record {
+			h.records = append(h.records, i)
+			continue
+		}
+		if to := m.Source.To; to != "" {
+			if h.viewer == "" {
+				h.viewer = to
+			} else if to != h.viewer {
+				continue
+			}
+		}
+		if len(h.view) == cap(h.view) {
+			h.view = slices.Grow(h.view, len(h.view)+1)
+		}
+		h.view = append(h.view, *m)
 	}
 }
 
@@ -94,10 +145,36 @@ func (h History) SeenBy(id string) int {
 	return h.open
 }
 
+// Transcript returns the messages the instance id sees (VisibleTo), in
+// order, when h knows them without reading the history again: ok is
+// false for an instance other than the one h follows, once some message
+// is hidden from one instance and not from another. The result is h's
+// own, capped so that appending to it copies it: read it, do not modify
+// it.
+func (h History) Transcript(id string) (msgs []Message, ok bool) {
+	switch {
+	case !h.viewing && (h.owner == "" || h.owner == id):
+		return slices.Clip(h.msgs), true
+	case h.viewing && (h.viewer == "" || h.viewer == id):
+		return slices.Clip(h.view), true
+	}
+	return nil, false
+}
+
+// Records returns the positions in h of its records (Role Record), in
+// order, as h learned them: no transcript shows a record, but the layer
+// that writes one may give it a meaning for the transcript of the
+// instance it is for (machine: a fresh-turn record restarts it), and
+// finds them here without reading the other messages. The result is h's
+// own: do not modify it.
+func (h History) Records() []int { return slices.Clip(h.records) }
+
 // Clip returns h without the spare room past its end, so that appending
 // to the result copies the messages instead of writing where h, or
 // another copy, may append.
 func (h History) Clip() History {
 	h.msgs = slices.Clip(h.msgs)
+	h.view = slices.Clip(h.view)
+	h.records = slices.Clip(h.records)
 	return h
 }

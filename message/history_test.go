@@ -2,6 +2,8 @@ package message_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -63,6 +65,68 @@ func TestHistorySeenBy(t *testing.T) {
 	}
 }
 
+// TestHistoryTranscript checks the transcript a history keeps against
+// VisibleTo, on random histories of shared messages, exchanges scoped to
+// a few instances and records, built at once and appended a few messages
+// at a time: it is known for every instance while no message is scoped,
+// then for the instance the first scoped message was for, records or
+// not, and it is always what that instance sees.
+func TestHistoryTranscript(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := []string{"a", "b", "root"}
+	kinds := []message.Message{
+		message.UserText("hi"),
+		{Role: message.Assistant, Parts: []message.Part{message.Text("hello")}},
+		{Role: message.Tool, Parts: []message.Part{message.ToolResult("t", "a", false)}, Source: message.Source{To: "a"}},
+		{Role: message.Tool, Parts: []message.Part{message.ToolResult("t", "b", false)}, Source: message.Source{To: "b"}},
+		{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", nil)}},
+		{Role: message.Record, Parts: []message.Part{message.RecordPart("transition", nil)}, Source: message.Source{To: "root"}},
+	}
+	for round := range 120 {
+		msgs := make([]message.Message, rng.IntN(40))
+		for i := range msgs {
+			msgs[i] = kinds[rng.IntN(len(kinds))]
+		}
+		first := ""
+		for _, m := range msgs {
+			if m.Role != message.Record && m.Source.To != "" {
+				first = m.Source.To
+				break
+			}
+		}
+		check := func(how string, h message.History) {
+			t.Helper()
+			for _, id := range ids {
+				got, ok := h.Transcript(id)
+				if want := first == "" || first == id; ok != want {
+					t.Fatalf("round %d, %s: Transcript(%q) known %v, want %v", round, how, id, ok, want)
+				}
+				if !ok {
+					continue
+				}
+				var want []message.Message
+				for _, m := range msgs {
+					if m.VisibleTo(id) {
+						want = append(want, m)
+					}
+				}
+				if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+					t.Fatalf("round %d, %s: Transcript(%q) (-want +got):\n%s", round, how, id, diff)
+				}
+			}
+		}
+		check("NewHistory", message.NewHistory(slices.Clone(msgs)))
+		var h message.History
+		for i := 0; i < len(msgs); {
+			n := 1 + rng.IntN(4)
+			h.Append(msgs[i:min(i+n, len(msgs))]...)
+			i += n
+		}
+		check("appended", h)
+		check("clipped", h.Clip())
+	}
+}
+
 // TestHistoryClip checks that appending to a clipped copy, or to the
 // messages handed out, never writes into the room the original appends
 // into.
@@ -77,6 +141,19 @@ func TestHistoryClip(t *testing.T) {
 	}
 	if got := h.Messages()[1].Text(); got != "d" {
 		t.Errorf("the history's second message is %q, want d", got)
+	}
+
+	// The same of the transcript a history keeps after a record.
+	record := message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", nil)}}
+	h = message.NewHistory(append(make([]message.Message, 0, 8), message.UserText("a"), record))
+	c = h.Clip()
+	c.Append(message.UserText("b"))
+	h.Append(message.UserText("d"))
+	if got, _ := c.Transcript("x"); len(got) != 2 || got[1].Text() != "b" {
+		t.Errorf("the clipped copy's transcript is %v, want a, b", got)
+	}
+	if got, _ := h.Transcript("x"); len(got) != 2 || got[1].Text() != "d" {
+		t.Errorf("the history's transcript is %v, want a, d", got)
 	}
 }
 
