@@ -183,3 +183,23 @@ func ExampleHistory() {
 	fmt.Println(h.Len(), "messages;", h.SeenBy("w1"), "seen whole by w1,", h.SeenBy("w2"), "by w2")
 	// Output: 3 messages; 3 seen whole by w1, 2 by w2
 }
+
+// A suspension writes a record, which no transcript shows: from there on
+// the history keeps its agent's transcript, the messages it sees, so a
+// machine restored from it does not copy them again.
+func ExampleHistory_Transcript() {
+	var h message.History
+	h.Append(message.UserText("Refund order 42."))
+	h.Append(message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", nil)}, Source: message.Source{To: "agent"}})
+	h.Append(message.Message{Role: message.Tool, Parts: []message.Part{message.ToolResult("t1", "approved", false)}, Source: message.Source{To: "agent"}})
+	h.Append(message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("Refunded.")}})
+	t, ok := h.Transcript("agent")
+	fmt.Println(h.Len(), "messages,", len(t), "in the agent's transcript:", ok)
+	fmt.Println("records at", h.Records())
+	_, ok = h.Transcript("worker")
+	fmt.Println("another instance's is known:", ok)
+	// Output:
+	// 4 messages, 3 in the agent's transcript: true
+	// records at [1]
+	// another instance's is known: false
+}
