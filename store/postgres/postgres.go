@@ -76,6 +76,13 @@
 //	CREATE INDEX suspension_feed_machine_idx ON suspension_feed (machine_id);
 //	CREATE TABLE feed_cursor (one boolean PRIMARY KEY CHECK (one), last bigint NOT NULL);
 //	ALTER TABLE machines ADD COLUMN incarnation bigint NOT NULL DEFAULT 0; -- store.TailLoader
+//	CREATE TABLE history_blocks (                   -- the history's first entries, 128 a row
+//	    machine_id text NOT NULL REFERENCES machines (id) ON DELETE CASCADE,
+//	    seq        bigint NOT NULL,                 -- its first entry's: 0, 128, 256, ... per machine
+//	    data       bytea NOT NULL,                  -- each entry after its length, a uvarint
+//	    PRIMARY KEY (machine_id, seq)
+//	);
+//	ALTER TABLE machines ADD COLUMN packed bigint NOT NULL DEFAULT 0; -- entries in history_blocks
 //
 // Watchers ([Store.Subscribe]) LISTEN on a dedicated connection each: a
 // save NOTIFYs, in its transaction, the channel of its machine when it
@@ -85,8 +92,15 @@
 // schemas of the database do not wake each other.
 //
 // A save costs a constant number of round trips (the history append is one
-// INSERT over unnest) and does not grow with the history. IDs are ordered
-// bytewise (COLLATE "C"), like the other stores.
+// INSERT over unnest) and does not grow with the history. Once a machine's
+// history rows reach 128 entries, the save packs them into history_blocks
+// rows of 128 instead, in the same number of statements: the machine's
+// update returns the rows to pack, and one statement writes the blocks,
+// deletes those rows, inserts the rest and records the entries packed. A
+// load, one statement, reads a row per 128 entries and fewer than 128
+// single rows: decoding one array element per entry made a load of a long
+// history several times slower. IDs are ordered bytewise (COLLATE "C"),
+// like the other stores.
 package postgres
 
 import (
@@ -96,6 +110,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -272,6 +287,16 @@ var migrations = [...]string{
 	// 7: the machine's incarnation (store.Snapshot.Incarnation); machines
 	// created before keep 0, which no create gives.
 	`ALTER TABLE {s}.machines ADD COLUMN incarnation bigint NOT NULL DEFAULT 0;`,
+	// 8: the history's first entries, packed 128 to a row
+	// (backend.PackBlock); machines.packed counts them. Machines saved
+	// before keep their history rows until a save packs them.
+	`CREATE TABLE {s}.history_blocks (
+		machine_id text NOT NULL REFERENCES {s}.machines (id) ON DELETE CASCADE,
+		seq        bigint NOT NULL,
+		data       bytea NOT NULL,
+		PRIMARY KEY (machine_id, seq)
+	);
+	ALTER TABLE {s}.machines ADD COLUMN packed bigint NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -315,12 +340,15 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 // queries holds the SQL with the schema filled in.
 type queries struct {
 	schema                                      *strings.Replacer
-	load, create, update, appendHistory         string
+	load, create, update, appendHistory, pack   string
 	deleteSuspensions, insertSuspensions        string
 	deleteMachine, listMachines, findSuspension string
 	listSuspensions, claimExpired, remember     string
 	addRequest, requests, dropRequest           string
 }
+
+// blockLen is [backend.BlockLen] in SQL.
+var blockLen = strconv.Itoa(backend.BlockLen)
 
 const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event`
 
@@ -329,18 +357,46 @@ const suspensionOrder = ` ORDER BY deadline ASC NULLS LAST, created_at ASC NULLS
 
 func newQueries(schema string) queries {
 	q := queries{schema: strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())}
-	q.load = q.expand(`SELECT m.revision, m.tree, m.updated_at, m.incarnation, least(m.history_len, $2),
-		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h WHERE h.machine_id = m.id AND h.seq >= $2),
+	// The blocks from the one holding entry $2 on, and the rows from $2
+	// on, after the blocks.
+	q.load = q.expand(`SELECT m.revision, m.tree, m.updated_at, m.incarnation, m.history_len, m.packed,
+		(SELECT array_agg(b.data ORDER BY b.seq) FROM {s}.history_blocks b
+			WHERE b.machine_id = m.id AND b.seq >= $2::bigint / ` + blockLen + ` * ` + blockLen + ` AND b.seq < m.packed),
+		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h
+			WHERE h.machine_id = m.id AND h.seq >= greatest($2::bigint, m.packed) AND h.seq < m.history_len),
 		EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = m.id)
 		FROM {s}.machines m WHERE m.id = $1`)
 	q.create = q.expand(`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation)
 		VALUES ($1, 1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`)
-	q.update = q.expand(`UPDATE {s}.machines
-		SET revision = revision + 1, tree = $3, history_len = history_len + $4, updated_at = $5
-		WHERE id = $1 AND revision = $2
-		RETURNING history_len - $4, EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = $1)`)
+	// The update returns the history's length before the save, its
+	// entries in blocks and, when the save packs (the rows and the
+	// entries appended reach a block), the rows that go into blocks: all
+	// of them but, in a database written before blocks, those past the
+	// last whole block. It sees the rows of the revision it updates: a
+	// save that changed them since its snapshot also changed the revision.
+	q.update = q.expand(`UPDATE {s}.machines AS m
+		SET revision = m.revision + 1, tree = $3, history_len = m.history_len + $4, updated_at = $5
+		WHERE m.id = $1 AND m.revision = $2
+		RETURNING m.history_len - $4, m.packed, EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = $1),
+			CASE WHEN m.history_len - m.packed >= ` + blockLen + ` THEN
+				(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h
+					WHERE h.machine_id = $1 AND h.seq >= m.packed AND h.seq < m.history_len / ` + blockLen + ` * ` + blockLen + `)
+			END`)
 	q.appendHistory = q.expand(`INSERT INTO {s}.history (machine_id, seq, data)
 		SELECT $1, $2 + t.ord - 1, t.data FROM unnest($3::bytea[]) WITH ORDINALITY AS t (data, ord)`)
+	// pack writes the blocks $5 from entry $2 on, deletes the rows below
+	// $3 (those in the blocks), records $2 + len($5) * blockLen entries
+	// packed and appends the rows $6 from entry $4 on.
+	q.pack = q.expand(`WITH b AS (
+			INSERT INTO {s}.history_blocks (machine_id, seq, data)
+			SELECT $1, $2::bigint + (t.ord - 1) * ` + blockLen + `, t.data FROM unnest($5::bytea[]) WITH ORDINALITY AS t (data, ord)
+		), d AS (
+			DELETE FROM {s}.history WHERE machine_id = $1 AND seq >= $2 AND seq < $3
+		), m AS (
+			UPDATE {s}.machines SET packed = $2::bigint + cardinality($5::bytea[]) * ` + blockLen + ` WHERE id = $1
+		)
+		INSERT INTO {s}.history (machine_id, seq, data)
+		SELECT $1, $4::bigint + t.ord - 1, t.data FROM unnest($6::bytea[]) WITH ORDINALITY AS t (data, ord)`)
 	q.deleteSuspensions = q.expand(`DELETE FROM {s}.suspensions WHERE machine_id = $1 RETURNING id, status, claimed_until`)
 	q.insertSuspensions = q.expand(`INSERT INTO {s}.suspensions (` + suspensionColumns + `)
 		SELECT t.id, $1, t.status, t.kind, t.name, t.reason, t.deadline, t.created_at, t.claimed_until, t.event
@@ -408,29 +464,108 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 
 // LoadTail implements [store.TailLoader] in one statement.
 func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*store.Snapshot, error) {
-	snap := &store.Snapshot{MachineID: machineID}
-	var updated time.Time
-	var historyFrom int64
+	l := loaded{snap: &store.Snapshot{MachineID: machineID}}
 	err := store.CheckID(machineID)
 	if err == nil && from < 0 {
 		err = fmt.Errorf("%w: history from %d", store.ErrInvalid, from)
 	}
 	if err == nil {
-		err = s.pool.QueryRow(ctx, s.q.load, machineID, from).Scan(&snap.Revision, &snap.Tree, &updated, &snap.Incarnation, &historyFrom, &snap.History, &snap.SuspendRequests)
+		err = s.pool.QueryRow(ctx, s.q.load, machineID, from).Scan(&l)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
+	}
+	snap := l.snap
+	if err == nil {
+		snap.HistoryFrom = int(min(l.length, int64(from)))
+		snap.History, err = history(int64(snap.HistoryFrom), l.length, l.packed, l.blocks, l.rows)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: load machine %q: %w", machineID, err)
 	}
 	snap.Tree = backend.NonNil(snap.Tree)
-	snap.UpdatedAt = updated.UTC()
-	snap.HistoryFrom = int(historyFrom)
-	for i, e := range snap.History {
-		snap.History[i] = backend.NonNil(e)
-	}
+	snap.UpdatedAt = l.updated.UTC()
 	return snap, nil
+}
+
+// loaded is the row of the load query.
+type loaded struct {
+	snap           *store.Snapshot
+	updated        time.Time
+	length, packed int64    // the history's length, its entries in blocks
+	blocks, rows   [][]byte // the history's blocks and rows from the one holding the first entry loaded
+}
+
+// ScanRow implements [pgx.RowScanner].
+func (l *loaded) ScanRow(rows pgx.Rows) error {
+	snap := l.snap
+	if err := rows.Scan(&snap.Revision, &snap.Tree, &l.updated, &snap.Incarnation, &l.length, &l.packed, nil, nil, &snap.SuspendRequests); err != nil {
+		return err
+	}
+	if err := scanArray(rows, 6, &l.blocks); err != nil {
+		return err
+	}
+	return scanArray(rows, 7, &l.rows)
+}
+
+// updated is the row of the update query.
+type updated struct {
+	base, packed int64    // the history's length before the save, its entries in blocks
+	requests     bool     // the machine has suspend requests
+	stored       [][]byte // when the save packs, the rows that go into blocks
+}
+
+// ScanRow implements [pgx.RowScanner].
+func (u *updated) ScanRow(rows pgx.Rows) error {
+	if err := rows.Scan(&u.base, &u.packed, &u.requests, nil); err != nil {
+		return err
+	}
+	return scanArray(rows, 3, &u.stored)
+}
+
+// scanArray decodes column i of the current row, a bytea[], into dst,
+// which it leaves nil if the column is NULL. (Rows.Scan builds a scan
+// plan for an array column even when it is NULL, several allocations a
+// statement, and the arrays of loads and saves are often NULL.)
+func scanArray(rows pgx.Rows, i int, dst *[][]byte) error {
+	raw := rows.RawValues()[i]
+	if raw == nil {
+		return nil
+	}
+	fd := rows.FieldDescriptions()[i]
+	return rows.TypeMap().Scan(fd.DataTypeOID, fd.Format, raw, dst)
+}
+
+// history returns the entries from from on of a history of length
+// entries, the first packed of them in blocks, from the blocks from the
+// one holding entry from on and the rows after the blocks from from on.
+func history(from, length, packed int64, blocks, rows [][]byte) ([][]byte, error) {
+	first, want := from/backend.BlockLen*backend.BlockLen, int64(0)
+	if first < packed {
+		want = (packed - first) / backend.BlockLen
+	}
+	if int64(len(blocks)) != want {
+		return nil, fmt.Errorf("%d history blocks from %d, want %d", len(blocks), first, want)
+	}
+	for i, e := range rows {
+		rows[i] = backend.NonNil(e)
+	}
+	out := rows
+	if len(blocks) > 0 {
+		out = make([][]byte, 0, length-from)
+		for i, data := range blocks {
+			seq := first + int64(i)*backend.BlockLen
+			var err error
+			if out, err = backend.UnpackBlock(out, data, int(max(0, from-seq))); err != nil {
+				return nil, fmt.Errorf("history block at %d: %w", seq, err)
+			}
+		}
+		out = append(out, rows...)
+	}
+	if int64(len(out)) != length-from {
+		return nil, fmt.Errorf("history from %d holds %d entries, want %d", from, len(out), length-from)
+	}
+	return out, nil
 }
 
 // Save implements [store.Store].
@@ -447,7 +582,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
-		var base int64 // history length before this save
+		var u updated
 		if sv.Revision == 0 {
 			tag, err := tx.Exec(ctx, s.q.create, sv.MachineID, backend.NonNil(sv.Tree), len(sv.Append), now, store.NewIncarnation())
 			if err != nil {
@@ -457,7 +592,8 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 				return fmt.Errorf("machine exists: %w", store.ErrConflict)
 			}
 		} else {
-			err := tx.QueryRow(ctx, s.q.update, sv.MachineID, sv.Revision, backend.NonNil(sv.Tree), len(sv.Append), now).Scan(&base, &requests)
+			err := tx.QueryRow(ctx, s.q.update, sv.MachineID, sv.Revision, backend.NonNil(sv.Tree), len(sv.Append), now).Scan(&u)
+			requests = u.requests
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("based on revision %d, which is not the stored one or the machine does not exist: %w", sv.Revision, store.ErrConflict)
 			}
@@ -465,14 +601,8 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 				return err
 			}
 		}
-		if len(sv.Append) > 0 {
-			entries := make([][]byte, len(sv.Append))
-			for i, e := range sv.Append {
-				entries[i] = backend.NonNil(e)
-			}
-			if _, err := tx.Exec(ctx, s.q.appendHistory, sv.MachineID, base, entries); err != nil {
-				return err
-			}
+		if err := s.appendHistory(ctx, tx, sv.MachineID, u.base, u.packed, u.stored, sv.Append); err != nil {
+			return err
 		}
 		if err := s.appendEvents(ctx, tx, sv.MachineID, sv.Events, now); err != nil {
 			return err
@@ -483,6 +613,37 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		return 0, false, fmt.Errorf("postgres: save machine %q: %w", sv.MachineID, err)
 	}
 	return sv.Revision + 1, requests, nil
+}
+
+// appendHistory appends entries to the machine's history of length
+// entries, the first packed of them in blocks. When the rows and entries
+// reach a block (backend.PackedAfter), stored holds the rows that go into
+// blocks, and one statement writes the whole blocks of them and entries,
+// deletes those rows, records the entries packed and inserts the entries
+// left over as rows; otherwise one statement inserts entries as rows.
+func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, machineID string, length, packed int64, stored, entries [][]byte) error {
+	after := backend.PackedAfter(length, packed, len(entries))
+	if after == packed && len(entries) == 0 {
+		return nil
+	}
+	all := make([][]byte, len(stored), len(stored)+len(entries))
+	copy(all, stored)
+	for _, e := range entries {
+		all = append(all, backend.NonNil(e))
+	}
+	if after == packed {
+		_, err := tx.Exec(ctx, s.q.appendHistory, machineID, length, all)
+		return err
+	}
+	if want := min(length, after) - packed; int64(len(stored)) != want {
+		return fmt.Errorf("history rows from %d: %d, want %d", packed, len(stored), want)
+	}
+	blocks := make([][]byte, 0, (after-packed)/backend.BlockLen)
+	for i := int64(0); i < after-packed; i += backend.BlockLen {
+		blocks = append(blocks, backend.PackBlock(all[i:i+backend.BlockLen]))
+	}
+	_, err := tx.Exec(ctx, s.q.pack, machineID, packed, packed+int64(len(stored)), max(length, after), blocks, all[after-packed:])
+	return err
 }
 
 // replaceSuspensions replaces the machine's index entries, keeping the claim

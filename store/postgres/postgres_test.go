@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -127,6 +128,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`ALTER TABLE {s}.suspensions DROP COLUMN event`,
 		`DROP TABLE {s}.events`, `DROP TABLE {s}.suspension_feed`, `DROP TABLE {s}.feed_cursor`,
 		`ALTER TABLE {s}.machines DROP COLUMN incarnation`,
+		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
 		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', '2000-01-01Z'),
@@ -170,6 +172,140 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		VALUES ('new-custom', 'm', 'timed_out', 'tool', 'ask', 'r')`)); err == nil {
 		t.Fatal("the schema accepts a status outside store.Statuses")
 	}
+}
+
+// A schema migrated to version 7, which keeps a history row per entry, is
+// upgraded on open: its machines load the same history, and each packs its
+// rows into blocks at its next save, after which it loads the same
+// history still, tails included.
+func TestMigrateHistoryBlocks(t *testing.T) {
+	ctx := context.Background()
+	s, url, schema := pgtest.Open(t)
+	s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{schema}.Sanitize()) }
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q(sql)); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// Back to version 7, as an older package left it: machine m with 300
+	// entries and n with 200, a row each; entry 7 of m is empty.
+	for _, sql := range []string{
+		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
+		`DELETE FROM {s}.schema_migrations WHERE version > 7`,
+		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation) VALUES
+			('m', 5, '\x74', 300, now(), 42), ('n', 2, '\x74', 200, now(), 43)`,
+		`INSERT INTO {s}.history (machine_id, seq, data)
+			SELECT 'm', g, CASE WHEN g = 7 THEN '' ELSE convert_to('m' || g, 'UTF8') END FROM generate_series(0, 299) g
+			UNION ALL SELECT 'n', g, convert_to('n' || g, 'UTF8') FROM generate_series(0, 199) g`,
+	} {
+		exec(sql)
+	}
+	want := map[string][][]byte{}
+	for id, n := range map[string]int{"m": 300, "n": 200} {
+		for i := range n {
+			e := []byte(fmt.Sprintf("%s%d", id, i))
+			if id == "m" && i == 7 {
+				e = []byte{}
+			}
+			want[id] = append(want[id], e)
+		}
+	}
+
+	s, err = postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		t.Fatalf("Open of the old schema: %v", err)
+	}
+	defer s.Close()
+	// layout checks the machine's history rows, blocks and packed count.
+	layout := func(id string, rows, blocks, packed int) {
+		t.Helper()
+		var r, b, p int
+		if err := conn.QueryRow(ctx, q(`SELECT (SELECT count(*) FROM {s}.history WHERE machine_id = $1),
+			(SELECT count(*) FROM {s}.history_blocks WHERE machine_id = $1),
+			(SELECT packed FROM {s}.machines WHERE id = $1)`), id).Scan(&r, &b, &p); err != nil {
+			t.Fatal(err)
+		}
+		if r != rows || b != blocks || p != packed {
+			t.Fatalf("machine %s: %d history rows, %d blocks, %d packed; want %d, %d, %d", id, r, b, p, rows, blocks, packed)
+		}
+	}
+	// loads checks Load and LoadTail of the machine against want[id].
+	loads := func(id string) {
+		t.Helper()
+		h := want[id]
+		for _, from := range []int{0, 1, 7, 8, 127, 128, 129, 255, 256, 300, len(h) - 1, len(h), len(h) + 5} {
+			snap, err := s.LoadTail(ctx, id, from)
+			if err != nil {
+				t.Fatalf("LoadTail(%s, %d): %v", id, from, err)
+			}
+			f := min(from, len(h))
+			if snap.HistoryFrom != f {
+				t.Fatalf("LoadTail(%s, %d).HistoryFrom = %d, want %d", id, from, snap.HistoryFrom, f)
+			}
+			if diff := cmp.Diff(h[f:], snap.History, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("LoadTail(%s, %d).History (-want +got):\n%s", id, from, diff)
+			}
+		}
+		snap, err := s.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(h, snap.History); diff != "" {
+			t.Fatalf("Load(%s).History (-want +got):\n%s", id, diff)
+		}
+	}
+	loads("m")
+	loads("n")
+	layout("m", 300, 0, 0)
+	layout("n", 200, 0, 0)
+
+	rev := map[string]int64{"m": 5, "n": 2}
+	save := func(id string, entries ...string) {
+		t.Helper()
+		sv := store.Save{MachineID: id, Revision: rev[id], Tree: []byte("t")}
+		for _, e := range entries {
+			sv.Append = append(sv.Append, []byte(e))
+			want[id] = append(want[id], []byte(e))
+		}
+		r, err := s.Save(ctx, sv)
+		if err != nil {
+			t.Fatalf("Save(%s, revision %d, %d entries): %v", id, rev[id], len(entries), err)
+		}
+		rev[id] = r
+	}
+	// A save with nothing to append packs the rows' whole blocks.
+	save("n")
+	layout("n", 72, 1, 128)
+	loads("n")
+	// One that appends packs the rows' and entries' whole blocks.
+	save("m", "a300")
+	layout("m", 45, 2, 256)
+	loads("m")
+	// A stale save writes nothing.
+	if _, err := s.Save(ctx, store.Save{MachineID: "m", Revision: rev["m"] - 1, Append: make([][]byte, 200)}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale Save = %v, want ErrConflict", err)
+	}
+	layout("m", 45, 2, 256)
+	// Then entries a few at a time, and many at once.
+	for i := 301; i < 390; i += 3 {
+		save("m", fmt.Sprint("a", i), fmt.Sprint("a", i+1), fmt.Sprint("a", i+2))
+	}
+	layout("m", 391-384, 3, 384)
+	loads("m")
+	many := make([]string, 300)
+	for i := range many {
+		many[i] = fmt.Sprint("b", i)
+	}
+	save("m", many...)
+	layout("m", 691-640, 5, 640)
+	loads("m")
 }
 
 // The replay guard deletes expired records as it goes, on the database's

@@ -2,30 +2,23 @@ package sqlite
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/markov-agents/markov/store/internal/backend"
 )
 
-// A machine's history is kept in two tables: its first entries packed in
-// history_blocks, blockLen to a row, each entry after its length (a
-// uvarint); the rest in history, one row each. machines.packed counts the
-// entries in blocks, always a multiple of blockLen. A save that brings the
-// rows to blockLen or more packs them, so a load reads a row per blockLen
-// entries and fewer than blockLen single rows: per-row costs, which dominate
-// reading one row per entry, do not grow with the history.
+// A machine's history is kept in two tables, in the format of package
+// backend (backend.PackBlock): its first entries packed in history_blocks,
+// blockLen to a row; the rest in history, one row each. machines.packed
+// counts the entries in blocks, always a multiple of blockLen.
 
 // blockLen is how many history entries one history_blocks row holds.
-const blockLen = 128
+const blockLen = backend.BlockLen
 
-// packedAfter returns how many entries of a history of length entries,
-// the first packed of them in blocks, are in blocks after a save appends
-// appended more.
+// packedAfter is [backend.PackedAfter].
 func packedAfter(length, packed int64, appended int) int64 {
-	return packed + (length-packed+int64(appended))/blockLen*blockLen
+	return backend.PackedAfter(length, packed, appended)
 }
 
 // appendHistory appends entries to the machine's history of length
@@ -47,7 +40,7 @@ func appendHistory(ctx context.Context, tx txer, machineID string, length, packe
 		all := append(stored, entries...)
 		for seq := packed; seq < after; seq += blockLen {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO history_blocks (machine_id, seq, data) VALUES (?, ?, ?)`,
-				machineID, seq, packBlock(all[seq-packed:seq-packed+blockLen])); err != nil {
+				machineID, seq, backend.PackBlock(all[seq-packed:seq-packed+blockLen])); err != nil {
 				return err
 			}
 		}
@@ -140,7 +133,7 @@ func readBlocks(ctx context.Context, tx txer, machineID string, from, packed int
 		if seq != next {
 			return nil, fmt.Errorf("history block at %d, want one at %d", seq, next)
 		}
-		if out, err = unpackBlock(out, data, int(max(0, from-seq))); err != nil {
+		if out, err = backend.UnpackBlock(out, data, int(max(0, from-seq))); err != nil {
 			return nil, fmt.Errorf("history block at %d: %w", seq, err)
 		}
 		next += blockLen
@@ -150,42 +143,6 @@ func readBlocks(ctx context.Context, tx txer, machineID string, from, packed int
 	}
 	if next != packed {
 		return nil, fmt.Errorf("history blocks end at %d, want %d", next, packed)
-	}
-	return out, nil
-}
-
-// packBlock returns entries as a history_blocks row's data: each after
-// its length, a uvarint.
-func packBlock(entries [][]byte) []byte {
-	n := 0
-	for _, e := range entries {
-		n += binary.MaxVarintLen32 + len(e)
-	}
-	b := make([]byte, 0, n)
-	for _, e := range entries {
-		b = binary.AppendUvarint(b, uint64(len(e)))
-		b = append(b, e...)
-	}
-	return b
-}
-
-// unpackBlock appends to out the entries of a block's data but the
-// first skip, each a capped slice of data.
-func unpackBlock(out [][]byte, data []byte, skip int) ([][]byte, error) {
-	i := 0
-	for ; len(data) > 0; i++ {
-		n, size := binary.Uvarint(data)
-		if size <= 0 || n > uint64(len(data)-size) {
-			return nil, errors.New("corrupt entry length")
-		}
-		end := size + int(n)
-		if i >= skip {
-			out = append(out, data[size:end:end])
-		}
-		data = data[end:]
-	}
-	if i != blockLen {
-		return nil, fmt.Errorf("%d entries, want %d", i, blockLen)
 	}
 	return out, nil
 }

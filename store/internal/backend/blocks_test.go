@@ -1,0 +1,62 @@
+package backend
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPackedAfter(t *testing.T) {
+	for _, tc := range []struct {
+		length, packed int64
+		appended       int
+		want           int64
+	}{
+		{0, 0, 0, 0},
+		{0, 0, 127, 0},
+		{0, 0, 128, 128},
+		{100, 0, 27, 0},
+		{100, 0, 28, 128},
+		{300, 0, 0, 256}, // rows written before blocks
+		{300, 256, 1000, 1280},
+		{383, 256, 1, 384},
+	} {
+		if got := PackedAfter(tc.length, tc.packed, tc.appended); got != tc.want {
+			t.Errorf("PackedAfter(%d, %d, %d) = %d, want %d", tc.length, tc.packed, tc.appended, got, tc.want)
+		}
+	}
+}
+
+func TestBlocks(t *testing.T) {
+	entries := make([][]byte, BlockLen)
+	for i := range entries {
+		entries[i] = bytes.Repeat([]byte{byte(i)}, i*3) // 0 to 381 bytes: one- and two-byte lengths
+	}
+	data := PackBlock(entries)
+	for _, skip := range []int{0, 1, 100, BlockLen - 1, BlockLen} {
+		prefix := [][]byte{[]byte("before")}
+		got, err := UnpackBlock(prefix, data, skip)
+		if err != nil {
+			t.Fatalf("UnpackBlock(skip %d): %v", skip, err)
+		}
+		if diff := cmp.Diff(append([][]byte{[]byte("before")}, entries[skip:]...), got); diff != "" {
+			t.Fatalf("UnpackBlock(skip %d) (-want +got):\n%s", skip, diff)
+		}
+		for i, e := range got[1:] {
+			if cap(e) != len(e) {
+				t.Fatalf("UnpackBlock(skip %d): entry %d has room to grow into the next", skip, i)
+			}
+		}
+	}
+	for name, bad := range map[string][]byte{
+		"short":     PackBlock(entries[1:]),
+		"long":      PackBlock(append(entries, nil)),
+		"truncated": data[:len(data)-1],
+		"varint":    append(bytes.Clone(data), 0x80),
+	} {
+		if _, err := UnpackBlock(nil, bad, 0); err == nil {
+			t.Errorf("UnpackBlock(%s) succeeded", name)
+		}
+	}
+}
