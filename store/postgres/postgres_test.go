@@ -110,14 +110,7 @@ func TestOpenErrors(t *testing.T) {
 // a free-form status that had left pending reads "resolved".
 func TestMigrateLegacyStatuses(t *testing.T) {
 	ctx := context.Background()
-	s, url, schema := pgtest.Open(t)
-	s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{schema}.Sanitize()) }
+	conn, q, url, schema := rawSchema(t)
 	for _, sql := range []string{
 		// Back to version 1, as an older package left it.
 		`ALTER TABLE {s}.suspensions DROP CONSTRAINT suspensions_status_check`,
@@ -141,7 +134,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		}
 	}
 
-	s, err = postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
 	if err != nil {
 		t.Fatalf("Open of the old schema: %v", err)
 	}
@@ -180,14 +173,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 // history still, tails included.
 func TestMigrateHistoryBlocks(t *testing.T) {
 	ctx := context.Background()
-	s, url, schema := pgtest.Open(t)
-	s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{schema}.Sanitize()) }
+	conn, q, url, schema := rawSchema(t)
 	exec := func(sql string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, q(sql)); err != nil {
@@ -218,7 +204,7 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 		}
 	}
 
-	s, err = postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
 	if err != nil {
 		t.Fatalf("Open of the old schema: %v", err)
 	}
@@ -374,4 +360,19 @@ func pingRiverMigrations(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, sc
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping with River's migrations back: %v", err)
 	}
+}
+
+// rawSchema returns a connection to a fresh schema that Open migrated
+// (and closed), to take it back to an older version; q names the schema
+// where a statement says {s}.
+func rawSchema(t *testing.T) (conn *pgx.Conn, q func(string) string, url, schema string) {
+	t.Helper()
+	s, url, schema := pgtest.Open(t)
+	s.Close()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn, func(sql string) string { return strings.ReplaceAll(sql, "{s}", pgx.Identifier{schema}.Sanitize()) }, url, schema
 }
