@@ -9,24 +9,17 @@ import (
 )
 
 // A machine's history is kept in two tables, in the format of package
-// backend (backend.PackBlock): its first entries packed in history_blocks,
-// blockLen to a row; the rest in history, one row each. machines.packed
-// counts the entries in blocks, always a multiple of blockLen.
-
-// blockLen is how many history entries one history_blocks row holds.
-const blockLen = backend.BlockLen
-
-// packedAfter is [backend.PackedAfter].
-func packedAfter(length, packed int64, appended int) int64 {
-	return backend.PackedAfter(length, packed, appended)
-}
+// backend (backend.PackBlock): its first entries packed in
+// history_blocks, backend.BlockLen to a row; the rest in history, one row
+// each. machines.packed counts the entries in blocks, always a multiple
+// of backend.BlockLen.
 
 // appendHistory appends entries to the machine's history of length
 // entries, the first packed of them in blocks: the whole blocks of the
-// rows and entries (packedAfter) go into history_blocks, their rows
+// rows and entries (backend.PackedAfter) go into history_blocks, their rows
 // deleted, and the entries left over into history rows.
 func appendHistory(ctx context.Context, tx txer, machineID string, length, packed int64, entries [][]byte) error {
-	after := packedAfter(length, packed, len(entries))
+	after := backend.PackedAfter(length, packed, len(entries))
 	if after > packed {
 		// The rows that go into blocks: all of them, but in a database
 		// written before blocks, whose rows may fill more than one.
@@ -38,9 +31,9 @@ func appendHistory(ctx context.Context, tx txer, machineID string, length, packe
 			return fmt.Errorf("history rows from %d: %d, want %d", packed, len(stored), want)
 		}
 		all := append(stored, entries...)
-		for seq := packed; seq < after; seq += blockLen {
+		for seq := packed; seq < after; seq += backend.BlockLen {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO history_blocks (machine_id, seq, data) VALUES (?, ?, ?)`,
-				machineID, seq, backend.PackBlock(all[seq-packed:seq-packed+blockLen])); err != nil {
+				machineID, seq, backend.PackBlock(all[seq-packed:seq-packed+backend.BlockLen])); err != nil {
 				return err
 			}
 		}
@@ -117,7 +110,7 @@ func readHistory(ctx context.Context, tx txer, machineID string, from, length, p
 // readBlocks appends to out the entries from from on of the machine's
 // blocks, which hold its first packed entries.
 func readBlocks(ctx context.Context, tx txer, machineID string, from, packed int64, out [][]byte) ([][]byte, error) {
-	first := from / blockLen * blockLen
+	first := from / backend.BlockLen * backend.BlockLen
 	rows, err := tx.QueryContext(ctx, `SELECT seq, data FROM history_blocks WHERE machine_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, machineID, first, packed)
 	if err != nil {
 		return nil, err
@@ -136,7 +129,7 @@ func readBlocks(ctx context.Context, tx txer, machineID string, from, packed int
 		if out, err = backend.UnpackBlock(out, data, int(max(0, from-seq))); err != nil {
 			return nil, fmt.Errorf("history block at %d: %w", seq, err)
 		}
-		next += blockLen
+		next += backend.BlockLen
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

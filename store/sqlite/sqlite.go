@@ -604,7 +604,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 		rev = sv.Revision + 1
 		now := s.now().UnixMicro()
 		newLen := histLen + int64(len(sv.Append))
-		newPacked := packedAfter(histLen, packed, len(sv.Append))
+		newPacked := backend.PackedAfter(histLen, packed, len(sv.Append))
 		if exists {
 			_, err = tx.ExecContext(ctx, `UPDATE machines SET revision = ?, tree = ?, history_len = ?, packed = ?, updated_at = ? WHERE id = ?`,
 				rev, backend.NonNil(sv.Tree), newLen, newPacked, now, sv.MachineID)
