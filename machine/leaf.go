@@ -43,11 +43,17 @@ func (m *Machine) cache(id string) *leafCache {
 // transcript brings the leaf's transcript up to date with history and
 // returns it, capped so no one can append into it. The transcript the
 // history keeps (message.History.Transcript: every instance's while all
-// see the same, then one instance's) costs nothing; another leaf's is
-// kept in its cache.
-func (m *Machine) transcript(id string, c *leafCache) []message.Message {
-	if t, ok := m.history.Transcript(id); ok && !m.restarted(id, c) {
-		return t
+// see the same, then one instance's — the primary leaf's, which it has
+// the history follow) costs nothing; another leaf's is kept in its
+// cache.
+func (m *Machine) transcript(id string, c *leafCache, primary bool) []message.Message {
+	if !m.restarted(id, c) {
+		if primary {
+			m.history.Follow(id)
+		}
+		if t, ok := m.history.Transcript(id); ok {
+			return t
+		}
 	}
 	h := m.history.Messages()
 	if !c.diverged {
@@ -194,11 +200,12 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 	reqs := m.reqs[:0]
 	primaries := 0
 	for l := range m.root.Leaves() {
-		if !m.charter.Node(l.Node).Worker() {
+		primary := !m.charter.Node(l.Node).Worker()
+		if primary {
 			primaries++
 		}
 		if active(l) {
-			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID)), Reply: l.Reply})
+			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID), primary), Reply: l.Reply})
 		}
 	}
 	// Every active leaf has seen all of history; one that has not (idle,

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -97,6 +98,21 @@ func TestTranscriptsOfManyLeaves(t *testing.T) {
 		check(roundStart(m.History(), before))
 	}
 	require.Len(t, m.Pending(), 1, "the asker asked again")
+
+	// The history keeps the transcript of the primary leaf, chat, though
+	// its first scoped message was for w1: a machine restored from it
+	// (durable's history cache hands it over) does not copy chat's.
+	access.MachineView(m, func(_ *instance.Instance, h message.History) {
+		got, ok := h.Transcript("chat")
+		require.True(t, ok, "the history follows the primary leaf")
+		var want []message.Message
+		for _, msg := range h.Messages() {
+			if msg.VisibleTo("chat") {
+				want = append(want, msg)
+			}
+		}
+		require.Equal(t, want, got)
+	})
 }
 
 // roundStart returns the history the round saw: h up to the first reply

@@ -1,6 +1,9 @@
 package message
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // History is a machine's history: its messages in the order they
 // happened, only ever appended to. Beside the messages it keeps how far
@@ -8,11 +11,12 @@ import "slices"
 // learns as they are appended, and, from the first message that not
 // every instance sees whole (a record, which no transcript shows, or an
 // exchange scoped to another instance), the transcript of one instance
-// (Transcript): a machine restored from a History starts its leaves'
-// transcripts from what it knows without reading the messages again, so
-// restoring a machine and running its first round cost the same at
-// 10,000 messages as at 100, after a suspension or a transition as
-// before one. (Past that point, the transcript of any other instance is
+// (Transcript; the first scoped message's, or the one it is told to
+// Follow — a machine has it follow its primary leaf): a machine restored
+// from a History starts its leaves' transcripts from what it knows
+// without reading the messages again, so restoring a machine and running
+// its first round cost the same at 10,000 messages as at 100, after a
+// suspension or a transition as before one. (Past that point, the transcript of any other instance is
 // built by reading the messages and copying those it sees: the workers of
 // a machine each have one.)
 //
@@ -39,6 +43,9 @@ type History struct {
 	viewing bool
 	view    []Message
 	viewer  string
+	// pin is the instance Follow asked for: the view, when it starts,
+	// is its transcript.
+	pin string
 	// records are the positions of the records in msgs, in order.
 	records []int
 }
@@ -83,7 +90,7 @@ func (h *History) learn(from int) {
 			if h.owner == "" {
 				h.open++
 			}
-		case h.owner == "":
+		case h.owner == "" && (h.pin == "" || h.pin == to):
 			h.owner = to
 		case to != h.owner:
 			h.startView()
@@ -94,9 +101,10 @@ func (h *History) learn(from int) {
 
 // startView starts the transcript view where the prefix the owner sees
 // whole stops: the prefix, copied with room for the rest of the history
-// and half as much again, then the messages after it that the owner sees.
+// and half as much again, then the messages after it that the owner (or
+// the instance pinned, while there is no owner) sees.
 func (h *History) startView() {
-	h.viewing, h.viewer = true, h.owner
+	h.viewing, h.viewer = true, cmp.Or(h.owner, h.pin)
 	n := len(h.msgs)
 	h.view = append(make([]Message, 0, n+n/2+8), h.msgs[:h.seen]...)
 	h.follow(h.seen)
@@ -159,6 +167,26 @@ func (h History) Transcript(id string) (msgs []Message, ok bool) {
 		return slices.Clip(h.view), true
 	}
 	return nil, false
+}
+
+// Follow makes the transcript h keeps that of the instance id, if it is
+// not already (Transcript(id) ok): it reads the messages once to copy
+// those id sees, and from then on keeps id's transcript as messages are
+// appended; the instance it kept before loses it. A machine has its
+// primary leaf's transcript followed, whoever the first scoped message
+// was for.
+func (h *History) Follow(id string) {
+	h.pin = id
+	switch {
+	case !h.viewing && (h.owner == "" || h.owner == id):
+		return // the view, when it starts, is id's (pin)
+	case h.viewing && (h.viewer == "" || h.viewer == id):
+		h.viewer = id // no message is scoped yet, or id's is the view
+		return
+	}
+	h.viewing, h.viewer, h.records = true, id, nil
+	h.view = make([]Message, 0, len(h.msgs)/2+8)
+	h.follow(0)
 }
 
 // Records returns the positions in h of its records (Role Record), in

@@ -70,7 +70,8 @@ func TestHistorySeenBy(t *testing.T) {
 // a few instances and records, built at once and appended a few messages
 // at a time: it is known for every instance while no message is scoped,
 // then for the instance the first scoped message was for, records or
-// not, and it is always what that instance sees.
+// not, or the one it was told to Follow, and it is always what that
+// instance sees.
 func TestHistoryTranscript(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := []string{"a", "b", "root"}
@@ -124,6 +125,38 @@ func TestHistoryTranscript(t *testing.T) {
 		}
 		check("appended", h)
 		check("clipped", h.Clip())
+
+		// Follow: from a random point on, the history keeps b's
+		// transcript, whoever the first scoped message was for.
+		at := rng.IntN(len(msgs) + 1)
+		f := message.NewHistory(slices.Clone(msgs[:at]))
+		f.Follow("b")
+		f.Append(msgs[at:]...)
+		got, ok := f.Transcript("b")
+		if !ok {
+			t.Fatalf("round %d: Transcript(b) unknown after Follow(b)", round)
+		}
+		var want []message.Message
+		for _, m := range msgs {
+			if m.VisibleTo("b") {
+				want = append(want, m)
+			}
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round %d: Transcript(b) after Follow(b) at %d (-want +got):\n%s", round, at, diff)
+		}
+		if diff := cmp.Diff(msgs, f.Messages(), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round %d: messages after Follow (-want +got):\n%s", round, diff)
+		}
+		var records []int
+		for i, m := range msgs {
+			if m.Role == message.Record {
+				records = append(records, i)
+			}
+		}
+		if diff := cmp.Diff(records, f.Records(), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round %d: records after Follow (-want +got):\n%s", round, diff)
+		}
 	}
 }
 
