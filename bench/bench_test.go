@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
@@ -120,14 +121,15 @@ func BenchmarkRestoreRound(b *testing.B) {
 
 // BenchmarkRestoreRoundAfterRecord is BenchmarkRestoreRound on a history
 // whose second message is an instance record, as every suspension and
-// transition writes one: no transcript shows records, so the history
-// keeps the transcript from the record on (message.History.Transcript)
-// and the restored leaf takes it as it is.
+// transition writes one, and which a machine ran, as durable's history
+// cache hands it to the next run: no transcript shows records, so the
+// history keeps the primary leaf's transcript from the record on
+// (message.History.Transcript) and the restored leaf takes it as it is.
 func BenchmarkRestoreRoundAfterRecord(b *testing.B) {
 	for _, size := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
 			c := roundCharter()
-			h := message.NewHistory(roomy(recorded(history(size))))
+			h := ran(b, c, message.NewHistory(roomy(recorded(history(size)))))
 			b.ReportAllocs()
 			start := cpu()
 			for b.Loop() {
@@ -136,6 +138,15 @@ func BenchmarkRestoreRoundAfterRecord(b *testing.B) {
 			reportCPU(b, cpu()-start)
 		})
 	}
+}
+
+// ran returns h as a machine of c left it after a round: what durable's
+// history cache hands the machine's next run.
+func ran(tb testing.TB, c *machine.Charter, h message.History) message.History {
+	m := must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h))
+	oneRound(tb, m)
+	access.MachineView(m, func(_ *instance.Instance, kept message.History) { h = kept })
+	return h
 }
 
 // recorded returns h with its second message an instance record.
@@ -150,19 +161,20 @@ func recorded(h []message.Message) []message.Message {
 // allocations and the bytes of 100. Bytes catch what a count would not:
 // a copy of the history is one allocation, at 100 messages as at 10,000,
 // but 880 KB at 10,000. The same after a record (a suspension, a
-// transition), which no transcript shows: the history keeps the
-// transcript from there on, where a leaf copied it (5 MB at 10,000).
+// transition), which no transcript shows, in a history a machine ran (as
+// durable's history cache keeps it): the history keeps the transcript
+// from there on, where a leaf copied it (3 MB at 10,000).
 func TestRestoreRoundAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates too: counts are not the library's")
 	}
 	c := roundCharter()
-	for name, shape := range map[string]func([]message.Message) []message.Message{
-		"plain":        func(h []message.Message) []message.Message { return h },
-		"after record": recorded,
+	for name, shape := range map[string]func([]message.Message) message.History{
+		"plain":        func(h []message.Message) message.History { return message.NewHistory(roomy(h)) },
+		"after record": func(h []message.Message) message.History { return ran(t, c, message.NewHistory(roomy(recorded(h)))) },
 	} {
 		measure := func(size int) (allocs, bytes float64) {
-			h := message.NewHistory(roomy(shape(history(size))))
+			h := shape(history(size))
 			return perRun(50, func() {
 				oneRound(t, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
 			})

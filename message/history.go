@@ -35,14 +35,19 @@ type History struct {
 	// exchanges are scoped to it). Past open when owner is set.
 	seen  int
 	owner string
-	// viewing is set once seen stops short of the end. From then on view
-	// is the transcript of viewer, every message it sees (VisibleTo) in
-	// order: viewer is the instance the first scoped message was for,
-	// or, while no message is scoped, "" (every instance's transcript is
-	// then the same).
-	viewing bool
-	view    []Message
-	viewer  string
+	// viewing is set once seen stops short of the end. From then on the
+	// history keeps the transcript of viewer, every message it sees
+	// (VisibleTo) in order: viewer is the instance the first scoped
+	// message was for, or, while no message is scoped, "" (every
+	// instance's transcript is then the same). The first messages, up to
+	// viewFrom, are all the viewer's. view is that transcript once a
+	// Transcript call built it (built), kept as messages are appended:
+	// a history that is only read, never run, does not build it.
+	viewing  bool
+	viewer   string
+	viewFrom int
+	built    bool
+	view     []Message
 	// pin is the instance Follow asked for: the view, when it starts,
 	// is its transcript.
 	pin string
@@ -99,20 +104,17 @@ func (h *History) learn(from int) {
 	}
 }
 
-// startView starts the transcript view where the prefix the owner sees
-// whole stops: the prefix, copied with room for the rest of the history
-// and half as much again, then the messages after it that the owner (or
-// the instance pinned, while there is no owner) sees.
+// startView starts keeping a transcript where the prefix the owner sees
+// whole stops: the owner's (or the instance pinned, while there is no
+// owner).
 func (h *History) startView() {
-	h.viewing, h.viewer = true, cmp.Or(h.owner, h.pin)
-	n := len(h.msgs)
-	h.view = append(make([]Message, 0, n+n/2+8), h.msgs[:h.seen]...)
+	h.viewing, h.viewer, h.viewFrom = true, cmp.Or(h.owner, h.pin), h.seen
 	h.follow(h.seen)
 }
 
-// follow adds to the view the messages from from on that its viewer
-// sees; the first scoped message makes its instance the viewer when there
-// is none yet.
+// follow takes in the messages from from on: it notes the records, makes
+// the instance of the first scoped message the viewer when there is none
+// yet, and adds to a built view what its viewer sees.
 func (h *History) follow(from int) {
 	for i := from; i < len(h.msgs); i++ {
 		m := &h.msgs[i]
@@ -127,11 +129,27 @@ func (h *History) follow(from int) {
 				continue
 			}
 		}
-		if len(h.view) == cap(h.view) {
-			h.view = slices.Grow(h.view, len(h.view)+1)
+		if h.built {
+			if len(h.view) == cap(h.view) {
+				h.view = slices.Grow(h.view, len(h.view)+1)
+			}
+			h.view = append(h.view, *m)
 		}
-		h.view = append(h.view, *m)
 	}
+}
+
+// build builds the view: the first viewFrom messages, copied with room
+// for the rest of the history and half as much again, then the messages
+// after them that the viewer sees.
+func (h *History) build() {
+	n := len(h.msgs)
+	h.view = append(make([]Message, 0, n+n/2+8), h.msgs[:h.viewFrom]...)
+	for i := h.viewFrom; i < n; i++ {
+		if h.msgs[i].VisibleTo(h.viewer) {
+			h.view = append(h.view, h.msgs[i])
+		}
+	}
+	h.built = true
 }
 
 // Messages returns the messages of h, capped so that appending to the
@@ -154,27 +172,30 @@ func (h History) SeenBy(id string) int {
 }
 
 // Transcript returns the messages the instance id sees (VisibleTo), in
-// order, when h knows them without reading the history again: ok is
-// false for an instance other than the one h follows, once some message
-// is hidden from one instance and not from another. The result is h's
-// own, capped so that appending to it copies it: read it, do not modify
-// it.
-func (h History) Transcript(id string) (msgs []Message, ok bool) {
+// order, when h keeps them: ok is false for an instance other than the
+// one h follows, once some message is hidden from one instance and not
+// from another. The first call past that point copies them (once): a
+// history that is only read pays nothing for it. The result is h's own,
+// capped so that appending to it copies it: read it, do not modify it.
+func (h *History) Transcript(id string) (msgs []Message, ok bool) {
 	switch {
 	case !h.viewing && (h.owner == "" || h.owner == id):
 		return slices.Clip(h.msgs), true
 	case h.viewing && (h.viewer == "" || h.viewer == id):
+		if !h.built {
+			h.build()
+		}
 		return slices.Clip(h.view), true
 	}
 	return nil, false
 }
 
 // Follow makes the transcript h keeps that of the instance id, if it is
-// not already (Transcript(id) ok): it reads the messages once to copy
-// those id sees, and from then on keeps id's transcript as messages are
-// appended; the instance it kept before loses it. A machine has its
-// primary leaf's transcript followed, whoever the first scoped message
-// was for.
+// not already (Transcript(id) ok): the next Transcript call reads the
+// messages once to copy those id sees, and from then on h keeps id's
+// transcript as messages are appended; the instance it kept before loses
+// it. A machine has its primary leaf's transcript followed, whoever the
+// first scoped message was for.
 func (h *History) Follow(id string) {
 	h.pin = id
 	switch {
@@ -184,9 +205,8 @@ func (h *History) Follow(id string) {
 		h.viewer = id // no message is scoped yet, or id's is the view
 		return
 	}
-	h.viewing, h.viewer, h.records = true, id, nil
-	h.view = make([]Message, 0, len(h.msgs)/2+8)
-	h.follow(0)
+	// Every instance sees the first open messages.
+	h.viewing, h.viewer, h.viewFrom, h.built, h.view = true, id, h.open, false, nil
 }
 
 // Records returns the positions in h of its records (Role Record), in
