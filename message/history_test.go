@@ -179,6 +179,7 @@ func TestHistoryClip(t *testing.T) {
 	// The same of the transcript a history keeps after a record.
 	record := message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", nil)}}
 	h = message.NewHistory(append(make([]message.Message, 0, 8), message.UserText("a"), record))
+	h.Transcript("x") // built: the copies share it
 	c = h.Clip()
 	c.Append(message.UserText("b"))
 	h.Append(message.UserText("d"))
