@@ -366,11 +366,7 @@ func (r *Runner) Sweep(ctx context.Context, limit int) (int, error) {
 			continue
 		}
 		done[c.MachineID] = true
-		var runErr error
-		for _, err := range r.Run(ctx, c.MachineID) {
-			runErr = err
-		}
-		switch {
+		switch runErr := r.drain(ctx, c.MachineID); {
 		case runErr == nil:
 			swept++
 		case errors.Is(runErr, store.ErrConflict) || errors.Is(runErr, store.ErrNotFound):

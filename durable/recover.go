@@ -16,10 +16,10 @@ import (
 // that no run holds, that has nothing pending and whose last run did not
 // end — its process died, or was stopped, after an input was accepted
 // (AcceptResume, AcceptCancel, AcceptInvoke) or a step saved — is run
-// with no input until its run ends, as its next run would have. Machines that never ran, that await a resume or whose run
-// ended are left alone, so Recover may be called at every start of a
-// process (markov serve does, on SQLite: a fleet's jobs are retried by
-// River instead). It returns how many machines it continued; the runs
+// with no input until its run ends, as its next run would have. Machines
+// that never ran, that await a resume or whose run ended are left alone,
+// so Recover may be called at every start of a process (markov serve
+// does, on SQLite: a fleet's jobs are retried by River instead). It returns how many machines it continued; the runs
 // that failed are logged and their errors joined, and the others go on.
 // It reads every machine's tree (its history too, with a store that is
 // not a store.TailLoader): a startup task, not a loop. A store that is
@@ -79,7 +79,8 @@ func (r *Runner) cutShort(ctx context.Context, id string) (bool, error) {
 	return snap.HistoryFrom > 0 && len(m.Pending()) == 0 && hasWork(m.Root()), nil
 }
 
-// drain runs machine id with no input to the end of its run.
+// drain runs machine id with no input to the end of its run (or its
+// first error).
 func (r *Runner) drain(ctx context.Context, id string) error {
 	for _, err := range r.Run(ctx, id) {
 		if err != nil {

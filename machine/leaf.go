@@ -41,17 +41,14 @@ func (m *Machine) cache(id string) *leafCache {
 }
 
 // transcript brings the leaf's transcript up to date with history and
-// returns it, capped so no one can append into it. The transcript the
-// history keeps (message.History.Transcript: every instance's while all
-// see the same, then one instance's — the primary leaf's, which it has
-// the history follow) costs nothing; another leaf's is kept in its
-// cache.
+// returns it, capped so no one can append into it. The primary leaf's is
+// the one the history keeps (message.History.Follow, Transcript), and
+// costs nothing, unless a fresh-turn record restarted it; any other is
+// kept in the leaf's cache.
 func (m *Machine) transcript(id string, c *leafCache, primary bool) []message.Message {
-	if !m.restarted(id, c) {
-		if primary {
-			m.history.Follow(id)
-		}
-		if t, ok := m.history.Transcript(id); ok {
+	if primary && !m.restarted(id, c) {
+		m.history.Follow(id)
+		if t, ok := m.history.Transcript(id); ok { // Follow makes it known
 			return t
 		}
 	}

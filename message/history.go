@@ -16,9 +16,9 @@ import (
 // from a History starts its leaves' transcripts from what it knows
 // without reading the messages again, so restoring a machine and running
 // its first round cost the same at 10,000 messages as at 100, after a
-// suspension or a transition as before one. (Past that point, the transcript of any other instance is
-// built by reading the messages and copying those it sees: the workers of
-// a machine each have one.)
+// suspension or a transition as before one. (Past that point, the
+// transcript of any other instance is built by reading the messages and
+// copying those it sees: the workers of a machine each have one.)
 //
 // The zero History is empty and ready to use. A History is a small
 // value, like a slice: copies share the messages' array (and the
@@ -118,20 +118,16 @@ func (h *History) startView() {
 func (h *History) follow(from int) {
 	for i := from; i < len(h.msgs); i++ {
 		m := &h.msgs[i]
-		if m.Role == Record {
+		switch {
+		case m.Role == Record:
 			h.records = append(h.records, i)
 			continue
+		case h.viewer == "":
+			h.viewer = m.Source.To // "" while no message is scoped
 		}
-		if to := m.Source.To; to != "" {
-			if h.viewer == "" {
-				h.viewer = to
-			} else if to != h.viewer {
-				continue
-			}
-		}
-		if h.built {
+		if h.built && m.VisibleTo(h.viewer) {
 			if len(h.view) == cap(h.view) {
-				h.view = slices.Grow(h.view, len(h.view)+1)
+				h.view = slices.Grow(h.view, len(h.view)) // doubling, as Append
 			}
 			h.view = append(h.view, *m)
 		}
