@@ -589,40 +589,22 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 	var changed bool
 	err = s.write(ctx, func(sqlTx *sql.Tx) error {
 		tx := cachedTx{tx: sqlTx, cache: &s.stmts}
-		var stored, histLen, packed, events int64
-		err := tx.QueryRowContext(ctx, `SELECT revision, history_len, packed, (SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1),
-			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1) FROM machines WHERE id = ?1`, sv.MachineID).
-			Scan(&stored, &histLen, &packed, &events, &requests)
-		exists := err == nil
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if err := store.CheckRevision(sv.Revision, stored, exists); err != nil {
-			return err
-		}
-
 		rev = sv.Revision + 1
 		now := s.now().UnixMicro()
-		newLen := histLen + int64(len(sv.Append))
-		newPacked := backend.PackedAfter(histLen, packed, len(sv.Append))
-		if exists {
-			_, err = tx.ExecContext(ctx, `UPDATE machines SET revision = ?, tree = ?, history_len = ?, packed = ?, updated_at = ? WHERE id = ?`,
-				rev, backend.NonNil(sv.Tree), newLen, newPacked, now, sv.MachineID)
-		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, packed, updated_at, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				sv.MachineID, rev, backend.NonNil(sv.Tree), newLen, newPacked, now, store.NewIncarnation())
-		}
+		was, err := writeMachine(ctx, tx, sv, rev, now)
 		if err != nil {
 			return err
 		}
-
-		if err := appendHistory(ctx, tx, sv.MachineID, histLen, packed, sv.Append); err != nil {
+		requests = was.requests
+		if err := appendHistory(ctx, tx, sv.MachineID, was.histLen, was.packed, sv.Append); err != nil {
 			return err
 		}
-		if err := appendEvents(ctx, tx, sv.MachineID, events, sv.Events, now); err != nil {
+		if err := appendEvents(ctx, tx, sv.MachineID, was.events, sv.Events, now); err != nil {
 			return err
 		}
-		changed, err = replaceSuspensions(ctx, tx, sv, now)
+		if was.indexed || len(sv.Suspensions) > 0 {
+			changed, err = replaceSuspensions(ctx, tx, sv, now)
+		}
 		return err
 	})
 	if err != nil {
@@ -635,6 +617,54 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 		s.hub.Notify(feedKey)
 	}
 	return rev, requests, nil
+}
+
+// machineRow is what a save needs to know of the machine as it was.
+type machineRow struct {
+	histLen, packed int64 // history entries, and those of them in blocks
+	events          int64 // the event log's last sequence number
+	requests        bool  // a suspend request waits (store.RequestReporter)
+	indexed         bool  // the suspension index holds entries of it
+}
+
+// writeMachine writes the machine's row for sv at revision rev and
+// returns what the save needs of it as it was. A save on the stored
+// revision, the common case, takes one statement (an UPDATE returning
+// the rest); a new machine, or a save that fails its revision check, reads
+// the row first.
+func writeMachine(ctx context.Context, tx txer, sv store.Save, rev, now int64) (machineRow, error) {
+	var was machineRow
+	if sv.Revision != 0 {
+		err := tx.QueryRowContext(ctx, `UPDATE machines SET revision = ?1, tree = ?2, history_len = history_len + ?3, updated_at = ?4
+			WHERE id = ?5 AND revision = ?6
+			RETURNING history_len - ?3, packed, (SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?5),
+			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?5), EXISTS (SELECT 1 FROM suspensions WHERE machine_id = ?5)`,
+			rev, backend.NonNil(sv.Tree), len(sv.Append), now, sv.MachineID, sv.Revision).
+			Scan(&was.histLen, &was.packed, &was.events, &was.requests, &was.indexed)
+		if err == nil {
+			if after := backend.PackedAfter(was.histLen, was.packed, len(sv.Append)); after != was.packed {
+				_, err = tx.ExecContext(ctx, `UPDATE machines SET packed = ? WHERE id = ?`, after, sv.MachineID)
+			}
+			return was, err
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return was, err
+		}
+	}
+	var stored int64
+	err := tx.QueryRowContext(ctx, `SELECT revision FROM machines WHERE id = ?`, sv.MachineID).Scan(&stored)
+	exists := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return was, err
+	}
+	if err := store.CheckRevision(sv.Revision, stored, exists); err != nil {
+		return was, err
+	}
+	// A new machine: no history, events, requests or index entries yet
+	// (theirs go with the machine's row).
+	_, err = tx.ExecContext(ctx, `INSERT INTO machines (id, revision, tree, history_len, packed, updated_at, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		sv.MachineID, rev, backend.NonNil(sv.Tree), len(sv.Append), backend.PackedAfter(0, 0, len(sv.Append)), now, store.NewIncarnation())
+	return was, err
 }
 
 // replaceSuspensions replaces the machine's index entries, keeping the claim
