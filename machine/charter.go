@@ -52,6 +52,14 @@ type CharterConfig struct {
 	SystemPrompt executor.PromptBuilder
 	// MaxSteps bounds the rounds of one Run (DefaultMaxSteps if zero).
 	MaxSteps int
+	// Window, when positive, bounds the transcript each leaf's step
+	// carries (what its model sees) to its last Window messages
+	// (message.Window: a few more or fewer, so that it never starts at a
+	// tool result). History keeps every message; the window bounds what
+	// a model is sent as a conversation grows, and lets package durable
+	// load only the end of a long history to run a machine. Zero means no
+	// window: the whole transcript.
+	Window int
 	// ToolTimeout bounds each call of a tool (and of its resume handler)
 	// that sets no timeout of its own with node.Timeout. A call that
 	// outlives it becomes an error result the model sees ("tool X timed
@@ -103,6 +111,7 @@ type Charter struct {
 	tools    []*frame.Tool
 	exec     executor.Executor
 	maxSteps int
+	window   int
 	now      func() time.Time
 	newID    func() string
 	logger   *slog.Logger
@@ -129,6 +138,9 @@ func NewCharter(cfg CharterConfig) (*Charter, error) {
 	}
 	if len(cfg.Nodes) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInvalidCharter)
+	}
+	if cfg.Window < 0 {
+		return nil, fmt.Errorf("%w: window %d", ErrInvalidCharter, cfg.Window)
 	}
 	c := newCharter(cfg)
 	for _, check := range []func(CharterConfig) error{c.addPacks, c.addNodes, c.addTools, c.checkNodes} {
@@ -165,6 +177,7 @@ func newCharter(cfg CharterConfig) *Charter {
 		nodes:    make(map[string]*node.Node, len(cfg.Nodes)),
 		packs:    map[string]*node.Pack{},
 		maxSteps: cfg.MaxSteps,
+		window:   cfg.Window,
 		now:      cfg.Clock,
 		newID:    cfg.NewID,
 		logger:   cfg.Logger,
@@ -342,6 +355,10 @@ func (c *Charter) Pack(name string) *node.Pack { return c.packs[name] }
 
 // Now returns the charter clock's time.
 func (c *Charter) Now() time.Time { return c.now() }
+
+// Window returns CharterConfig.Window: how many messages of its
+// transcript a leaf's step carries at most, 0 for all of them.
+func (c *Charter) Window() int { return c.window }
 
 // cloneState deep-copies a node or pack state value.
 func (c *Charter) cloneState(name string, v any) any {

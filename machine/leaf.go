@@ -190,7 +190,8 @@ func primaryLeaf(nodes map[string]*node.Node, root *instance.Instance) *instance
 }
 
 // stepRequests returns the step requests of a round: one per active leaf,
-// in leaf order, each with its transcript brought up to date and its
+// in leaf order, each with its transcript brought up to date (and cut to
+// the charter's window) and its
 // recorded reply, if any (checkpoint mode: continued, not asked again). More than
 // one non-worker leaf, active or not, is ErrPrimaryConflict.
 func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
@@ -202,7 +203,8 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 			primaries++
 		}
 		if active(l) {
-			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: m.transcript(l.ID, m.cache(l.ID), primary), Reply: l.Reply})
+			t := message.Window(m.transcript(l.ID, m.cache(l.ID), primary), m.charter.window)
+			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: t, Reply: l.Reply})
 		}
 	}
 	// Every active leaf has seen all of history; one that has not (idle,

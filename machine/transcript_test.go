@@ -12,6 +12,7 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
@@ -177,4 +178,50 @@ func TestFreshTurnTranscriptAfterRestore(t *testing.T) {
 		require.Len(t, model.sent, 5, name)
 		require.Equal(t, []string{"done", "and now?"}, []string{model.sent[3].Text(), model.sent[4].Text()}, name)
 	}
+}
+
+// TestWindowedTranscripts checks that a charter's window cuts what each
+// step sends the model, turn after turn with tool rounds, to
+// message.Window of the leaf's whole transcript, while history keeps
+// every message.
+func TestWindowedTranscripts(t *testing.T) {
+	tick := node.NewTool("tick", "tick", func(*node.ToolContext[empty], askIn) (string, error) { return "ticked", nil })
+	chat := mustNode(t, "chat", node.Config[empty]{Tools: []node.Tool[empty]{tick}})
+	var sent [][]message.Message
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		sent = append(sent, req.Messages)
+		if req.Messages[len(req.Messages)-1].Role == message.User {
+			return scripted.Tools(scripted.Call{Name: "tick", Input: askIn{What: "x"}}, scripted.Call{Name: "tick", Input: askIn{What: "y"}}), nil
+		}
+		return scripted.Text("done"), nil
+	})
+	const window = 5
+	_, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{chat}, Window: -1})
+	require.ErrorIs(t, err, machine.ErrInvalidCharter)
+	c := charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{chat}, Window: window})
+	require.Equal(t, window, c.Window())
+	m := newMachine(t, c, "chat")
+	for turn := range 6 {
+		sent = sent[:0]
+		run(t, m, machine.UserText("turn "+strconv.Itoa(turn)))
+		require.Len(t, sent, 2, "a tool round and the answer")
+		h := m.History()
+		// The first request saw the history up to the turn's user message;
+		// the second, all but its last message (the answer).
+		user := len(h) - 1
+		for h[user].Role != message.User {
+			user--
+		}
+		for i, upTo := range []int{user + 1, len(h) - 1} {
+			var whole []message.Message
+			for _, msg := range h[:upTo] {
+				if msg.VisibleTo(m.Root().ID) {
+					whole = append(whole, msg)
+				}
+			}
+			require.Equal(t, message.Window(whole, window), sent[i], "turn %d, request %d", turn, i)
+			require.LessOrEqual(t, len(sent[i]), window, "turn %d, request %d", turn, i)
+		}
+	}
+	require.Len(t, m.History(), 6*4, "history keeps every message: question, calls, results, answer")
 }
