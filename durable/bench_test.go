@@ -59,18 +59,18 @@ func (stepModel) Generate(_ context.Context, req *llm.Request) (*llm.Response, e
 	return &llm.Response{Message: message.Message{Parts: []message.Part{message.Text("done")}}, StopReason: llm.EndTurn}, nil
 }
 
-func benchCharter(b *testing.B) *machine.Charter { return modelCharter(b, benchModel{}) }
+func benchCharter(b *testing.B) *machine.Charter { return modelCharter(b, benchModel{}, 0) }
 
 // modelCharter is the benchmarks' charter (node desk with tools echo and
-// ask) on model.
-func modelCharter(b *testing.B, model llm.Model) *machine.Charter {
+// ask) on model, with a window of window messages (0: none).
+func modelCharter(b *testing.B, model llm.Model, window int) *machine.Charter {
 	echo := node.NewTool("echo", "", func(_ *node.ToolContext[benchState], in benchIn) (string, error) { return in.Text, nil })
 	ask := node.NewTool("ask", "", func(ctx *node.ToolContext[benchState], _ benchIn) (string, error) { return "", ctx.Suspend("approval") })
 	n, err := node.New("desk", node.Config[benchState]{Tools: []node.Tool[benchState]{echo, ask}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, MaxSteps: 1 << 30})
+	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, MaxSteps: 1 << 30, Window: window})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func BenchmarkResume(b *testing.B) {
 // one agent+tool round (the model's reply, the echo tool), the final
 // answer, and their saves. Each iteration uses a fresh machine.
 func BenchmarkDurableStep(b *testing.B) {
-	c := modelCharter(b, stepModel{})
+	c := modelCharter(b, stepModel{}, 0)
 	ctx := context.Background()
 	for name, open := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
@@ -336,17 +336,20 @@ func cpuTime() time.Duration {
 // answer, and their saves. Cold runs load the whole history (a Runner
 // without a history cache, as after a restart); warm ones load the tree
 // and the entries saved since the runner's last run of the machine (a
-// Runner with the default cache, which a first run filled). Each machine
-// takes a few runs only, so that its history grows by a tenth at most.
+// Runner with the default cache, which a first run filled); cold runs of
+// a charter with a window of 100 messages (machine.CharterConfig.Window)
+// load the end of the history that holds the window. Each machine takes
+// a few runs only, so that its history grows by a tenth at most.
 func BenchmarkLoadRound(b *testing.B) {
-	c := modelCharter(b, stepModel{})
 	for name, open := range benchStores(b) {
 		for _, size := range []int{100, 10_000} {
 			for _, mode := range []struct {
-				name  string
-				cache int64
-			}{{"cold", -1}, {"warm", 0}} {
+				name   string
+				cache  int64
+				window int
+			}{{"cold", -1, 0}, {"warm", 0, 0}, {"cold/window=100", -1, 100}} {
 				b.Run(fmt.Sprintf("%s/history=%d/%s", name, size, mode.name), func(b *testing.B) {
+					c := modelCharter(b, stepModel{}, mode.window)
 					r, ids := historyMachines(b, c, open(), size, b.N, mode.cache)
 					b.ReportAllocs()
 					b.ResetTimer()

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -404,11 +405,15 @@ func (r *Runner) RunSweeper(ctx context.Context, interval time.Duration) error {
 // session is one loaded machine with the revision and history length it
 // was loaded (or last saved) at.
 type session struct {
-	r     *Runner
-	id    string
-	m     *machine.Machine
-	rev   int64
-	saved int // history messages already in the store
+	r   *Runner
+	id  string
+	m   *machine.Machine
+	rev int64
+	// from is the position in the stored history of the first message
+	// the machine holds: 0, unless the run loaded the end of a long
+	// history only (loadEnd).
+	from  int
+	saved int // history messages the machine holds already in the store
 	// incarnation is the machine's store.Snapshot.Incarnation, and
 	// savedSize the encoded size of its saved history; with held set (a
 	// run under the machine's hold, loaded through a store.TailLoader),
@@ -498,20 +503,31 @@ func (s *session) finalStatus(root *instance.Instance, e store.Suspension, now t
 // machine's hold. With a history cache it reads the history entries
 // after the cached ones only, and the whole history when the cached one
 // is not the stored one's beginning (the machine was created again, by
-// another process perhaps).
+// another process perhaps). A run of a charter with a window
+// (machine.CharterConfig.Window) that has no cached history loads the
+// end of it only (loadEnd).
 func (r *Runner) load(ctx context.Context, id string, held bool) (*session, error) {
-	if r.histories == nil {
+	tl, tails := r.store.(store.TailLoader)
+	if !tails {
 		snap, err := r.store.Load(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("load machine %s: %w", id, err)
 		}
-		return r.assemble(ctx, id, snap, cachedHistory{})
+		return r.assemble(ctx, id, snap, cachedHistory{}, nil)
 	}
-	tl := r.store.(store.TailLoader) // New makes histories for a TailLoader only
+	windowed := held && r.charter.Window() > 0
 	prefix := r.histories.get(id, held)
-	snap, err := tl.LoadTail(ctx, id, prefix.history.Len())
-	if err == nil && (snap.Incarnation != prefix.incarnation || snap.HistoryFrom != prefix.history.Len()) {
-		if prefix.history.Len() > 0 {
+	var snap *store.Snapshot
+	var m *machine.Machine // snap decoded, by loadEnd
+	var err error
+	if prefix.end() > 0 || !windowed {
+		snap, err = tl.LoadTail(ctx, id, prefix.end())
+	}
+	if err == nil && (snap == nil || snap.Incarnation != prefix.incarnation || snap.HistoryFrom != prefix.end()) {
+		switch {
+		case windowed:
+			snap, m, err = r.loadEnd(ctx, tl, id)
+		case prefix.end() > 0:
 			snap, err = tl.LoadTail(ctx, id, 0)
 		}
 		prefix = cachedHistory{}
@@ -519,7 +535,7 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 	if err != nil {
 		return nil, fmt.Errorf("load machine %s: %w", id, err)
 	}
-	s, err := r.assemble(ctx, id, snap, prefix)
+	s, err := r.assemble(ctx, id, snap, prefix, m)
 	if err != nil {
 		return nil, err
 	}
@@ -527,13 +543,59 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 	return s, nil
 }
 
+// endLoads is how many windows (machine.CharterConfig.Window) of history
+// loadEnd reads first, and how many times longer it reads again while
+// that falls short.
+const endLoads = 4
+
+// loadEnd loads machine id with the end of its history only: enough that
+// every instance of its tree, and any it starts, sees the window of its
+// transcript that the whole history would give it
+// (message.History.WindowFits) — a few windows' worth, read again longer
+// while it falls short. The tree is read first, alone, for the history's
+// length. It returns the snapshot it settled on and the machine decoded
+// from it.
+func (r *Runner) loadEnd(ctx context.Context, tl store.TailLoader, id string) (*store.Snapshot, *machine.Machine, error) {
+	snap, err := tl.LoadTail(ctx, id, math.MaxInt)
+	for tail := endLoads * (r.charter.Window() + 4); err == nil; tail *= endLoads {
+		if snap, err = tl.LoadTail(ctx, id, max(0, snap.HistoryFrom+len(snap.History)-tail)); err != nil {
+			break
+		}
+		m, decodeErr := serialize.AssembleOnto(r.charter, snap.Tree, message.History{}, snap.History)
+		if decodeErr != nil {
+			return nil, nil, decodeErr
+		}
+		if snap.HistoryFrom == 0 || windowFits(m, r.charter.Window()) {
+			return snap, m, nil
+		}
+	}
+	return nil, nil, err
+}
+
+// windowFits reports whether m's history holds the window of n messages
+// of every instance of its tree, and of any instance that starts (which
+// sees the messages scoped to none).
+func windowFits(m *machine.Machine, n int) (fits bool) {
+	access.MachineView(m, func(root *instance.Instance, h message.History) {
+		ids := []string{""}
+		for in := range root.Walk() {
+			ids = append(ids, in.ID)
+		}
+		fits = h.WindowFits(n, ids...)
+	})
+	return fits
+}
+
 // assemble decodes machine id's loaded snapshot into a session, with the
 // machine's suspension index: the snapshot's history follows prefix, the
-// history decoded already.
-func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, prefix cachedHistory) (*session, error) {
-	m, err := serialize.AssembleOnto(r.charter, snap.Tree, prefix.history, snap.History)
-	if err != nil {
-		return nil, fmt.Errorf("decode machine %s: %w", id, err)
+// history decoded already. A machine m decoded from snap already (with
+// no prefix) is taken as it is.
+func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, prefix cachedHistory, m *machine.Machine) (*session, error) {
+	if m == nil {
+		var err error
+		if m, err = serialize.AssembleOnto(r.charter, snap.Tree, prefix.history, snap.History); err != nil {
+			return nil, fmt.Errorf("decode machine %s: %w", id, err)
+		}
 	}
 	// Every model reply is saved (a Replied step) before its tools run.
 	m.SetCheckpoints(true)
@@ -545,7 +607,7 @@ func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, 
 	for _, e := range snap.History {
 		size += int64(len(e))
 	}
-	return &session{r: r, id: id, m: m, rev: snap.Revision, saved: prefix.history.Len() + len(snap.History), indexed: indexed,
+	return &session{r: r, id: id, m: m, rev: snap.Revision, from: snap.HistoryFrom - prefix.history.Len(), saved: prefix.history.Len() + len(snap.History), indexed: indexed,
 		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests, updatedAt: snap.UpdatedAt}, nil
 }
 
@@ -608,7 +670,7 @@ func (s *session) save(ctx context.Context) (err error) {
 	if s.held {
 		// Saved up to its end: the whole history is the stored one.
 		access.MachineView(s.m, func(_ *instance.Instance, h message.History) {
-			s.r.histories.put(cachedHistory{id: s.id, incarnation: s.incarnation, history: h, size: s.savedSize})
+			s.r.histories.put(cachedHistory{id: s.id, incarnation: s.incarnation, from: s.from, history: h, size: s.savedSize})
 		})
 	}
 	return nil

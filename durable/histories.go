@@ -30,7 +30,11 @@ type histories struct {
 type cachedHistory struct {
 	id          string
 	incarnation int64
-	history     message.History
+	// from is the position in the stored history of history's first
+	// message: 0, unless a run loaded the end of a long history only
+	// (Runner.loadEnd), which serves runs alone.
+	from    int
+	history message.History
 	// size is the encoded size of history.
 	size int64
 }
@@ -64,12 +68,18 @@ func (c *histories) get(id string, held bool) cachedHistory {
 	}
 	h := *el.Value.(*cachedHistory)
 	if !held {
+		if h.from > 0 {
+			return cachedHistory{} // not the whole history
+		}
 		h.history = h.history.Clip()
 		return h
 	}
 	c.removeLocked(el)
 	return h
 }
+
+// end is the position in the stored history after h's last message.
+func (h *cachedHistory) end() int { return h.from + h.history.Len() }
 
 // put caches h as its machine's history, unless it exceeds the budget
 // alone (the machine's entry is then dropped).

@@ -296,7 +296,7 @@ func (s *session) answer(req *suspendRequest) (Suspension, error) {
 	}
 	return Suspension{
 		ID: req.id, MachineID: s.id, InstanceID: inst, Reason: req.body.Reason, Mode: req.body.Mode, Applied: true,
-		RequestedAt: req.body.At, SuspendedAt: c.SuspendedAt, Conditions: c.Conditions(), Summary: summarize(s.m, c),
+		RequestedAt: req.body.At, SuspendedAt: c.SuspendedAt, Conditions: c.Conditions(), Summary: summarize(s.m, c, s.from),
 	}, nil
 }
 
@@ -423,8 +423,9 @@ func (s *session) noteParked(st *machine.Step) {
 	st.Root = s.m.Root()
 }
 
-// summarize is the Summary of a caller suspension c of m.
-func summarize(m *machine.Machine, c *instance.SuspendedCall) string {
+// summarize is the Summary of a caller suspension c of m, whose history
+// follows earlier entries the run did not load (session.from).
+func summarize(m *machine.Machine, c *instance.SuspendedCall, earlier int) string {
 	var b strings.Builder
 	node := ""
 	if c.InstanceID != "" {
@@ -432,7 +433,7 @@ func summarize(m *machine.Machine, c *instance.SuspendedCall) string {
 			node = in.Node
 		}
 	}
-	msgs := 0
+	msgs := earlier
 	last := ""
 	for _, msg := range m.History() {
 		if msg.Role == message.Record {

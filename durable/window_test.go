@@ -1,0 +1,161 @@
+package durable_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+)
+
+// tailSpy is a store that notes where each LoadTail starts.
+type tailSpy struct {
+	store.Store
+	mu    sync.Mutex
+	froms []int
+}
+
+func (s *tailSpy) LoadTail(ctx context.Context, id string, from int) (*store.Snapshot, error) {
+	s.mu.Lock()
+	s.froms = append(s.froms, from)
+	s.mu.Unlock()
+	return s.Store.(store.TailLoader).LoadTail(ctx, id, from)
+}
+
+// loads returns the starts of the LoadTail calls since the last call.
+func (s *tailSpy) loads() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.froms
+	s.froms = nil
+	return out
+}
+
+// recordingModel answers a user message "loop N" with N calls to work
+// one after the other, any other user message with one, and a work
+// result past those with a final answer; it keeps every request's
+// transcript.
+type recordingModel struct {
+	mu   sync.Mutex
+	sent [][]message.Message
+	left int // calls to make before the answer
+}
+
+func (r *recordingModel) model() llm.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.sent = append(r.sent, message.CloneAll(req.Messages))
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.User {
+			r.left = 1
+			fmt.Sscanf(last.Text(), "loop %d", &r.left)
+		}
+		if r.left == 0 {
+			return scripted.Reply{Text: "done"}, nil
+		}
+		r.left--
+		return scripted.Reply{Calls: []scripted.Call{{ID: fmt.Sprintf("t%d-%d", len(req.Messages), r.left), Name: "work", Input: empty{}}}}, nil
+	})
+}
+
+// take returns the transcripts sent since the last call.
+func (r *recordingModel) take() [][]message.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.sent
+	r.sent = nil
+	return out
+}
+
+// windowCharter is a charter with a window of n messages: node desk with
+// the tool work and the command note, which only writes its record.
+func windowCharter(t *testing.T, model llm.Model, n int) *machine.Charter {
+	work := node.NewTool("work", "do a unit of work", func(ctx *node.ToolContext[desk], _ empty) (int, error) {
+		err := ctx.Update(func(d *desk) { d.Done++ })
+		return ctx.State().Done, err
+	})
+	note := command.New("note", "note something", func(*command.Context[desk], empty) (string, error) { return "noted", nil })
+	n1, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work}, Commands: []command.Command[desk]{note}})
+	require.NoError(t, err)
+	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n1}, Window: n})
+	require.NoError(t, err)
+	return c
+}
+
+// A run of a charter with a window loads the end of a long history only,
+// and its model sees what it would have seen over the whole history: the
+// run compared with the same run of the machine loaded whole, after
+// turns, after records (commands) that no transcript shows, and after a
+// long run of tool calls. The history it saves follows the stored one,
+// and a later load (an inspection, another process's run) reads all of
+// it.
+func TestWindowedLoad(t *testing.T) {
+	const window = 6
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		rec := &recordingModel{}
+		c := windowCharter(t, rec.model(), window)
+		spy := &tailSpy{Store: st}
+		for _, cache := range []int64{-1, 0} {
+			t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
+				id := fmt.Sprintf("m%d", cache)
+				r, err := durable.New(durable.Config{Store: spy, Charter: c, HistoryCache: cache})
+				require.NoError(t, err)
+				_, err = r.Create(ctx, id, "desk", nil)
+				require.NoError(t, err)
+				for i := range 30 {
+					_, err := drain(r.Run(ctx, id, machine.UserText(fmt.Sprint("turn ", i))))
+					require.NoError(t, err)
+				}
+				for _, text := range []string{"next", "notes", "after the notes", "loop 60", "after the loop", "again"} {
+					if text == "notes" {
+						for range 3 * 4 * (window + 4) {
+							_, err := drain(r.Invoke(ctx, id, command.Invocation{Name: "note"}))
+							require.NoError(t, err)
+						}
+						continue
+					}
+					whole, _, err := r.Load(ctx, id)
+					require.NoError(t, err)
+					rec.take()
+					_, err = drain(whole.Run(ctx, machine.UserText(text)))
+					require.NoError(t, err)
+					want := rec.take()
+
+					spy.loads()
+					_, err = drain(r.Run(ctx, id, machine.UserText(text)))
+					require.NoError(t, err)
+					require.Equal(t, want, rec.take(), "%q: the model saw other transcripts", text)
+					for _, sent := range want {
+						require.LessOrEqual(t, len(sent), window+1, "%q: the window is not applied", text)
+					}
+					// Past the loop, an instance the agent would start (it sees
+					// none of the agent's tool exchanges) has its window further
+					// back than the history holds: the whole of it is read.
+					if froms := spy.loads(); cache < 0 && (text == "next" || text == "after the notes") {
+						require.Positive(t, froms[len(froms)-1], "%q: the run loaded the whole history", text)
+					}
+
+					after, _, err := r.Load(ctx, id)
+					require.NoError(t, err)
+					wh, ah := whole.History(), after.History()
+					require.Equal(t, len(wh), len(ah), "%q: the saved history differs from a whole run's", text)
+					for i := range wh {
+						require.Equal(t, wh[i].Role, ah[i].Role, "%q: message %d", text, i)
+						require.Equal(t, wh[i].Text(), ah[i].Text(), "%q: message %d", text, i)
+					}
+				}
+			})
+		}
+	})
+}
