@@ -18,6 +18,7 @@ import (
 	"github.com/markov-agents/markov/acp"
 	"github.com/markov-agents/markov/acp/acpdemo"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
@@ -30,8 +31,8 @@ import (
 // methods would panic on the nil Client it embeds for them.
 type client struct {
 	acpsdk.Client
+	lines   testkit.Log[string]
 	mu      sync.Mutex
-	lines   []string
 	awaits  []acp.AwaitResumptionRequest
 	answers []string // option IDs to answer permission requests with, in order
 	asked   []acpsdk.RequestPermissionRequest
@@ -42,20 +43,11 @@ var (
 	_ acpsdk.ExtensionMethodHandler = (*client)(nil)
 )
 
-func (c *client) add(format string, args ...any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lines = append(c.lines, fmt.Sprintf(format, args...))
-}
+// add records a line.
+func (c *client) add(format string, args ...any) { c.lines.Add(fmt.Sprintf(format, args...)) }
 
 // take returns the lines recorded since the last take.
-func (c *client) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.lines
-	c.lines = nil
-	return out
-}
+func (c *client) take() []string { return c.lines.Take() }
 
 // awaits are the await_resumption requests received.
 func (h *harness) awaits() []acp.AwaitResumptionRequest {

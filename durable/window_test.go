@@ -10,6 +10,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -21,24 +22,12 @@ import (
 // tailSpy is a store that notes where each LoadTail starts.
 type tailSpy struct {
 	store.Store
-	mu    sync.Mutex
-	froms []int
+	froms testkit.Log[int]
 }
 
 func (s *tailSpy) LoadTail(ctx context.Context, id string, from int) (*store.Snapshot, error) {
-	s.mu.Lock()
-	s.froms = append(s.froms, from)
-	s.mu.Unlock()
+	s.froms.Add(from)
 	return s.Store.(store.TailLoader).LoadTail(ctx, id, from)
-}
-
-// loads returns the starts of the LoadTail calls since the last call.
-func (s *tailSpy) loads() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.froms
-	s.froms = nil
-	return out
 }
 
 // recordingModel answers a user message "loop N" with N calls to work
@@ -46,16 +35,16 @@ func (s *tailSpy) loads() []int {
 // result past those with a final answer; it keeps every request's
 // transcript.
 type recordingModel struct {
+	sent testkit.Log[[]message.Message]
 	mu   sync.Mutex
-	sent [][]message.Message
 	left int // calls to make before the answer
 }
 
 func (r *recordingModel) model() llm.Model {
 	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		r.sent.Add(message.CloneAll(req.Messages))
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.sent = append(r.sent, message.CloneAll(req.Messages))
 		if last := req.Messages[len(req.Messages)-1]; last.Role == message.User {
 			r.left = 1
 			fmt.Sscanf(last.Text(), "loop %d", &r.left)
@@ -66,15 +55,6 @@ func (r *recordingModel) model() llm.Model {
 		r.left--
 		return scripted.Reply{Calls: []scripted.Call{{ID: fmt.Sprintf("t%d-%d", len(req.Messages), r.left), Name: "work", Input: empty{}}}}, nil
 	})
-}
-
-// take returns the transcripts sent since the last call.
-func (r *recordingModel) take() [][]message.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.sent
-	r.sent = nil
-	return out
 }
 
 // windowCharter is a charter with a window of n messages: node desk with
@@ -127,22 +107,22 @@ func TestWindowedLoad(t *testing.T) {
 					}
 					whole, _, err := r.Load(ctx, id)
 					require.NoError(t, err)
-					rec.take()
+					rec.sent.Take()
 					_, err = drain(whole.Run(ctx, machine.UserText(text)))
 					require.NoError(t, err)
-					want := rec.take()
+					want := rec.sent.Take()
 
-					spy.loads()
+					spy.froms.Take()
 					_, err = drain(r.Run(ctx, id, machine.UserText(text)))
 					require.NoError(t, err)
-					require.Equal(t, want, rec.take(), "%q: the model saw other transcripts", text)
+					require.Equal(t, want, rec.sent.Take(), "%q: the model saw other transcripts", text)
 					for _, sent := range want {
 						require.LessOrEqual(t, len(sent), window+1, "%q: the window is not applied", text)
 					}
 					// Past the loop, an instance the agent would start (it sees
 					// none of the agent's tool exchanges) has its window further
 					// back than the history holds: the whole of it is read.
-					if froms := spy.loads(); cache < 0 && (text == "next" || text == "after the notes") {
+					if froms := spy.froms.Take(); cache < 0 && (text == "next" || text == "after the notes") {
 						require.Positive(t, froms[len(froms)-1], "%q: the run loaded the whole history", text)
 					}
 

@@ -80,6 +80,29 @@ func (b *SyncBuffer) String() string {
 	return b.buf.String()
 }
 
+// Log is a list that goroutines add to and a test takes from, safe for
+// concurrent use: what a model, a store or a client under test saw.
+type Log[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+// Add appends items.
+func (l *Log[T]) Add(items ...T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.items = append(l.items, items...)
+}
+
+// Take returns the items added since the last Take and forgets them.
+func (l *Log[T]) Take() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.items
+	l.items = nil
+	return out
+}
+
 // History returns n messages of a finished conversation: user questions
 // and assistant answers, alternating, the user first.
 func History(n int) []message.Message {

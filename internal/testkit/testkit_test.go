@@ -35,6 +35,23 @@ func TestSyncBufferConcurrentWriters(t *testing.T) {
 	}
 }
 
+func TestLogTakesWhatWasAdded(t *testing.T) {
+	var l testkit.Log[int]
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() { l.Add(i, i) })
+	}
+	wg.Wait()
+	got := l.Take()
+	slices.Sort(got)
+	if want := []int{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7}; !slices.Equal(got, want) {
+		t.Fatalf("Take = %v, want %v", got, want)
+	}
+	if again := l.Take(); again != nil {
+		t.Fatalf("a second Take = %v, want nothing", again)
+	}
+}
+
 func TestHistoryAlternates(t *testing.T) {
 	h := testkit.History(3)
 	want := []message.Role{message.User, message.Assistant, message.User}
