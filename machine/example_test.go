@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -262,4 +263,40 @@ func ExampleRestore() {
 	leaf := m.Root().ID
 	fmt.Println(len(m.History()), "messages restored;", history.SeenBy(leaf), "seen whole by", leaf+",", history.SeenBy("other"), "by another instance")
 	// Output: 4 messages restored; 4 seen whole by id1, 1 by another instance
+}
+
+// A charter with a window sends each step the last messages of its
+// transcript only: here 3, however long the conversation grows. History
+// keeps every message (and package durable, running such a charter,
+// loads only the end of a long history).
+func ExampleCharterConfig_window() {
+	chat, err := node.New("chat", node.Config[struct{}]{})
+	if err != nil {
+		panic(err)
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		fmt.Printf("the model sees %d messages, from %q\n", len(req.Messages), req.Messages[0].Text())
+		return scripted.Text("ok"), nil
+	})
+	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{chat}, Window: 3})
+	if err != nil {
+		panic(err)
+	}
+	m, err := c.NewMachine("chat", nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, q := range []string{"one", "two", "three"} {
+		for _, err := range m.Run(context.Background(), machine.UserText(q)) {
+			if err != nil {
+				panic(err)
+			}
+		}
+	}
+	fmt.Println("history holds", len(m.History()), "messages")
+	// Output:
+	// the model sees 1 messages, from "one"
+	// the model sees 3 messages, from "one"
+	// the model sees 3 messages, from "two"
+	// history holds 6 messages
 }
