@@ -242,14 +242,17 @@ func extension[R, T any](ctx context.Context, c *conn, params json.RawMessage, d
 }
 
 // open attaches the stored session id; an unknown one is a "resource not
-// found" error. A parked session is watched for a resume from elsewhere.
+// found" error. A parked session is watched for a resume from elsewhere:
+// the watcher reads the machine's event log from where it stood at this
+// load (durable.Loaded.EventSeq) on, not from its start.
 func (c *conn) open(ctx context.Context, id string) (*session, error) {
-	m, _, err := c.a.cfg.Runner.Load(ctx, id)
+	l, err := c.a.cfg.Runner.LoadAt(ctx, id)
 	if err != nil {
 		return nil, reqErr(err)
 	}
 	s := c.attach(id)
-	for _, call := range m.Pending() {
+	s.readTo(l.EventSeq)
+	for _, call := range l.Machine.Pending() {
 		if isPark(call) {
 			s.park(call)
 		}

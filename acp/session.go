@@ -35,7 +35,10 @@ type session struct {
 	unwatch context.CancelFunc
 	wake    chan struct{}
 	// seq is the sequence number of the last event of the machine's log
-	// that a watcher read: the next watcher reads on from there.
+	// that a watcher read, or of the last entry the log had when the
+	// session was loaded on this connection (open), if later: the next
+	// watcher reads on from there. A check made after seq was read sees
+	// what every event up to it did.
 	seq int64
 }
 
@@ -179,11 +182,14 @@ func (c *conn) watch(s *session) {
 			c.poll(ctx, s)
 			return
 		}
+		// Read before the first check, which then sees what the log
+		// holds up to there; the feed reads what comes after.
+		from := s.logSeq()
 		feed, stopFeed := context.WithCancel(ctx)
 		fed := make(chan struct{})
 		go func() {
 			defer close(fed)
-			c.readFeed(feed, s)
+			c.readFeed(feed, s, from)
 		}()
 		defer func() { stopFeed(); <-fed }()
 		c.checkOnWake(ctx, s, nil)
@@ -250,15 +256,19 @@ const (
 
 // readFeed pokes s whenever its machine's event log records that a
 // suspension was resolved (resumed, expired, cancelled) or a step ended,
-// until ctx is done. It reads the log from the last event it read (from
-// the start the first time), so that nothing logged since — before the
-// subscription as after — goes unnoticed; a check then shows what it
-// changed, whatever changed it. A failed subscription is made again
-// after a pause (retryFirst, doubling up to retryMax).
-func (c *conn) readFeed(ctx context.Context, s *session) {
+// until ctx is done. It reads the log after from, and after a failure
+// after s.logSeq() (session.seq): the last event read, or the end of
+// the log at the session's last load, not the start of a long log. Each
+// such number is read before a check (the watch's first, or the one a
+// retry pokes for), which sees what every event up to it did; the feed
+// reads every event after it — logged before the subscription as after
+// — and a check then shows what it changed, whatever changed it. A
+// failed subscription is made again after a pause (retryFirst, doubling
+// up to retryMax).
+func (c *conn) readFeed(ctx context.Context, s *session, from int64) {
 	retry := retryFirst
 	for {
-		for e, err := range c.a.cfg.Runner.Watch(ctx, s.id, s.logSeq()) {
+		for e, err := range c.a.cfg.Runner.Watch(ctx, s.id, from) {
 			if err != nil {
 				if ctx.Err() == nil {
 					c.a.log.LogAttrs(ctx, slog.LevelWarn, "watch session events", strAttr("session", s.id), strAttr("error", err.Error()))
@@ -283,19 +293,21 @@ func (c *conn) readFeed(ctx context.Context, s *session) {
 		case <-t.C:
 		}
 		retry = min(2*retry, retryMax)
+		from = s.logSeq()
 		s.poke() // what the failure hid is read again; check anyway
 	}
 }
 
-// logSeq is the sequence number of the last event of the machine's log
-// that a watcher of s read.
+// logSeq is where a watcher of s reads the machine's log on from
+// (session.seq).
 func (s *session) logSeq() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seq
 }
 
-// readTo notes that a watcher of s read the log up to seq.
+// readTo notes that a watcher of s read the log up to seq, or that s
+// loaded the machine as it was when seq was the log's last entry.
 func (s *session) readTo(seq int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

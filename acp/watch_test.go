@@ -2,8 +2,10 @@ package acp_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/markov-agents/markov/acp/acpdemo"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
@@ -149,4 +152,174 @@ func TestResumeElsewhereWithoutEventLog(t *testing.T) {
 	id := h.newSession()
 	require.Equal(t, acpsdk.StopReasonEndTurn, h.prompt(id, "wait ci.passed"))
 	signalAndSeeResumed(t, h, st)
+}
+
+// logSpy is a SQLite store that notes, of each read of a machine's event
+// log, where it started and how many entries it returned, and the
+// suspensions looked up; a subscription to machine gated waits until
+// gate is closed.
+type logSpy struct {
+	*sqlite.Store
+	reads testkit.Log[logRead]
+	finds testkit.Log[string]
+	gated string
+	gate  chan struct{}
+}
+
+// logRead is one read of an event log.
+type logRead struct {
+	machineID string
+	after     int64
+	entries   int
+}
+
+// ReadEvents implements store.EventLog.
+func (s *logSpy) ReadEvents(ctx context.Context, machineID string, afterSeq int64, limit int) ([]store.LogEvent, error) {
+	evs, err := s.Store.ReadEvents(ctx, machineID, afterSeq, limit)
+	s.reads.Add(logRead{machineID: machineID, after: afterSeq, entries: len(evs)})
+	return evs, err
+}
+
+// Subscribe implements store.EventLog.
+func (s *logSpy) Subscribe(ctx context.Context, machineID string) (store.Subscription, error) {
+	if s.gate != nil && machineID == s.gated {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Store.Subscribe(ctx, machineID)
+}
+
+// FindSuspension implements store.Index.
+func (s *logSpy) FindSuspension(ctx context.Context, suspendID string) (store.Suspension, error) {
+	sus, err := s.Store.FindSuspension(ctx, suspendID)
+	s.finds.Add(suspendID)
+	return sus, err
+}
+
+// longParked is a session parked after a long life on a SQLite store.
+type longParked struct {
+	spy    *logSpy
+	runner *durable.Runner // the agent's, on spy
+	id     string
+	handle string
+	// end is the Seq of the last entry of the session's event log.
+	end int64
+	// open opens another store on the database (another process's).
+	open func() store.Store
+}
+
+// parkAfterLongLog runs a session through 50 turns, each logged, then
+// parks it waiting for ci.passed.
+func parkAfterLongLog(t *testing.T, gate chan struct{}) longParked {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "acp.db")
+	open := func() *sqlite.Store {
+		st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	p := longParked{spy: &logSpy{Store: open(), gate: gate}, open: func() store.Store { return open() }}
+	p.runner = deskRunner(t, p.spy)
+	var err error
+	p.id, err = p.runner.Create(ctx, "", acpdemo.NodeName, nil)
+	require.NoError(t, err)
+	p.spy.gated = p.id
+	for i := range 50 {
+		_, err := testkit.Collect(p.runner.Run(ctx, p.id, machine.UserText(fmt.Sprintf("note %d", i))))
+		require.NoError(t, err)
+	}
+	steps, err := testkit.Collect(p.runner.Run(ctx, p.id, machine.UserText("wait ci.passed")))
+	require.NoError(t, err)
+	last := steps[len(steps)-1]
+	require.True(t, last.NeedsResume(), "the session parks itself")
+	p.handle = last.Suspensions[0].SuspendID
+	p.end = p.lastSeq(t)
+	require.Greater(t, p.end, int64(100), "a long log")
+	p.spy.reads.Take()
+	p.spy.finds.Take()
+	return p
+}
+
+// lastSeq is the Seq of the last entry of the session's log.
+func (p longParked) lastSeq(t *testing.T) int64 {
+	logged, err := p.spy.Store.ReadEvents(context.Background(), p.id, 0, 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, logged)
+	return logged[len(logged)-1].Seq
+}
+
+// load serves the agent on a new connection and loads the session on it.
+func (p longParked) load(t *testing.T) *harness {
+	h := serveConfig(t, acp.Config{Runner: p.runner, Node: acpdemo.NodeName, WatchInterval: time.Hour})
+	_, err := h.conn.Initialize(h.ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
+	require.NoError(t, err)
+	_, err = h.conn.LoadSession(h.ctx, acpsdk.LoadSessionRequest{SessionId: acpsdk.SessionId(p.id), Cwd: "/", McpServers: []acpsdk.McpServer{}})
+	require.NoError(t, err)
+	require.Contains(t, h.cl.take(), "suspended agent")
+	return h
+}
+
+// TestWatchReadsTheLogFromTheLoad: a parked session with a long event
+// log, loaded on a new connection, is watched from the end of its log
+// as it stood at the load — no read of the log starts before it, and
+// the watcher reads only what was logged since — and the resume from
+// elsewhere still reaches the client.
+func TestWatchReadsTheLogFromTheLoad(t *testing.T) {
+	p := parkAfterLongLog(t, nil)
+	h := p.load(t)
+	// The watcher has subscribed and read the log once before the
+	// signal, so that the resume reaches it through the log.
+	var reads []logRead
+	require.Eventually(t, func() bool {
+		reads = append(reads, p.spy.reads.Take()...)
+		return slices.ContainsFunc(reads, func(r logRead) bool { return r.machineID == p.id })
+	}, 10*time.Second, time.Millisecond)
+
+	signalAndSeeResumed(t, h, p.open())
+	since := int(p.lastSeq(t) - p.end)
+	entries := 0
+	for _, r := range append(reads, p.spy.reads.Take()...) {
+		if r.machineID != p.id {
+			continue
+		}
+		require.GreaterOrEqual(t, r.after, p.end, "the watcher reads the log from where it was at the load on, not from %d", r.after)
+		entries += r.entries
+	}
+	require.Positive(t, entries, "the watcher read the resume from the log")
+	require.LessOrEqual(t, entries, since, "the watcher reads what was logged after the load only (%d entries before it)", p.end)
+	t.Logf("the watcher read %d entries of the log; %d were there before the load", entries, p.end)
+}
+
+// TestWatchSeesAResumeBeforeItsSubscription: a park resolved elsewhere
+// after the session was loaded and checked, but before its watcher
+// subscribed to the event log, is reported all the same: the watcher
+// reads the log from the load on, not from where it stood at the
+// subscription.
+func TestWatchSeesAResumeBeforeItsSubscription(t *testing.T) {
+	gate := make(chan struct{})
+	p := parkAfterLongLog(t, gate)
+	h := p.load(t)
+	// The watcher's first check finds the park pending; its
+	// subscription waits for the gate.
+	require.Eventually(t, func() bool { return slices.Contains(p.spy.finds.Take(), p.handle) }, 10*time.Second, time.Millisecond)
+	woken, err := deskRunner(t, p.open()).Signal(context.Background(), "ci.passed", "green")
+	require.NoError(t, err)
+	require.Equal(t, 1, woken)
+	close(gate)
+
+	var lines []string
+	require.Eventually(t, func() bool {
+		lines = append(lines, h.cl.take()...)
+		return strings.Contains(text(lines), "happened")
+	}, 10*time.Second, time.Millisecond)
+	require.Contains(t, lines, "resumed condition_fired input=false continue=true")
+	for _, r := range p.spy.reads.Take() {
+		if r.machineID == p.id {
+			require.GreaterOrEqual(t, r.after, p.end)
+		}
+	}
 }

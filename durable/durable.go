@@ -146,11 +146,37 @@ func (r *Runner) Create(ctx context.Context, id, rootNode string, state any) (st
 
 // Load returns the machine id and its stored revision.
 func (r *Runner) Load(ctx context.Context, id string) (*machine.Machine, int64, error) {
+	l, err := r.LoadAt(ctx, id)
+	return l.Machine, l.Revision, err
+}
+
+// Loaded is a machine as [Runner.LoadAt] returns it, with where its
+// store was at the load.
+type Loaded struct {
+	// Machine is the machine as stored.
+	Machine *machine.Machine
+	// Revision is its stored revision.
+	Revision int64
+	// EventSeq is the sequence number of the last entry of the machine's
+	// event log at the load, read with the machine: the machine shows
+	// what every event up to it did, and [Runner.Watch] from EventSeq
+	// yields what happened after the load only. It is 0 when the log has
+	// no entry, or the store keeps no event log (or does not report
+	// store.Snapshot.EventSeq: a watch from 0 then reads the whole log).
+	EventSeq int64
+}
+
+// LoadAt is Load with the position in the machine's event log that the
+// loaded machine is at (Loaded.EventSeq): a caller that shows the
+// machine and then follows it with Watch reads what happened since the
+// load, not the whole log. An unknown machine fails with an error
+// wrapping store.ErrNotFound.
+func (r *Runner) LoadAt(ctx context.Context, id string) (Loaded, error) {
 	s, err := r.load(ctx, id, false)
 	if err != nil {
-		return nil, 0, err
+		return Loaded{}, err
 	}
-	return s.m, s.rev, nil
+	return Loaded{Machine: s.m, Revision: s.rev, EventSeq: s.eventSeq}, nil
 }
 
 // Run takes the machine's [Hold] (waiting for a run elsewhere to end),
@@ -423,6 +449,10 @@ type session struct {
 	held        bool
 	// updatedAt is when the loaded revision was saved.
 	updatedAt time.Time
+	// eventSeq is the sequence number of the last entry of the
+	// machine's event log at the load (store.Snapshot.EventSeq); saves
+	// do not move it.
+	eventSeq int64
 	// indexed is the machine's suspension index as last loaded or saved:
 	// entries that leave pending stay in it with their final status, so a
 	// late resume finds them and fails with ErrAlreadyResolved rather than
@@ -603,12 +633,16 @@ func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, 
 	if err != nil {
 		return nil, fmt.Errorf("load suspensions of %s: %w", id, err)
 	}
+	var eventSeq int64
+	if r.CanWatch() {
+		eventSeq = snap.EventSeq // a position in a log Watch reads
+	}
 	size := prefix.size
 	for _, e := range snap.History {
 		size += int64(len(e))
 	}
 	return &session{r: r, id: id, m: m, rev: snap.Revision, from: snap.HistoryFrom - prefix.history.Len(), saved: prefix.history.Len() + len(snap.History), indexed: indexed,
-		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests, updatedAt: snap.UpdatedAt}, nil
+		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests, updatedAt: snap.UpdatedAt, eventSeq: eventSeq}, nil
 }
 
 // save writes the tree, the history added since the last save and the

@@ -55,6 +55,10 @@ type Status struct {
 	Queued int
 	// Errors are the errors of a parked machine's attempts, oldest first.
 	Errors []string
+	// EventSeq is the sequence number of the last entry of the machine's
+	// event log when it was loaded for this status (Loaded.EventSeq):
+	// [Runner.Watch] from it yields what happened since.
+	EventSeq int64
 }
 
 // Parked is a machine whose job a fleet gave up after its last attempt
@@ -97,7 +101,7 @@ func (r *Runner) Status(ctx context.Context, id string) (Status, error) {
 		return Status{}, fmt.Errorf("status: %w", err)
 	}
 	st := s.status(held)
-	st.UpdatedAt = s.updatedAt
+	st.UpdatedAt, st.EventSeq = s.updatedAt, s.eventSeq
 	return st, nil
 }
 

@@ -218,3 +218,47 @@ func TestWatchSuspensionsFeedsEveryLifecycleChange(t *testing.T) {
 		require.True(t, l.CanWatch())
 	})
 }
+
+// TestLoadAtIsWhereTheWatchGoesOn: LoadAt and Status report the last
+// entry of the machine's event log at the load, and a watch from there
+// yields what happened after the load only — the resume — and none of
+// the events the loaded machine already shows.
+func TestLoadAtIsWhereTheWatchGoesOn(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r := newRunner(t, s, chattyModel(0))
+		_, err := r.Create(ctx, "fresh", "desk", nil)
+		require.NoError(t, err)
+		fresh, err := r.LoadAt(ctx, "fresh")
+		require.NoError(t, err)
+		require.Zero(t, fresh.EventSeq, "a machine that never ran has logged nothing")
+
+		id := suspended(t, r, "m1")
+		logged, err := s.(store.EventLog).ReadEvents(ctx, "m1", 0, 0)
+		require.NoError(t, err)
+		require.NotEmpty(t, logged)
+		last := logged[len(logged)-1].Seq
+		l, err := r.LoadAt(ctx, "m1")
+		require.NoError(t, err)
+		require.Equal(t, last, l.EventSeq)
+		_, rev, err := r.Load(ctx, "m1")
+		require.NoError(t, err)
+		require.Equal(t, rev, l.Revision)
+		require.Len(t, l.Machine.Pending(), 1)
+		st, err := r.Status(ctx, "m1")
+		require.NoError(t, err)
+		require.Equal(t, last, st.EventSeq)
+
+		_, err = drain(r.Resume(ctx, id, "approved", false))
+		require.NoError(t, err)
+		after := watchUntilDone(t, r.Watch(ctx, "m1", l.EventSeq), 1)
+		require.Equal(t, l.EventSeq+1, after[0].Seq, "the watch starts right after the load")
+		require.Equal(t, chattyText, checkWatched(t, after, l.EventSeq))
+		require.Equal(t, 1, kinds(after)[machine.EventResumed], "the watch starts after the suspension and finds its resume")
+
+		// A store without an event log reports no position in one.
+		core, err := newRunner(t, coreStore{s}, chattyModel(0)).LoadAt(ctx, "m1")
+		require.NoError(t, err)
+		require.Zero(t, core.EventSeq)
+	})
+}

@@ -129,6 +129,14 @@ type Snapshot struct {
 	// SuspendRequests reports that suspend requests were kept for the
 	// machine when it was loaded. Only a [RequestReporter] sets it.
 	SuspendRequests bool
+	// EventSeq is the sequence number of the last entry of the machine's
+	// event log when it was loaded (0: the log has none), read in the
+	// same snapshot as the tree: the entries up to it are those of the
+	// saves the snapshot holds. A watcher that starts from the load
+	// reads the log after it only. Only a store that is an [EventLog]
+	// sets it; one that leaves it 0 has such a watcher read the whole
+	// log.
+	EventSeq int64
 }
 
 // NewIncarnation returns a random Snapshot.Incarnation, never 0, for a

@@ -126,6 +126,7 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		UpdatedAt:   m.updatedAt,
 
 		SuspendRequests: len(s.requests[machineID]) > 0,
+		EventSeq:        int64(len(m.events)),
 	}, nil
 }
 

@@ -364,7 +364,8 @@ func newQueries(schema string) queries {
 			WHERE b.machine_id = m.id AND b.seq >= $2::bigint / ` + blockLen + ` * ` + blockLen + ` AND b.seq < m.packed),
 		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h
 			WHERE h.machine_id = m.id AND h.seq >= greatest($2::bigint, m.packed) AND h.seq < m.history_len),
-		EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = m.id)
+		EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = m.id),
+		(SELECT coalesce(max(e.seq), 0) FROM {s}.events e WHERE e.machine_id = m.id)
 		FROM {s}.machines m WHERE m.id = $1`)
 	q.create = q.expand(`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation)
 		VALUES ($1, 1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`)
@@ -462,7 +463,9 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 	return s.LoadTail(ctx, machineID, 0)
 }
 
-// LoadTail implements [store.TailLoader] in one statement.
+// LoadTail implements [store.TailLoader] in one statement, which reads
+// the last sequence number of the machine's event log
+// (Snapshot.EventSeq) in the same snapshot.
 func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*store.Snapshot, error) {
 	l := loaded{snap: &store.Snapshot{MachineID: machineID}}
 	err := store.CheckID(machineID)
@@ -499,7 +502,7 @@ type loaded struct {
 // ScanRow implements [pgx.RowScanner].
 func (l *loaded) ScanRow(rows pgx.Rows) error {
 	snap := l.snap
-	if err := rows.Scan(&snap.Revision, &snap.Tree, &l.updated, &snap.Incarnation, &l.length, &l.packed, nil, nil, &snap.SuspendRequests); err != nil {
+	if err := rows.Scan(&snap.Revision, &snap.Tree, &l.updated, &snap.Incarnation, &l.length, &l.packed, nil, nil, &snap.SuspendRequests, &snap.EventSeq); err != nil {
 		return err
 	}
 	if err := scanArray(rows, 6, &l.blocks); err != nil {

@@ -536,8 +536,9 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 	return s.LoadTail(ctx, machineID, 0)
 }
 
-// LoadTail implements [store.TailLoader]: it reads the machine's row and
-// the history rows from seq from on, in one read transaction.
+// LoadTail implements [store.TailLoader]: it reads the machine's row, the
+// last sequence number of its event log (Snapshot.EventSeq) and the
+// history rows from seq from on, in one read transaction.
 func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*store.Snapshot, error) {
 	snap := &store.Snapshot{MachineID: machineID}
 	if err := store.CheckID(machineID); err != nil {
@@ -551,8 +552,9 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		var n, packed int64
 		var updated int64
 		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, packed, updated_at, incarnation,
-			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1) FROM machines WHERE id = ?1`, machineID).
-			Scan(&snap.Revision, &snap.Tree, &n, &packed, &updated, &snap.Incarnation, &snap.SuspendRequests)
+			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1),
+			(SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1) FROM machines WHERE id = ?1`, machineID).
+			Scan(&snap.Revision, &snap.Tree, &n, &packed, &updated, &snap.Incarnation, &snap.SuspendRequests, &snap.EventSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}

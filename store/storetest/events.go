@@ -21,6 +21,7 @@ var eventLogChecks = []check[logStore]{
 	{"AtomicWithSave", testEventsAtomic},
 	{"Feed", testSuspensionFeed},
 	{"DeletedWithMachine", testEventsDeleted},
+	{"LoadedEventSeq", testLoadedEventSeq},
 	{"Notify", testEventsNotify},
 	{"Publish", testPublish},
 	{"PublishInvalid", testPublishInvalid},
@@ -118,6 +119,66 @@ func testEventsDeleted(t *testing.T, s logStore) {
 	// A new machine of the same ID starts a new log.
 	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("new")})
 	wantStrings(t, "recreated machine's log", readAll(t, s, "m1", 0, 0), "new")
+}
+
+// lastSeq is the Seq of the last entry of machineID's log, 0 if it has
+// none.
+func lastSeq(t testing.TB, s store.EventLog, machineID string) int64 {
+	t.Helper()
+	evs, err := s.ReadEvents(context.Background(), machineID, 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents(%q): %v", machineID, err)
+	}
+	if len(evs) == 0 {
+		return 0
+	}
+	return evs[len(evs)-1].Seq
+}
+
+// wantEventSeq checks that a load of machineID (and a load of its tail,
+// when s is a store.TailLoader) reports the last entry of its log, want.
+func wantEventSeq(t testing.TB, s logStore, machineID string, want int64) {
+	t.Helper()
+	if got := lastSeq(t, s, machineID); got != want {
+		t.Fatalf("the last entry of %q's log has Seq %d, want %d", machineID, got, want)
+	}
+	if got := mustLoad(t, s, machineID).EventSeq; got != want {
+		t.Fatalf("Load(%q).EventSeq = %d, want %d (the last entry's Seq)", machineID, got, want)
+	}
+	if tl, ok := s.(store.TailLoader); ok {
+		snap, err := tl.LoadTail(context.Background(), machineID, 1)
+		if err != nil {
+			t.Fatalf("LoadTail(%q, 1): %v", machineID, err)
+		}
+		if snap.EventSeq != want {
+			t.Fatalf("LoadTail(%q, 1).EventSeq = %d, want %d (the last entry's Seq)", machineID, snap.EventSeq, want)
+		}
+	}
+}
+
+// testLoadedEventSeq: a load reports the Seq of the last entry of the
+// machine's log as it stood, 0 for a log without entries.
+func testLoadedEventSeq(t *testing.T, s logStore) {
+	rev := mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Append: bs("h")})
+	wantEventSeq(t, s, "m1", 0)
+	rev = mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Events: bs("a", "b")})
+	wantEventSeq(t, s, "m1", 2)
+	rev = mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Append: bs("i")})
+	wantEventSeq(t, s, "m1", 2)
+	_, err := s.Save(context.Background(), store.Save{MachineID: "m1", Revision: rev + 5, Tree: []byte("u"), Events: bs("lost")})
+	wantErr(t, "stale save", err, store.ErrConflict)
+	wantEventSeq(t, s, "m1", 2)
+	mustSave(t, s, store.Save{MachineID: "m2", Tree: []byte("t"), Events: bs("x")})
+	wantEventSeq(t, s, "m2", 1)
+	mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Events: bs("c")})
+	wantEventSeq(t, s, "m1", 3)
+	// A machine created again starts a new log.
+	if err := s.Delete(context.Background(), "m1"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t")})
+	wantEventSeq(t, s, "m1", 0)
+	wantEventSeq(t, s, "m2", 1)
 }
 
 // next waits for a notice, failing after a while.
