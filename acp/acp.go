@@ -117,8 +117,13 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := newConn(ctx, a)
-	c.sdk = acpsdk.NewAgentSideConnection(c, out, in)
+	// The sdk's connection reads in at once, and handles each request as
+	// it comes: it reads nothing until the agent is set up, so that no
+	// handler finds c.sdk (or the sdk its connection and logger) unset.
+	ready := make(chan struct{})
+	c.sdk = acpsdk.NewAgentSideConnection(c, out, readAfter{ready: ready, r: in})
 	c.sdk.SetLogger(a.log)
+	close(ready)
 	defer c.close()
 	select {
 	case <-c.sdk.Done():
@@ -126,4 +131,16 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// readAfter reads r once ready is closed.
+type readAfter struct {
+	ready <-chan struct{}
+	r     io.Reader
+}
+
+// Read implements io.Reader.
+func (r readAfter) Read(p []byte) (int, error) {
+	<-r.ready
+	return r.r.Read(p)
 }
