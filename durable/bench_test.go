@@ -401,3 +401,25 @@ func runTo(b *testing.B, r *Runner, id string) {
 		}
 	}
 }
+
+// BenchmarkStatus measures Runner.Status of a machine at rest with a
+// long history, from a Runner without a history cache (as the console or
+// the CLI of another process sees it): the tree, the suspension index and
+// the end of the history back to the last reply.
+func BenchmarkStatus(b *testing.B) {
+	c := modelCharter(b, stepModel{}, 0)
+	for name, open := range benchStores(b) {
+		for _, size := range []int{100, 10_000} {
+			b.Run(fmt.Sprintf("%s/history=%d", name, size), func(b *testing.B) {
+				r, ids := historyMachines(b, c, open(), size, 1, -1)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := r.Status(context.Background(), ids[0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

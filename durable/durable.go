@@ -556,7 +556,7 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 	if err == nil && (snap == nil || snap.Incarnation != prefix.incarnation || snap.HistoryFrom != prefix.end()) {
 		switch {
 		case windowed:
-			snap, m, err = r.loadEnd(ctx, tl, id)
+			snap, m, err = r.loadEnd(ctx, tl, id, endLoads*(r.charter.Window()+4), r.windowFits)
 		case prefix.end() > 0:
 			snap, err = tl.LoadTail(ctx, id, 0)
 		}
@@ -574,20 +574,18 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 }
 
 // endLoads is how many windows (machine.CharterConfig.Window) of history
-// loadEnd reads first, and how many times longer it reads again while
-// that falls short.
+// a run's loadEnd reads first, and how many times longer loadEnd reads
+// again while what it read falls short.
 const endLoads = 4
 
-// loadEnd loads machine id with the end of its history only: enough that
-// every instance of its tree, and any it starts, sees the window of its
-// transcript that the whole history would give it
-// (message.History.WindowFits) — a few windows' worth, read again longer
-// while it falls short. The tree is read first, alone, for the history's
-// length. It returns the snapshot it settled on and the machine decoded
-// from it.
-func (r *Runner) loadEnd(ctx context.Context, tl store.TailLoader, id string) (*store.Snapshot, *machine.Machine, error) {
+// loadEnd loads machine id with the end of its history only: its last
+// tail entries, read again endLoads times longer until the machine
+// decoded from them is enough (or holds the whole history). The tree is
+// read first, alone, for the history's length. It returns the snapshot it
+// settled on and the machine decoded from it.
+func (r *Runner) loadEnd(ctx context.Context, tl store.TailLoader, id string, tail int, enough func(*machine.Machine) bool) (*store.Snapshot, *machine.Machine, error) {
 	snap, err := tl.LoadTail(ctx, id, math.MaxInt)
-	for tail := endLoads * (r.charter.Window() + 4); err == nil; tail *= endLoads {
+	for ; err == nil; tail *= endLoads {
 		if snap, err = tl.LoadTail(ctx, id, max(0, snap.HistoryFrom+len(snap.History)-tail)); err != nil {
 			break
 		}
@@ -595,23 +593,24 @@ func (r *Runner) loadEnd(ctx context.Context, tl store.TailLoader, id string) (*
 		if decodeErr != nil {
 			return nil, nil, decodeErr
 		}
-		if snap.HistoryFrom == 0 || windowFits(m, r.charter.Window()) {
+		if snap.HistoryFrom == 0 || enough(m) {
 			return snap, m, nil
 		}
 	}
 	return nil, nil, err
 }
 
-// windowFits reports whether m's history holds the window of n messages
-// of every instance of its tree, and of any instance that starts (which
-// sees the messages scoped to none).
-func windowFits(m *machine.Machine, n int) (fits bool) {
+// windowFits reports whether m's history holds the window
+// (machine.CharterConfig.Window) of every instance of its tree, and of
+// any instance that starts (which sees the messages scoped to none): a
+// run of it sees what it would over the whole history.
+func (r *Runner) windowFits(m *machine.Machine) (fits bool) {
 	access.MachineView(m, func(root *instance.Instance, h message.History) {
 		ids := []string{""}
 		for in := range root.Walk() {
 			ids = append(ids, in.ID)
 		}
-		fits = h.WindowFits(n, ids...)
+		fits = h.WindowFits(r.charter.Window(), ids...)
 	})
 	return fits
 }

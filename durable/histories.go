@@ -78,6 +78,18 @@ func (c *histories) get(id string, held bool) cachedHistory {
 	return h
 }
 
+// whole reports whether the cache holds machine id's history from its
+// start (which a load outside a run can take).
+func (c *histories) whole(id string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.byID[id]
+	return el != nil && el.Value.(*cachedHistory).from == 0
+}
+
 // end is the position in the stored history after h's last message.
 func (h *cachedHistory) end() int { return h.from + h.history.Len() }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
+	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
 )
@@ -96,13 +97,50 @@ func (r *Runner) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	s, err := r.load(ctx, id, false)
+	s, err := r.loadStatus(ctx, id)
 	if err != nil {
 		return Status{}, fmt.Errorf("status: %w", err)
 	}
 	st := s.status(held)
 	st.UpdatedAt, st.EventSeq = s.updatedAt, s.eventSeq
 	return st, nil
+}
+
+// statusTail is how many history entries a status reads first when it
+// reads the end of a history (loadStatus): the last assistant text is
+// seldom further back.
+const statusTail = 32
+
+// loadStatus loads machine id for a status: as load does when the
+// history cache holds its whole history, or the store is no
+// store.TailLoader; otherwise with the end of the history only
+// (loadEnd), read again longer while it holds no assistant text. A status
+// of a long machine then reads what its last reply needs, not every
+// message.
+func (r *Runner) loadStatus(ctx context.Context, id string) (*session, error) {
+	tl, tails := r.store.(store.TailLoader)
+	if !tails || r.histories.whole(id) {
+		return r.load(ctx, id, false)
+	}
+	snap, m, err := r.loadEnd(ctx, tl, id, statusTail, func(m *machine.Machine) (said bool) {
+		access.MachineView(m, func(_ *instance.Instance, h message.History) { said = lastText(h.Messages()) != "" })
+		return said
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load machine %s: %w", id, err)
+	}
+	return r.assemble(ctx, id, snap, cachedHistory{}, m)
+}
+
+// lastText is the text of the last assistant message of history with
+// text, "" if none.
+func lastText(history []message.Message) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		if t := history[i].Text(); history[i].Role == message.Assistant && t != "" {
+			return t
+		}
+	}
+	return ""
 }
 
 // status is the status of the session's machine, held or not.
@@ -115,13 +153,7 @@ func (s *session) status(held bool) Status {
 	}
 	active := false
 	access.MachineView(s.m, func(root *instance.Instance, h message.History) {
-		history := h.Messages()
-		st.Messages = len(history)
-		for i := len(history) - 1; i >= 0 && st.LastText == ""; i-- {
-			if history[i].Role == message.Assistant {
-				st.LastText = history[i].Text()
-			}
-		}
+		st.Messages, st.LastText = s.from+h.Len(), lastText(h.Messages())
 		active = hasWork(root)
 	})
 	switch {

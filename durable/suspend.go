@@ -433,17 +433,14 @@ func summarize(m *machine.Machine, c *instance.SuspendedCall, earlier int) strin
 			node = in.Node
 		}
 	}
+	history := m.History()
 	msgs := earlier
-	last := ""
-	for _, msg := range m.History() {
-		if msg.Role == message.Record {
-			continue
-		}
-		msgs++
-		if t := msg.Text(); msg.Role == message.Assistant && t != "" {
-			last = t
+	for _, msg := range history {
+		if msg.Role != message.Record {
+			msgs++
 		}
 	}
+	last := lastText(history)
 	fmt.Fprintf(&b, "paused %s after %d messages", cmp.Or(node, "the machine"), msgs)
 	if last != "" {
 		if len(last) > 120 {

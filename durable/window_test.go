@@ -139,3 +139,39 @@ func TestWindowedLoad(t *testing.T) {
 		}
 	})
 }
+
+// A status of a long machine reads the end of its history only, back to
+// its last reply: the length and the last text it reports are those of
+// the whole history, after turns and after records that push the last
+// reply further back.
+func TestStatusReadsTheEnd(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		rec := &recordingModel{}
+		spy := &tailSpy{Store: st}
+		r, err := durable.New(durable.Config{Store: spy, Charter: windowCharter(t, rec.model(), 0), HistoryCache: -1})
+		require.NoError(t, err)
+		_, err = r.Create(ctx, "m", "desk", nil)
+		require.NoError(t, err)
+		for i := range 60 {
+			_, err := drain(r.Run(ctx, "m", machine.UserText(fmt.Sprint("turn ", i))))
+			require.NoError(t, err)
+		}
+		for _, notes := range []int{0, 100} {
+			for range notes {
+				_, err := drain(r.Invoke(ctx, "m", command.Invocation{Name: "note"}))
+				require.NoError(t, err)
+			}
+			whole, _, err := r.Load(ctx, "m")
+			require.NoError(t, err)
+			spy.froms.Take()
+			status, err := r.Status(ctx, "m")
+			require.NoError(t, err)
+			require.Equal(t, len(whole.History()), status.Messages, "after %d notes", notes)
+			require.Equal(t, "done", status.LastText, "after %d notes", notes)
+			require.Equal(t, durable.StateDone, status.State, "after %d notes", notes)
+			froms := spy.froms.Take()
+			require.Positive(t, froms[len(froms)-1], "after %d notes: the status read the whole history", notes)
+		}
+	})
+}
