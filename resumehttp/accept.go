@@ -195,6 +195,12 @@ type MachineStatus struct {
 	Queued int `json:"queued,omitempty"`
 	// Errors are a parked machine's errors, oldest first.
 	Errors []string `json:"errors,omitempty"`
+	// EventSeq is the sequence number of the last entry of the machine's
+	// event log when the status was read (durable.Status.EventSeq): GET
+	// /machines/{id}/events?after=EventSeq streams what happened since,
+	// not the whole log. Absent (0) when the log is empty or the store
+	// keeps none.
+	EventSeq int64 `json:"event_seq,omitempty"`
 }
 
 // ParkedMachine is an entry of GET /parked.
@@ -220,7 +226,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, s Statuser) {
 	out := MachineStatus{
 		MachineID: st.MachineID, Status: string(st.State), Revision: st.Revision, UpdatedAt: st.UpdatedAt,
 		Pending: make([]Suspension, len(st.Pending)), Messages: st.Messages, LastText: st.LastText,
-		Queued: st.Queued, Errors: st.Errors,
+		Queued: st.Queued, Errors: st.Errors, EventSeq: st.EventSeq,
 	}
 	for i, p := range st.Pending {
 		out.Pending[i] = suspensionOf(p)

@@ -359,6 +359,11 @@ func TestMachineStatus(t *testing.T) {
 			require.Empty(t, st.Pending)
 			require.Equal(t, "result: yes", st.LastText)
 			require.Equal(t, 4, st.Messages) // user, tool use, tool result, text
+			// The event log's last entry, where a watch goes on from.
+			loaded, err := a.runner.LoadAt(context.Background(), mid)
+			require.NoError(t, err)
+			require.Positive(t, st.EventSeq)
+			require.Equal(t, loaded.EventSeq, st.EventSeq)
 
 			requireError(t, a.call(t, "GET", "/machines/nope", ""), http.StatusNotFound, "unknown_machine")
 		})

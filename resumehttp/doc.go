@@ -120,7 +120,9 @@
 //	parked           (fleet) its job was given up after its last attempt; "errors" says why
 //
 // with "revision", "updated_at", "messages", "last_text" (what the last
-// run said) and, on a fleet, "queued" (inputs accepted, not applied yet).
+// run said), "event_seq" (the event log's last entry at the read: GET
+// /machines/{id}/events?after=<event_seq> follows the machine from there)
+// and, on a fleet, "queued" (inputs accepted, not applied yet).
 // An unknown machine is 404 unknown_machine. GET /parked lists a fleet's
 // parked machines with their errors ([ParkedLister]; 501 without one).
 // The runner's or acceptor's [Statuser] serves GET /machines/{id}.
