@@ -235,9 +235,23 @@ func (h *harness) call(method string, params, out any) error {
 // what the resumed run answered.
 func signalAndSeeResumed(t *testing.T, h *harness, st store.Store) {
 	t.Helper()
+	signalCI(t, st)
+	seeResumed(t, h)
+}
+
+// signalCI signals ci.passed through another runner on st, which wakes
+// one suspension.
+func signalCI(t *testing.T, st store.Store) {
+	t.Helper()
 	woken, err := deskRunner(t, st).Signal(context.Background(), "ci.passed", "green")
 	require.NoError(t, err)
 	require.Equal(t, 1, woken)
+}
+
+// seeResumed waits for h's client to be told that the session's park
+// resumed on ci.passed, and what the resumed run answered.
+func seeResumed(t *testing.T, h *harness) {
+	t.Helper()
 	var lines []string
 	require.Eventually(t, func() bool {
 		lines = append(lines, h.cl.take()...)

@@ -306,17 +306,9 @@ func TestWatchSeesAResumeBeforeItsSubscription(t *testing.T) {
 	// The watcher's first check finds the park pending; its
 	// subscription waits for the gate.
 	require.Eventually(t, func() bool { return slices.Contains(p.spy.finds.Take(), p.handle) }, 10*time.Second, time.Millisecond)
-	woken, err := deskRunner(t, p.open()).Signal(context.Background(), "ci.passed", "green")
-	require.NoError(t, err)
-	require.Equal(t, 1, woken)
+	signalCI(t, p.open())
 	close(gate)
-
-	var lines []string
-	require.Eventually(t, func() bool {
-		lines = append(lines, h.cl.take()...)
-		return strings.Contains(text(lines), "happened")
-	}, 10*time.Second, time.Millisecond)
-	require.Contains(t, lines, "resumed condition_fired input=false continue=true")
+	seeResumed(t, h)
 	for _, r := range p.spy.reads.Take() {
 		if r.machineID == p.id {
 			require.GreaterOrEqual(t, r.after, p.end)
