@@ -600,6 +600,60 @@ func (r *Runner) loadEnd(ctx context.Context, tl store.TailLoader, id string, ta
 	return nil, nil, err
 }
 
+// wholeFor returns s, or, when s holds the end of its history only
+// (loadEnd) and applying inputs may read further back (needsWhole), the
+// machine loaded again with its whole history: such inputs are rare, and
+// they then apply as they would to a machine loaded whole.
+func (s *session) wholeFor(ctx context.Context, inputs []machine.Input) (*session, error) {
+	if s.from == 0 || !needsWhole(s.m, inputs) {
+		return s, nil
+	}
+	snap, err := s.r.store.Load(ctx, s.id)
+	if err != nil {
+		return nil, fmt.Errorf("load machine %s: %w", s.id, err)
+	}
+	whole, err := s.r.assemble(ctx, s.id, snap, cachedHistory{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	whole.held = s.held
+	return whole, nil
+}
+
+// needsWhole reports whether applying inputs to m may read history that
+// the end of it does not hold: a fresh-turn resume or signal digests the
+// resumed instance's whole transcript, and a resume or cancel of a call
+// m does not hold is told apart (already resolved, or unknown) by the
+// history.
+func needsWhole(m *machine.Machine, inputs []machine.Input) (needs bool) {
+	access.MachineView(m, func(root *instance.Instance, _ message.History) {
+		needs = needsHistory(root, inputs)
+	})
+	return needs
+}
+
+// needsHistory is needsWhole of the tree root.
+func needsHistory(root *instance.Instance, inputs []machine.Input) bool {
+	holds := func(id string) bool { _, c := root.FindCall(id); return c != nil }
+	for _, in := range inputs {
+		switch v := in.(type) {
+		case machine.ResumeInput:
+			if v.FreshTurn || !holds(v.SuspendID) {
+				return true
+			}
+		case machine.SignalInput:
+			if v.FreshTurn {
+				return true
+			}
+		case machine.CancelInput:
+			if !holds(v.SuspendID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // windowFits reports whether m's history holds the window
 // (machine.CharterConfig.Window) of every instance of its tree, and of
 // any instance that starts (which sees the messages scoped to none): a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
@@ -31,9 +32,9 @@ func (s *tailSpy) LoadTail(ctx context.Context, id string, from int) (*store.Sna
 }
 
 // recordingModel answers a user message "loop N" with N calls to work
-// one after the other, any other user message with one, and a work
-// result past those with a final answer; it keeps every request's
-// transcript.
+// one after the other, "ask" with a call to ask, any other user message
+// with one call to work, and a tool result past those with a final
+// answer; it keeps every request's transcript.
 type recordingModel struct {
 	sent testkit.Log[[]message.Message]
 	mu   sync.Mutex
@@ -53,19 +54,27 @@ func (r *recordingModel) model() llm.Model {
 			return scripted.Reply{Text: "done"}, nil
 		}
 		r.left--
-		return scripted.Reply{Calls: []scripted.Call{{ID: fmt.Sprintf("t%d-%d", len(req.Messages), r.left), Name: "work", Input: empty{}}}}, nil
+		tool := "work"
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.User && last.Text() == "ask" {
+			tool = "ask"
+		}
+		return scripted.Reply{Calls: []scripted.Call{{ID: fmt.Sprintf("t%d-%d", len(req.Messages), r.left), Name: tool, Input: empty{}}}}, nil
 	})
 }
 
 // windowCharter is a charter with a window of n messages: node desk with
-// the tool work and the command note, which only writes its record.
+// the tools work and ask (which suspends) and the command note, which
+// only writes its record.
 func windowCharter(t *testing.T, model llm.Model, n int) *machine.Charter {
 	work := node.NewTool("work", "do a unit of work", func(ctx *node.ToolContext[desk], _ empty) (int, error) {
 		err := ctx.Update(func(d *desk) { d.Done++ })
 		return ctx.State().Done, err
 	})
+	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
+		return "", ctx.Suspend("approval")
+	})
 	note := command.New("note", "note something", func(*command.Context[desk], empty) (string, error) { return "noted", nil })
-	n1, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work}, Commands: []command.Command[desk]{note}})
+	n1, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}, Commands: []command.Command[desk]{note}})
 	require.NoError(t, err)
 	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n1}, Window: n})
 	require.NoError(t, err)
@@ -135,6 +144,29 @@ func TestWindowedLoad(t *testing.T) {
 						require.Equal(t, wh[i].Text(), ah[i].Text(), "%q: message %d", text, i)
 					}
 				}
+
+				// A fresh-turn resume digests the whole transcript, and a
+				// cancel of a call resolved long ago is told apart by the
+				// history: their runs load all of it.
+				steps, err := drain(r.Run(ctx, id, machine.UserText("ask")))
+				require.NoError(t, err)
+				sid := steps[len(steps)-1].Suspensions[0].SuspendID
+				resume := machine.ResumeInput{SuspendID: sid, Payload: "yes", FreshTurn: true}
+				whole, _, err := r.Load(ctx, id)
+				require.NoError(t, err)
+				rec.sent.Take()
+				_, err = drain(whole.Run(ctx, resume))
+				require.NoError(t, err)
+				want := rec.sent.Take()
+				_, err = drain(r.Run(ctx, id, resume))
+				require.NoError(t, err)
+				require.Equal(t, want, rec.sent.Take(), "the fresh turn's digest differs from a whole run's")
+				for i := range 30 {
+					_, err := drain(r.Run(ctx, id, machine.UserText(fmt.Sprint("later ", i))))
+					require.NoError(t, err)
+				}
+				_, err = drain(r.Run(ctx, id, machine.CancelInput{SuspendID: sid}))
+				require.ErrorIs(t, err, instance.ErrAlreadyResolved)
 			})
 		}
 	})

@@ -57,9 +57,8 @@ type CharterConfig struct {
 	// (message.Window: a few more or fewer, so that it never starts at a
 	// tool result). History keeps every message; the window bounds what
 	// a model is sent as a conversation grows, and lets package durable
-	// load only the end of a long history to run a machine (a fresh-turn
-	// digest, DigestInput, then sees the messages the run loaded). Zero
-	// means no window: the whole transcript.
+	// load only the end of a long history to run a machine. Zero means no
+	// window: the whole transcript.
 	Window int
 	// ToolTimeout bounds each call of a tool (and of its resume handler)
 	// that sets no timeout of its own with node.Timeout. A call that
