@@ -123,6 +123,9 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 		Instructions: "You are the support agent of an online shop. Be brief and friendly.",
 		Model:        model,
 		Nodes:        []*node.Node{support},
+		// A long conversation sends the model its last 200 messages, and
+		// a durable run loads only the end of the history those need.
+		Window: 200,
 	})
 }
 
