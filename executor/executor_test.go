@@ -228,7 +228,7 @@ func TestStepSplitsAtReply(t *testing.T) {
 	require.Empty(t, first.Suspended)
 	require.False(t, first.StateChanged)
 	ids := []string{first.Reply.Message.ToolUses()[0].ID, first.Reply.Message.ToolUses()[1].ID}
-	require.Equal(t, []string{"dup", "toolu_markov_1_2"}, ids, "the saved reply is already repaired")
+	require.Equal(t, []string{"dup", "toolu_markov_id-1_2"}, ids, "the saved reply is already repaired")
 
 	saved, err := json.Marshal(first.Reply)
 	require.NoError(t, err)

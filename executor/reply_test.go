@@ -32,7 +32,11 @@ func TestRepairToolUses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			orig := append([]message.Part(nil), tt.in...)
-			got, n := repairToolUses(tt.in, 4)
+			calls := 0
+			got, n := repairToolUses(tt.in, func() string { calls++; return "4" })
+			if calls > 1 {
+				t.Fatalf("the reply's ID was asked for %d times, want once at most", calls)
+			}
 			if n != tt.repaired {
 				t.Fatalf("repaired %d, want %d", n, tt.repaired)
 			}

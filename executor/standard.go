@@ -212,7 +212,7 @@ func (e *standard) prepare(ctx context.Context, lf *leaf, r *Reply) {
 		r.Message.Parts = withoutToolUses(r.Message.Parts)
 		return
 	}
-	if parts, n := repairToolUses(r.Message.Parts, len(lf.transcript())); n > 0 {
+	if parts, n := repairToolUses(r.Message.Parts, e.cfg.NewID); n > 0 {
 		r.Message.Parts = parts
 		e.log.LogAttrs(ctx, slog.LevelWarn, "provider reply: tool uses with a missing or duplicate ID or non-JSON input repaired",
 			slog.String("instance", lf.in.ID), slog.Int("repaired", n))

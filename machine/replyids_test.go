@@ -9,6 +9,7 @@ import (
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/serialize"
 )
@@ -46,8 +47,8 @@ func TestBadToolUseIDsCannotWedge(t *testing.T) {
 		model llm.Model
 		ids   []string
 	}{
-		{"duplicate", script(), []string{"dup", "toolu_markov_1_2"}},
-		{"empty", withoutIDs(script()), []string{"toolu_markov_1_1", "toolu_markov_1_2"}},
+		{"duplicate", script(), []string{"dup", "toolu_markov_id2_2"}},
+		{"empty", withoutIDs(script()), []string{"toolu_markov_id2_1", "toolu_markov_id2_2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,5 +77,40 @@ func TestBadToolUseIDsCannotWedge(t *testing.T) {
 			require.Equal(t, counter{Count: 3}, back.Root().State)
 			require.Equal(t, "and once more", back.History()[len(back.History())-1].Text())
 		})
+	}
+}
+
+// Repaired tool-use IDs, and so the idempotency keys made of them, are
+// each call's alone in the history, also when a window keeps every
+// transcript the same length round after round.
+func TestRepairedIDsDoNotRepeat(t *testing.T) {
+	var keys []string
+	tally := node.NewTool("tally", "count one", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		keys = append(keys, ctx.IdempotencyKey())
+		return "counted", ctx.Update(func(c *counter) { c.Count++ })
+	})
+	n := mustNode(t, "n", node.Config[counter]{Tools: []node.Tool[counter]{tally}})
+	model := withoutIDs(scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if req.Messages[len(req.Messages)-1].Role == message.User {
+			return scripted.Tool("tally", nil), nil
+		}
+		return scripted.Text("counted"), nil
+	}))
+	c := charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Window: 2})
+	m := newMachine(t, c, "n")
+	for range 5 {
+		run(t, m, machine.UserText("count"))
+	}
+	seen := map[string]bool{}
+	for _, msg := range m.History() {
+		for _, u := range msg.ToolUses() {
+			require.False(t, seen[u.ID], "tool-use ID %s repeats", u.ID)
+			seen[u.ID] = true
+		}
+	}
+	require.Len(t, seen, 5)
+	require.Len(t, keys, 5)
+	for i, k := range keys {
+		require.NotContains(t, keys[:i], k, "idempotency key %s repeats", k)
 	}
 }
