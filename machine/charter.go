@@ -54,11 +54,11 @@ type CharterConfig struct {
 	MaxSteps int
 	// Window, when positive, bounds the transcript each leaf's step
 	// carries (what its model sees) to its last Window messages
-	// (message.Window: a few more or fewer, so that it never starts at a
-	// tool result). History keeps every message; the window bounds what
-	// a model is sent as a conversation grows, and lets package durable
-	// load only the end of a long history to run a machine. Zero means no
-	// window: the whole transcript.
+	// (message.Window: fewer, so that it starts at a user message where
+	// it can, and never at a tool result). History keeps every message;
+	// the window bounds what a model is sent as a conversation grows, and
+	// lets package durable load only the end of a long history to run a
+	// machine. Zero means no window: the whole transcript.
 	Window int
 	// ToolTimeout bounds each call of a tool (and of its resume handler)
 	// that sets no timeout of its own with node.Timeout. A call that

@@ -2,32 +2,41 @@ package message
 
 // Window returns the end of transcript that a window of n messages keeps:
 // its last n messages, or the whole transcript when n is zero or negative
-// or the transcript is no longer. A window never starts at a tool result,
-// whose tool use it would cut off (providers refuse the request): it
-// starts at the first message after the cut that is not one, or, when
-// every message after the cut is one, at the assistant message before
-// them that made the calls. The result shares transcript's array.
+// or the transcript is no longer. The window starts at a user message
+// where it can: at the first one after the cut, so that the model sees
+// whole exchanges (some providers want a conversation to open with the
+// user). With none after the cut (one exchange longer than the window),
+// it starts at the first message after the cut that is not a tool
+// result, whose tool use it would cut off; when every message after the
+// cut is one, at the assistant message before them that made the calls.
+// The result shares transcript's array.
 //
 // Window depends only on the messages from its start on: a transcript
 // that ends with the same messages as another, and holds at least one of
 // them before the window's start, is windowed alike ([History.WindowFits]).
 func Window(transcript []Message, n int) []Message {
-	return transcript[windowStart(len(transcript), n, func(i int) bool { return transcript[i].Role == Tool }):]
+	return transcript[windowStart(len(transcript), n, func(i int) Role { return transcript[i].Role }):]
 }
 
 // windowStart is where Window cuts a transcript of l messages, the i-th
-// a tool result when tool(i).
-func windowStart(l, n int, tool func(i int) bool) int {
+// of Role role(i). Only its last step, back to the call of the results
+// that follow the cut, reads messages before the cut.
+func windowStart(l, n int, role func(i int) Role) int {
 	if n <= 0 || l <= n {
 		return 0
 	}
 	start := l - n
 	for i := start; i < l; i++ {
-		if !tool(i) {
+		if role(i) == User {
 			return i
 		}
 	}
-	for start > 0 && tool(start) {
+	for i := start; i < l; i++ {
+		if role(i) != Tool {
+			return i
+		}
+	}
+	for start > 0 && role(start) == Tool {
 		start--
 	}
 	return start
@@ -53,7 +62,7 @@ func (h History) WindowFits(n int, ids ...string) bool {
 				seen = append(seen, i)
 			}
 		}
-		if windowStart(len(seen), n, func(i int) bool { return h.msgs[seen[i]].Role == Tool }) == 0 {
+		if windowStart(len(seen), n, func(i int) Role { return h.msgs[seen[i]].Role }) == 0 {
 			return false
 		}
 	}

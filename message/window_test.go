@@ -3,6 +3,7 @@ package message_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/markov-agents/markov/message"
@@ -32,7 +33,9 @@ func TestWindow(t *testing.T) {
 		{[]message.Message{u, a, u, a}, 4, "uaua"},
 		{[]message.Message{u, a, u, a}, 9, "uaua"},
 		{[]message.Message{u, a, u, a}, 2, "ua"},
-		{[]message.Message{u, call, res, a, u}, 3, "au"},       // off the result
+		{[]message.Message{u, a, u, a}, 3, "ua"},               // at a user message
+		{[]message.Message{u, call, res, a, u}, 3, "u"},        // at a user message
+		{[]message.Message{u, call, res, a, a}, 3, "aa"},       // off the result
 		{[]message.Message{u, call, res, res, res}, 2, "attt"}, // back to the call
 		{[]message.Message{res, res}, 1, "tt"},                 // nothing to go back to
 		{nil, 3, ""},
@@ -58,6 +61,9 @@ func TestWindow(t *testing.T) {
 		if len(w) < len(tail) && w[0].Role == message.Tool {
 			t.Fatalf("Window(%s, %d) = %s starts at a result", roles(tail), n, roles(w))
 		}
+		if len(w) < len(tail) && w[0].Role != message.User && slices.ContainsFunc(tail[len(tail)-n:], func(m message.Message) bool { return m.Role == message.User }) {
+			t.Fatalf("Window(%s, %d) = %s does not start at the user message after the cut", roles(tail), n, roles(w))
+		}
 		if len(w) == len(tail) {
 			continue // the window reaches the tail's start: an older message could matter
 		}
@@ -68,22 +74,25 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-// A window keeps the end of a long conversation, never starting at a tool
-// result.
+// A window keeps the end of a long conversation, starting at a user
+// message.
 func ExampleWindow() {
 	msgs := []message.Message{
 		message.UserText("Where is order 42?"),
 		{Role: message.Assistant, Parts: []message.Part{message.ToolUse("t1", "lookup_order", []byte(`{"id":42}`))}},
 		{Role: message.Tool, Parts: []message.Part{message.ToolResult("t1", "shipped", false)}},
 		{Role: message.Assistant, Parts: []message.Part{message.Text("It has shipped.")}},
+		message.UserText("And order 43?"),
+		{Role: message.Assistant, Parts: []message.Part{message.Text("It leaves tomorrow.")}},
 		message.UserText("Thanks!"),
 	}
-	for _, m := range message.Window(msgs, 3) {
-		fmt.Println(m.Role)
+	for _, m := range message.Window(msgs, 4) {
+		fmt.Println(m.Role, m.Text())
 	}
 	// Output:
-	// assistant
-	// user
+	// user And order 43?
+	// assistant It leaves tomorrow.
+	// user Thanks!
 }
 
 // TestWindowFits checks WindowFits against its promise: when it holds
