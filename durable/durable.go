@@ -545,22 +545,22 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 		}
 		return r.assemble(ctx, id, snap, cachedHistory{}, nil)
 	}
-	windowed := held && r.charter.Window() > 0
 	prefix := r.histories.get(id, held)
 	var snap *store.Snapshot
 	var m *machine.Machine // snap decoded, by loadEnd
 	var err error
-	if prefix.end() > 0 || !windowed {
+	if prefix.end() > 0 {
 		snap, err = tl.LoadTail(ctx, id, prefix.end())
-	}
-	if err == nil && (snap == nil || snap.Incarnation != prefix.incarnation || snap.HistoryFrom != prefix.end()) {
-		switch {
-		case windowed:
-			snap, m, err = r.loadEnd(ctx, tl, id, endLoads*(r.charter.Window()+4), r.windowFits)
-		case prefix.end() > 0:
-			snap, err = tl.LoadTail(ctx, id, 0)
+		if err == nil && (snap.Incarnation != prefix.incarnation || snap.HistoryFrom != prefix.end()) {
+			prefix, snap = cachedHistory{}, nil // not the stored history's beginning
 		}
-		prefix = cachedHistory{}
+	}
+	switch {
+	case err != nil || snap != nil:
+	case held && r.charter.Window() > 0:
+		snap, m, err = r.loadEnd(ctx, tl, id, endLoads*(r.charter.Window()+4), r.windowFits)
+	default:
+		snap, err = tl.LoadTail(ctx, id, 0)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load machine %s: %w", id, err)
@@ -589,7 +589,7 @@ func (r *Runner) loadEnd(ctx context.Context, tl store.TailLoader, id string, ta
 		if snap, err = tl.LoadTail(ctx, id, max(0, snap.HistoryFrom+len(snap.History)-tail)); err != nil {
 			break
 		}
-		m, decodeErr := serialize.AssembleOnto(r.charter, snap.Tree, message.History{}, snap.History)
+		m, decodeErr := r.decode(id, snap, message.History{})
 		if decodeErr != nil {
 			return nil, nil, decodeErr
 		}
@@ -600,24 +600,25 @@ func (r *Runner) loadEnd(ctx context.Context, tl store.TailLoader, id string, ta
 	return nil, nil, err
 }
 
-// wholeFor returns s, or, when s holds the end of its history only
-// (loadEnd) and applying inputs may read further back (needsWhole), the
-// machine loaded again with its whole history: such inputs are rare, and
-// they then apply as they would to a machine loaded whole.
-func (s *session) wholeFor(ctx context.Context, inputs []machine.Input) (*session, error) {
+// loadWhole loads the whole history of the session's machine, when s
+// holds the end of it only (loadEnd) and applying inputs may read further
+// back (needsWhole): such inputs are rare, and they then apply as they
+// would to a machine loaded whole. The machine is held: the store holds
+// what s does, and more history.
+func (s *session) loadWhole(ctx context.Context, inputs []machine.Input) error {
 	if s.from == 0 || !needsWhole(s.m, inputs) {
-		return s, nil
+		return nil
 	}
 	snap, err := s.r.store.Load(ctx, s.id)
 	if err != nil {
-		return nil, fmt.Errorf("load machine %s: %w", s.id, err)
+		return fmt.Errorf("load machine %s: %w", s.id, err)
 	}
-	whole, err := s.r.assemble(ctx, s.id, snap, cachedHistory{}, nil)
+	m, err := s.r.decode(s.id, snap, message.History{})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	whole.held = s.held
-	return whole, nil
+	s.m, s.from, s.saved, s.savedSize = m, 0, len(snap.History), encodedSize(snap.History)
+	return nil
 }
 
 // needsWhole reports whether applying inputs to m may read history that
@@ -676,12 +677,10 @@ func (r *Runner) windowFits(m *machine.Machine) (fits bool) {
 func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, prefix cachedHistory, m *machine.Machine) (*session, error) {
 	if m == nil {
 		var err error
-		if m, err = serialize.AssembleOnto(r.charter, snap.Tree, prefix.history, snap.History); err != nil {
-			return nil, fmt.Errorf("decode machine %s: %w", id, err)
+		if m, err = r.decode(id, snap, prefix.history); err != nil {
+			return nil, err
 		}
 	}
-	// Every model reply is saved (a Replied step) before its tools run.
-	m.SetCheckpoints(true)
 	indexed, err := r.store.ListSuspensions(ctx, store.Filter{MachineID: id})
 	if err != nil {
 		return nil, fmt.Errorf("load suspensions of %s: %w", id, err)
@@ -690,12 +689,29 @@ func (r *Runner) assemble(ctx context.Context, id string, snap *store.Snapshot, 
 	if r.CanWatch() {
 		eventSeq = snap.EventSeq // a position in a log Watch reads
 	}
-	size := prefix.size
-	for _, e := range snap.History {
-		size += int64(len(e))
-	}
 	return &session{r: r, id: id, m: m, rev: snap.Revision, from: snap.HistoryFrom - prefix.history.Len(), saved: prefix.history.Len() + len(snap.History), indexed: indexed,
-		incarnation: snap.Incarnation, savedSize: size, requests: snap.SuspendRequests, updatedAt: snap.UpdatedAt, eventSeq: eventSeq}, nil
+		incarnation: snap.Incarnation, savedSize: prefix.size + encodedSize(snap.History), requests: snap.SuspendRequests, updatedAt: snap.UpdatedAt, eventSeq: eventSeq}, nil
+}
+
+// decode decodes machine id from snap, its history following prefix, for
+// a session: every model reply is saved (a Replied step) before its
+// tools run.
+func (r *Runner) decode(id string, snap *store.Snapshot, prefix message.History) (*machine.Machine, error) {
+	m, err := serialize.AssembleOnto(r.charter, snap.Tree, prefix, snap.History)
+	if err != nil {
+		return nil, fmt.Errorf("decode machine %s: %w", id, err)
+	}
+	m.SetCheckpoints(true)
+	return m, nil
+}
+
+// encodedSize is the size of the history entries.
+func encodedSize(entries [][]byte) int64 {
+	var n int64
+	for _, e := range entries {
+		n += int64(len(e))
+	}
+	return n
 }
 
 // save writes the tree, the history added since the last save and the
@@ -750,10 +766,7 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}
-	s.rev, s.saved, s.indexed = rev, s.saved+len(appended), index
-	for _, e := range appended {
-		s.savedSize += int64(len(e))
-	}
+	s.rev, s.saved, s.indexed, s.savedSize = rev, s.saved+len(appended), index, s.savedSize+encodedSize(appended)
 	if s.held {
 		// Saved up to its end: the whole history is the stored one.
 		access.MachineView(s.m, func(_ *instance.Instance, h message.History) {
@@ -888,6 +901,9 @@ func drive[T any](ctx context.Context, s *session, steps []machine.Step, yield f
 // told so. It returns the command steps. Inputs the machine refuses fail
 // with ErrRejected.
 func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.Step, error) {
+	if err := s.loadWhole(ctx, inputs); err != nil {
+		return nil, err
+	}
 	s.noteInputs(inputs)
 	steps, err := s.m.Apply(ctx, inputs...)
 	if err != nil {

@@ -146,14 +146,7 @@ func (h *Hold) Release() { h.release() }
 // and runs it, saving every step before yielding it. The hold stays taken
 // when the sequence ends.
 func (h *Hold) Run(ctx context.Context, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
-	return singleUse(loaded(ctx, h, func(s *session, yield func(machine.Step, error) bool) {
-		s, err := s.wholeFor(ctx, inputs)
-		if err != nil {
-			yield(machine.Step{}, err)
-			return
-		}
-		s.run(ctx, inputs, yield)
-	}))
+	return singleUse(loaded(ctx, h, func(s *session, yield func(machine.Step, error) bool) { s.run(ctx, inputs, yield) }))
 }
 
 // loaded returns the sequence body yields for the machine h holds, loaded

@@ -161,6 +161,25 @@ func TestWindowedLoad(t *testing.T) {
 				_, err = drain(r.Run(ctx, id, resume))
 				require.NoError(t, err)
 				require.Equal(t, want, rec.sent.Take(), "the fresh turn's digest differs from a whole run's")
+				// The same through an acceptance (resumehttp's 202 path).
+				for i := range 30 {
+					_, err := drain(r.Run(ctx, id, machine.UserText(fmt.Sprint("more ", i))))
+					require.NoError(t, err)
+				}
+				steps, err = drain(r.Run(ctx, id, machine.UserText("ask")))
+				require.NoError(t, err)
+				resume = machine.ResumeInput{SuspendID: steps[len(steps)-1].Suspensions[0].SuspendID, Payload: "yes", FreshTurn: true}
+				whole, _, err = r.Load(ctx, id)
+				require.NoError(t, err)
+				rec.sent.Take()
+				_, err = drain(whole.Run(ctx, resume))
+				require.NoError(t, err)
+				want = rec.sent.Take()
+				accepted, err := r.AcceptResume(ctx, resume)
+				require.NoError(t, err)
+				_, err = r.Await(ctx, accepted)
+				require.NoError(t, err)
+				require.Equal(t, want, rec.sent.Take(), "the accepted fresh turn's digest differs from a whole run's")
 				for i := range 30 {
 					_, err := drain(r.Run(ctx, id, machine.UserText(fmt.Sprint("later ", i))))
 					require.NoError(t, err)
