@@ -481,7 +481,7 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 	snap := l.snap
 	if err == nil {
 		snap.HistoryFrom = int(min(l.length, int64(from)))
-		snap.History, err = history(int64(snap.HistoryFrom), l.length, l.packed, l.blocks, l.rows)
+		snap.History, err = backend.Unpack(int64(snap.HistoryFrom), l.length, l.packed, l.blocks, l.rows)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: load machine %q: %w", machineID, err)
@@ -539,38 +539,6 @@ func scanArray(rows pgx.Rows, i int, dst *[][]byte) error {
 	return rows.TypeMap().Scan(fd.DataTypeOID, fd.Format, raw, dst)
 }
 
-// history returns the entries from from on of a history of length
-// entries, the first packed of them in blocks, from the blocks from the
-// one holding entry from on and the rows after the blocks from from on.
-func history(from, length, packed int64, blocks, rows [][]byte) ([][]byte, error) {
-	first, want := from/backend.BlockLen*backend.BlockLen, int64(0)
-	if first < packed {
-		want = (packed - first) / backend.BlockLen
-	}
-	if int64(len(blocks)) != want {
-		return nil, fmt.Errorf("%d history blocks from %d, want %d", len(blocks), first, want)
-	}
-	for i, e := range rows {
-		rows[i] = backend.NonNil(e)
-	}
-	out := rows
-	if len(blocks) > 0 {
-		out = make([][]byte, 0, length-from)
-		for i, data := range blocks {
-			seq := first + int64(i)*backend.BlockLen
-			var err error
-			if out, err = backend.UnpackBlock(out, data, int(max(0, from-seq))); err != nil {
-				return nil, fmt.Errorf("history block at %d: %w", seq, err)
-			}
-		}
-		out = append(out, rows...)
-	}
-	if int64(len(out)) != length-from {
-		return nil, fmt.Errorf("history from %d holds %d entries, want %d", from, len(out), length-from)
-	}
-	return out, nil
-}
-
 // Save implements [store.Store].
 func (s *Store) Save(ctx context.Context, sv store.Save) (int64, error) {
 	rev, _, err := s.SaveReporting(ctx, sv)
@@ -620,32 +588,25 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 
 // appendHistory appends entries to the machine's history of length
 // entries, the first packed of them in blocks. When the rows and entries
-// reach a block (backend.PackedAfter), stored holds the rows that go into
+// reach a block (backend.Pack), stored holds the rows that go into
 // blocks, and one statement writes the whole blocks of them and entries,
 // deletes those rows, records the entries packed and inserts the entries
 // left over as rows; otherwise one statement inserts entries as rows.
 func (s *Store) appendHistory(ctx context.Context, tx pgx.Tx, machineID string, length, packed int64, stored, entries [][]byte) error {
-	after := backend.PackedAfter(length, packed, len(entries))
-	if after == packed && len(entries) == 0 {
-		return nil
-	}
-	all := make([][]byte, len(stored), len(stored)+len(entries))
-	copy(all, stored)
-	for _, e := range entries {
-		all = append(all, backend.NonNil(e))
-	}
-	if after == packed {
-		_, err := tx.Exec(ctx, s.q.appendHistory, machineID, length, all)
+	blocks, left, err := backend.Pack(length, packed, stored, entries)
+	if err != nil {
 		return err
 	}
-	if want := min(length, after) - packed; int64(len(stored)) != want {
-		return fmt.Errorf("history rows from %d: %d, want %d", packed, len(stored), want)
+	rows := make([][]byte, len(left))
+	for i, e := range left {
+		rows[i] = backend.NonNil(e)
 	}
-	blocks := make([][]byte, 0, (after-packed)/backend.BlockLen)
-	for i := int64(0); i < after-packed; i += backend.BlockLen {
-		blocks = append(blocks, backend.PackBlock(all[i:i+backend.BlockLen]))
+	switch {
+	case len(blocks) > 0:
+		_, err = tx.Exec(ctx, s.q.pack, machineID, packed, packed+int64(len(stored)), max(length, packed+int64(len(blocks))*backend.BlockLen), blocks, rows)
+	case len(rows) > 0:
+		_, err = tx.Exec(ctx, s.q.appendHistory, machineID, length, rows)
 	}
-	_, err := tx.Exec(ctx, s.q.pack, machineID, packed, packed+int64(len(stored)), max(length, after), blocks, all[after-packed:])
 	return err
 }
 

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/markov-agents/markov/store/internal/backend"
@@ -16,36 +15,33 @@ import (
 
 // appendHistory appends entries to the machine's history of length
 // entries, the first packed of them in blocks: the whole blocks of the
-// rows and entries (backend.PackedAfter) go into history_blocks, their rows
+// rows and entries (backend.Pack) go into history_blocks, their rows
 // deleted, and the entries left over into history rows.
 func appendHistory(ctx context.Context, tx txer, machineID string, length, packed int64, entries [][]byte) error {
-	after := backend.PackedAfter(length, packed, len(entries))
-	if after > packed {
-		// The rows that go into blocks: all of them, but in a database
-		// written before blocks, whose rows may fill more than one.
-		stored, err := historyRows(ctx, tx, machineID, packed, after, nil)
-		if err != nil {
+	var stored [][]byte
+	if after := backend.PackedAfter(length, packed, len(entries)); after > packed {
+		var err error
+		if stored, err = historyRows(ctx, tx, machineID, packed, after, nil); err != nil {
 			return err
 		}
-		if want := min(length, after) - packed; int64(len(stored)) != want {
-			return fmt.Errorf("history rows from %d: %d, want %d", packed, len(stored), want)
-		}
-		all := append(stored, entries...)
-		for seq := packed; seq < after; seq += backend.BlockLen {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO history_blocks (machine_id, seq, data) VALUES (?, ?, ?)`,
-				machineID, seq, backend.PackBlock(all[seq-packed:seq-packed+backend.BlockLen])); err != nil {
-				return err
-			}
-		}
-		if len(stored) > 0 {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM history WHERE machine_id = ? AND seq >= ? AND seq < ?`,
-				machineID, packed, packed+int64(len(stored))); err != nil {
-				return err
-			}
-		}
-		entries = all[after-packed:]
 	}
-	return insertRows(ctx, tx, machineID, max(length, after), entries)
+	blocks, rows, err := backend.Pack(length, packed, stored, entries)
+	if err != nil {
+		return err
+	}
+	for i, data := range blocks {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO history_blocks (machine_id, seq, data) VALUES (?, ?, ?)`,
+			machineID, packed+int64(i)*backend.BlockLen, data); err != nil {
+			return err
+		}
+	}
+	if len(stored) > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM history WHERE machine_id = ? AND seq >= ? AND seq < ?`,
+			machineID, packed, packed+int64(len(stored))); err != nil {
+			return err
+		}
+	}
+	return insertRows(ctx, tx, machineID, max(length, packed+int64(len(blocks))*backend.BlockLen), rows)
 }
 
 // insertRows inserts entries as history rows from sequence number base
@@ -91,51 +87,28 @@ func historyRows(ctx context.Context, tx txer, machineID string, from, to int64,
 // readHistory returns the entries of the machine's history from from on,
 // of its length entries, the first packed of them in blocks.
 func readHistory(ctx context.Context, tx txer, machineID string, from, length, packed int64) ([][]byte, error) {
-	out := make([][]byte, 0, length-from)
-	var err error
+	var blocks [][]byte
 	if from < packed {
-		if out, err = readBlocks(ctx, tx, machineID, from, packed, out); err != nil {
+		rows, err := tx.QueryContext(ctx, `SELECT data FROM history_blocks WHERE machine_id = ? AND seq >= ? AND seq < ? ORDER BY seq`,
+			machineID, from/backend.BlockLen*backend.BlockLen, packed)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var data []byte
+			if err := rows.Scan(&data); err != nil {
+				return nil, err
+			}
+			blocks = append(blocks, data)
+		}
+		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}
-	if out, err = historyRows(ctx, tx, machineID, max(from, packed), length, out); err != nil {
-		return nil, err
-	}
-	if int64(len(out)) != length-from {
-		return nil, fmt.Errorf("history from %d holds %d entries, want %d", from, len(out), length-from)
-	}
-	return out, nil
-}
-
-// readBlocks appends to out the entries from from on of the machine's
-// blocks, which hold its first packed entries.
-func readBlocks(ctx context.Context, tx txer, machineID string, from, packed int64, out [][]byte) ([][]byte, error) {
-	first := from / backend.BlockLen * backend.BlockLen
-	rows, err := tx.QueryContext(ctx, `SELECT seq, data FROM history_blocks WHERE machine_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, machineID, first, packed)
+	rows, err := historyRows(ctx, tx, machineID, max(from, packed), length, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	next := first
-	for rows.Next() {
-		var seq int64
-		var data []byte
-		if err := rows.Scan(&seq, &data); err != nil {
-			return nil, err
-		}
-		if seq != next {
-			return nil, fmt.Errorf("history block at %d, want one at %d", seq, next)
-		}
-		if out, err = backend.UnpackBlock(out, data, int(max(0, from-seq))); err != nil {
-			return nil, fmt.Errorf("history block at %d: %w", seq, err)
-		}
-		next += backend.BlockLen
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if next != packed {
-		return nil, fmt.Errorf("history blocks end at %d, want %d", next, packed)
-	}
-	return out, nil
+	return backend.Unpack(from, length, packed, blocks, rows)
 }

@@ -61,3 +61,58 @@ func UnpackBlock(out [][]byte, data []byte, skip int) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// Pack splits what a save appends to a history of length entries, the
+// first packed of them in blocks, into the blocks to write from entry
+// packed on and the entries left over as rows, from entry
+// max(length, packed+len(blocks)*BlockLen) on. stored are the history's
+// rows that go into blocks when the save packs (PackedAfter): all of
+// them, but in a database written before blocks, those of whole blocks.
+func Pack(length, packed int64, stored, entries [][]byte) (blocks, rows [][]byte, err error) {
+	after := PackedAfter(length, packed, len(entries))
+	if after == packed {
+		return nil, entries, nil
+	}
+	if want := min(length, after) - packed; int64(len(stored)) != want {
+		return nil, nil, fmt.Errorf("history rows from %d: %d, want %d", packed, len(stored), want)
+	}
+	all := append(stored[:len(stored):len(stored)], entries...)
+	for i := int64(0); i < after-packed; i += BlockLen {
+		blocks = append(blocks, PackBlock(all[i:i+BlockLen]))
+	}
+	return blocks, all[after-packed:], nil
+}
+
+// Unpack returns the entries from from on of a history of length entries,
+// the first packed of them in blocks, read as blocks, the data of those
+// from the one holding entry from on, in order, and rows, the rows after
+// the blocks from from on, in order. Missing or extra blocks or entries
+// are an error.
+func Unpack(from, length, packed int64, blocks, rows [][]byte) ([][]byte, error) {
+	first, want := from/BlockLen*BlockLen, int64(0)
+	if first < packed {
+		want = (packed - first) / BlockLen
+	}
+	if int64(len(blocks)) != want {
+		return nil, fmt.Errorf("%d history blocks from %d, want %d", len(blocks), first, want)
+	}
+	for i, e := range rows {
+		rows[i] = NonNil(e)
+	}
+	out := rows
+	if len(blocks) > 0 {
+		out = make([][]byte, 0, length-from)
+		for i, data := range blocks {
+			seq := first + int64(i)*BlockLen
+			var err error
+			if out, err = UnpackBlock(out, data, int(max(0, from-seq))); err != nil {
+				return nil, fmt.Errorf("history block at %d: %w", seq, err)
+			}
+		}
+		out = append(out, rows...)
+	}
+	if int64(len(out)) != length-from {
+		return nil, fmt.Errorf("history from %d holds %d entries, want %d", from, len(out), length-from)
+	}
+	return out, nil
+}

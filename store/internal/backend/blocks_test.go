@@ -60,3 +60,46 @@ func TestBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestPackUnpack appends histories in saves of random sizes, packing as
+// a store does, and reads them back from every position.
+func TestPackUnpack(t *testing.T) {
+	var blocks, rows, all [][]byte
+	length := int64(0)
+	for save, n := range []int{0, 3, 127, 1, 300, 5, 128, 0, 200} {
+		entries := make([][]byte, n)
+		for i := range entries {
+			entries[i] = []byte{byte(save), byte(i)}
+		}
+		packed := int64(len(blocks)) * BlockLen
+		newBlocks, left, err := Pack(length, packed, rows, entries)
+		if err != nil {
+			t.Fatalf("save %d: %v", save, err)
+		}
+		if len(newBlocks) > 0 {
+			rows = nil // packed: their rows are deleted
+		}
+		blocks, rows = append(blocks, newBlocks...), append(rows, left...)
+		all, length = append(all, entries...), length+int64(n)
+		if got, want := int64(len(blocks))*BlockLen, PackedAfter(length-int64(n), packed, n); got != want {
+			t.Fatalf("save %d: %d entries in blocks, want %d", save, got, want)
+		}
+	}
+	packed := int64(len(blocks)) * BlockLen
+	for from := int64(0); from <= length; from += 37 {
+		first := from / BlockLen
+		got, err := Unpack(from, length, packed, blocks[min(first, int64(len(blocks))):], rows[max(0, from-packed):])
+		if err != nil {
+			t.Fatalf("Unpack from %d: %v", from, err)
+		}
+		if diff := cmp.Diff(all[from:], got); diff != "" {
+			t.Fatalf("Unpack from %d (-want +got):\n%s", from, diff)
+		}
+	}
+	if _, err := Unpack(0, length, packed, blocks[1:], rows); err == nil {
+		t.Error("Unpack with a block missing succeeded")
+	}
+	if _, _, err := Pack(length, packed, nil, make([][]byte, BlockLen)); err == nil {
+		t.Error("Pack without the stored rows succeeded")
+	}
+}
