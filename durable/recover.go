@@ -5,11 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-
-	"github.com/markov-agents/markov/message"
-	"github.com/markov-agents/markov/serialize"
-	"github.com/markov-agents/markov/store"
 )
 
 // Recover continues the runs that were cut short: every stored machine
@@ -21,8 +16,8 @@ import (
 // so Recover may be called at every start of a process (markov serve
 // does, on SQLite: a fleet's jobs are retried by River instead). It returns how many machines it continued; the runs
 // that failed are logged and their errors joined, and the others go on.
-// It reads every machine's tree (its history too, with a store that is
-// not a store.TailLoader): a startup task, not a loop. A store that is
+// It reads every machine's Status (its tree and the end of its history):
+// a startup task, not a loop. A store that is
 // not a store.MachineLister fails with ErrUnsupported; ctx ending stops
 // it, each machine at its last save.
 func (r *Runner) Recover(ctx context.Context) (int, error) {
@@ -55,28 +50,12 @@ func (r *Runner) Recover(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// cutShort reports whether machine id's last run was cut short: no run
-// holds it, it has history, nothing pending, and a leaf with work left
-// (the State Status calls idle, less the machines that never ran). It
-// reads the tree alone from a store.TailLoader.
+// cutShort reports whether machine id's last run was cut short: its
+// Status is idle (no run holds it, nothing is pending, a leaf has work
+// left) and it has history (it ran).
 func (r *Runner) cutShort(ctx context.Context, id string) (bool, error) {
-	tl, ok := r.store.(store.TailLoader)
-	if !ok {
-		st, err := r.Status(ctx, id)
-		return err == nil && st.State == StateIdle && st.Messages > 0, err
-	}
-	if held, err := r.held(ctx, id); err != nil || held {
-		return false, err
-	}
-	snap, err := tl.LoadTail(ctx, id, math.MaxInt)
-	if err != nil {
-		return false, fmt.Errorf("load machine %s: %w", id, err)
-	}
-	m, err := serialize.AssembleOnto(r.charter, snap.Tree, message.History{}, nil)
-	if err != nil {
-		return false, fmt.Errorf("decode machine %s: %w", id, err)
-	}
-	return snap.HistoryFrom > 0 && len(m.Pending()) == 0 && hasWork(m.Root()), nil
+	st, err := r.Status(ctx, id)
+	return err == nil && st.State == StateIdle && st.Messages > 0, err
 }
 
 // drain runs machine id with no input to the end of its run (or its
