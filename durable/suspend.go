@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -427,20 +428,19 @@ func (s *session) noteParked(st *machine.Step) {
 // follows earlier entries the run did not load (session.from).
 func summarize(m *machine.Machine, c *instance.SuspendedCall, earlier int) string {
 	var b strings.Builder
-	node := ""
-	if c.InstanceID != "" {
-		if in := m.Root().Find(c.InstanceID); in != nil {
+	node, msgs, last := "", earlier, ""
+	access.MachineView(m, func(root *instance.Instance, h message.History) {
+		if in := root.Find(c.InstanceID); in != nil {
 			node = in.Node
 		}
-	}
-	history := m.History()
-	msgs := earlier
-	for _, msg := range history {
-		if msg.Role != message.Record {
-			msgs++
+		history := h.Messages()
+		for i := range history {
+			if history[i].Role != message.Record {
+				msgs++
+			}
 		}
-	}
-	last := lastText(history)
+		last = lastText(history)
+	})
 	fmt.Fprintf(&b, "paused %s after %d messages", cmp.Or(node, "the machine"), msgs)
 	if last != "" {
 		if len(last) > 120 {
