@@ -77,17 +77,13 @@ func newCharter(t testing.TB, model llm.Model) *machine.Charter {
 // buildCharter builds the test charter around model; edits change its
 // configuration first (telemetry providers, say).
 func buildCharter(model llm.Model, edits ...func(*machine.CharterConfig)) (*machine.Charter, error) {
-	work := node.NewTool("work", "do a unit of work", func(ctx *node.ToolContext[desk], _ empty) (int, error) {
-		err := ctx.Update(func(d *desk) { d.Done++ })
-		return ctx.State().Done, err
-	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
 		return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour))
 	}, node.OnResume(func(_ *node.ToolContext[desk], _ empty, r instance.Resolution) (string, error) {
 		resumeHandlerRuns.Add(1)
 		return instance.Decode[string](r.Payload)
 	}))
-	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{workTool(), ask}})
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +92,14 @@ func buildCharter(model llm.Model, edits ...func(*machine.CharterConfig)) (*mach
 		edit(&cfg)
 	}
 	return machine.NewCharter(cfg)
+}
+
+// workTool is the desk's tool work: it counts one unit of work done.
+func workTool() node.Tool[desk] {
+	return node.NewTool("work", "do a unit of work", func(ctx *node.ToolContext[desk], _ empty) (int, error) {
+		err := ctx.Update(func(d *desk) { d.Done++ })
+		return ctx.State().Done, err
+	})
 }
 
 // stores returns the stores every durable test runs against.

@@ -66,15 +66,11 @@ func (r *recordingModel) model() llm.Model {
 // the tools work and ask (which suspends) and the command note, which
 // only writes its record.
 func windowCharter(t *testing.T, model llm.Model, n int) *machine.Charter {
-	work := node.NewTool("work", "do a unit of work", func(ctx *node.ToolContext[desk], _ empty) (int, error) {
-		err := ctx.Update(func(d *desk) { d.Done++ })
-		return ctx.State().Done, err
-	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
 		return "", ctx.Suspend("approval")
 	})
 	note := command.New("note", "note something", func(*command.Context[desk], empty) (string, error) { return "noted", nil })
-	n1, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}, Commands: []command.Command[desk]{note}})
+	n1, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{workTool(), ask}, Commands: []command.Command[desk]{note}})
 	require.NoError(t, err)
 	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n1}, Window: n})
 	require.NoError(t, err)
