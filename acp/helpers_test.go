@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +21,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
-	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 // client is an ACP client on the Go SDK's client side that records what
@@ -141,10 +140,7 @@ func (c *client) HandleExtensionMethod(_ context.Context, method string, params 
 var stores = map[string]func(t *testing.T) store.Store{
 	"memstore": func(*testing.T) store.Store { return memstore.New() },
 	"sqlite": func(t *testing.T) store.Store {
-		st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "acp.db")})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st
+		return sqlitetest.Open(t, sqlitetest.Path(t))
 	},
 }
 

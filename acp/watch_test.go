@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 // sharedStores open two stores on one database: the agent's, and another
@@ -33,16 +33,7 @@ func sharedStores(t *testing.T) map[string]func(t *testing.T) (agent, other stor
 			st := memstore.New()
 			return st, st
 		},
-		"sqlite": func(t *testing.T) (store.Store, store.Store) {
-			path := filepath.Join(t.TempDir(), "acp.db")
-			open := func() store.Store {
-				st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = st.Close() })
-				return st
-			}
-			return open(), open()
-		},
+		"sqlite": func(t *testing.T) (store.Store, store.Store) { return sqlitetest.Pair(t) },
 	}
 	if os.Getenv(pgtest.EnvVar) != "" {
 		out["postgres"] = func(t *testing.T) (store.Store, store.Store) {
@@ -215,14 +206,8 @@ type longParked struct {
 // parks it waiting for ci.passed.
 func parkAfterLongLog(t *testing.T, gate chan struct{}) longParked {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "acp.db")
-	open := func() *sqlite.Store {
-		st, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
-	p := longParked{spy: &logSpy{Store: open(), gate: gate}, open: func() store.Store { return open() }}
+	path := sqlitetest.Path(t)
+	p := longParked{spy: &logSpy{Store: sqlitetest.Open(t, path), gate: gate}, open: func() store.Store { return sqlitetest.Open(t, path) }}
 	p.runner = deskRunner(t, p.spy)
 	var err error
 	p.id, err = p.runner.Create(ctx, "", acpdemo.NodeName, nil)

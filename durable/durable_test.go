@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,7 +23,7 @@ import (
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
-	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 type desk struct {
@@ -107,10 +106,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) store.Store {
 	out := map[string]func(t *testing.T) store.Store{
 		"memstore": func(t *testing.T) store.Store { return memstore.New() },
 		"sqlite": func(t *testing.T) store.Store {
-			s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "m.db")})
-			require.NoError(t, err)
-			t.Cleanup(func() { s.Close() })
-			return s
+			return sqlitetest.Open(t, sqlitetest.Path(t))
 		},
 	}
 	if os.Getenv(pgtest.EnvVar) != "" {

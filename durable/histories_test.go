@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 	"github.com/markov-agents/markov/serialize"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
-	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 // errFail is the model failure a user message "fail" asks for.
@@ -68,16 +67,7 @@ func (u *userModel) lastSeen() []string {
 
 // sqliteHandles opens the SQLite file path twice, as two processes
 // would: two connection pools, and no lock in common.
-func sqliteHandles(t *testing.T) (store.Store, store.Store) {
-	path := filepath.Join(t.TempDir(), "m.db")
-	open := func() store.Store {
-		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
-		require.NoError(t, err)
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	return open(), open()
-}
+func sqliteHandles(t *testing.T) (store.Store, store.Store) { return sqlitetest.Pair(t) }
 
 // coldHistory is machine id's history as a runner without a history
 // cache loads it.

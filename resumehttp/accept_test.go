@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +26,7 @@ import (
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
-	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 // gate holds the model's calls while it is closed: a run can be kept
@@ -122,9 +121,7 @@ func (a *acceptEnv) serve(t testing.TB, r *durable.Runner, acc resumehttp.Accept
 
 // embeddedEnv: SQLite, the runner as its own acceptor.
 func embeddedEnv(t testing.TB, tune func(*resumehttp.Config)) *acceptEnv {
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "markov.db")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	st := sqlitetest.Open(t, sqlitetest.Path(t))
 	a := &acceptEnv{gate: &gate{}, handled: &atomic.Int64{}}
 	r, err := durable.New(durable.Config{Store: st, Charter: acceptDesk(t, a.gate, a.handled)})
 	require.NoError(t, err)

@@ -1,9 +1,7 @@
 package resumehttp_test
 
 import (
-	"context"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,22 +10,13 @@ import (
 	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
-	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 // twoStores opens two stores, as two processes would, on one database.
 type twoStores func(t *testing.T) (store.Store, store.Store)
 
-func twoSQLite(t *testing.T) (store.Store, store.Store) {
-	path := filepath.Join(t.TempDir(), "shared.db")
-	open := func() store.Store {
-		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	return open(), open()
-}
+func twoSQLite(t *testing.T) (store.Store, store.Store) { return sqlitetest.Pair(t) }
 
 func twoPostgres(t *testing.T) (store.Store, store.Store) {
 	a, url, schema := pgtest.Open(t)

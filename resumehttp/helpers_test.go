@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +27,7 @@ import (
 	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
-	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 var secret = []byte("0123456789abcdef-0123456789abcdef-test-secret")
@@ -176,10 +175,7 @@ func memEnv(t testing.TB) *env {
 }
 
 func sqliteEnv(t testing.TB) *env {
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "markov.db")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	return newEnv(t, st)
+	return newEnv(t, sqlitetest.Open(t, sqlitetest.Path(t)))
 }
 
 // forEachEnv runs test as a subtest on an env over each kind of store:

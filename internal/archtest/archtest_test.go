@@ -96,7 +96,9 @@ var layers = map[string]rule{
 	// pgtest gives tests a PostgreSQL schema of their own; only tests
 	// import it.
 	"store/postgres/pgtest": {layer: topLayer, restricted: true, only: []string{"store/postgres"}},
-	"durable":               {layer: 7},
+	// sqlitetest opens SQLite stores for tests; only tests import it.
+	"store/sqlite/sqlitetest": {layer: topLayer, restricted: true, only: []string{"store/sqlite"}},
+	"durable":                 {layer: 7},
 	// fleet runs durable machines on River across processes sharing one
 	// PostgreSQL: durable and store/postgres.
 	"durable/fleet": {layer: 8},
