@@ -363,10 +363,19 @@ func (r *Runner) ReplayGuard() store.ReplayGuard {
 	return g
 }
 
-// Delete removes machine id.
+// Delete removes machine id with its history, its suspensions and its
+// event log. It takes the machine's hold first, so it waits for a run of
+// the machine in progress, in this process or in another one sharing a
+// store that is a [Locker], to end; ctx bounds the wait. A run's saves
+// therefore never land on a machine deleted and created again under the
+// same ID. Holding the machine already, call [Hold.Delete] instead.
 func (r *Runner) Delete(ctx context.Context, id string) error {
-	r.histories.drop(id)
-	return r.store.Delete(ctx, id)
+	h, err := r.Hold(ctx, id)
+	if err != nil {
+		return fmt.Errorf("delete machine %s: %w", id, err)
+	}
+	defer h.Release()
+	return h.Delete(ctx)
 }
 
 // Sweep claims up to limit expired suspensions (limit ≤ 0: all) and runs

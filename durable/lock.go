@@ -142,6 +142,13 @@ func (h *Hold) MachineID() string { return h.id }
 // Release gives the machine up. Calling it again does nothing.
 func (h *Hold) Release() { h.release() }
 
+// Delete removes the machine held, as [Runner.Delete] does; the hold stays
+// taken.
+func (h *Hold) Delete(ctx context.Context) error {
+	h.r.histories.drop(h.id)
+	return h.r.store.Delete(ctx, h.id)
+}
+
 // Run is [Runner.Run] under the hold: it loads the machine, applies inputs
 // and runs it, saving every step before yielding it. The hold stays taken
 // when the sequence ends.

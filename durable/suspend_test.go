@@ -205,3 +205,43 @@ func TestRequestsReadOnlyWhenKept(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reads, s.reads.Load(), "nothing kept: no boundary of the resumed run reads the requests")
 }
+
+// TestDeleteWaitsForARun checks that Delete takes the machine's hold:
+// while a run is in flight it waits, here until its deadline, and leaves
+// the machine in place; once the run has saved and ended it deletes. A
+// holder deletes with Hold.Delete and keeps the hold.
+func TestDeleteWaitsForARun(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			e := newCondEnv(t, open(t))
+			ctx := context.Background()
+			done, release := e.running(t, "m", "call work")
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			require.ErrorIs(t, e.r.Delete(short, "m"), context.DeadlineExceeded)
+			_, _, err := e.r.Load(ctx, "m")
+			require.NoError(t, err, "the machine is still there")
+
+			deleted := make(chan error, 1)
+			go func() { deleted <- e.r.Delete(ctx, "m") }()
+			release()
+			steps := <-done
+			require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
+			require.NoError(t, <-deleted)
+			_, _, err = e.r.Load(ctx, "m")
+			require.ErrorIs(t, err, store.ErrNotFound)
+
+			_, err = e.r.Create(ctx, "h", "desk", nil)
+			require.NoError(t, err)
+			h, err := e.r.Hold(ctx, "h")
+			require.NoError(t, err)
+			require.NoError(t, h.Delete(ctx))
+			_, ok, err := e.r.TryHold(ctx, "h")
+			require.NoError(t, err)
+			require.False(t, ok, "the hold stays taken after Hold.Delete")
+			h.Release()
+			_, _, err = e.r.Load(ctx, "h")
+			require.ErrorIs(t, err, store.ErrNotFound)
+		})
+	}
+}
