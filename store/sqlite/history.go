@@ -21,7 +21,7 @@ func appendHistory(ctx context.Context, tx txer, machineID string, length, packe
 	var stored [][]byte
 	if after := backend.PackedAfter(length, packed, len(entries)); after > packed {
 		var err error
-		if stored, err = historyRows(ctx, tx, machineID, packed, after, nil); err != nil {
+		if stored, err = dataRows(ctx, tx, "history", machineID, packed, after); err != nil {
 			return err
 		}
 	}
@@ -66,14 +66,16 @@ func insertRows(ctx context.Context, tx txer, machineID string, base int64, entr
 	return nil
 }
 
-// historyRows appends to out the machine's history rows from sequence
-// number from to before to.
-func historyRows(ctx context.Context, tx txer, machineID string, from, to int64, out [][]byte) ([][]byte, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT data FROM history WHERE machine_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, machineID, from, to)
+// dataRows returns the data column of the machine's rows of table
+// (history, or history_blocks) with a sequence number from from to before
+// to, in order.
+func dataRows(ctx context.Context, tx txer, table, machineID string, from, to int64) ([][]byte, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT data FROM `+table+` WHERE machine_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, machineID, from, to)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	var out [][]byte
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
@@ -89,24 +91,12 @@ func historyRows(ctx context.Context, tx txer, machineID string, from, to int64,
 func readHistory(ctx context.Context, tx txer, machineID string, from, length, packed int64) ([][]byte, error) {
 	var blocks [][]byte
 	if from < packed {
-		rows, err := tx.QueryContext(ctx, `SELECT data FROM history_blocks WHERE machine_id = ? AND seq >= ? AND seq < ? ORDER BY seq`,
-			machineID, from/backend.BlockLen*backend.BlockLen, packed)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var data []byte
-			if err := rows.Scan(&data); err != nil {
-				return nil, err
-			}
-			blocks = append(blocks, data)
-		}
-		if err := rows.Err(); err != nil {
+		var err error
+		if blocks, err = dataRows(ctx, tx, "history_blocks", machineID, from/backend.BlockLen*backend.BlockLen, packed); err != nil {
 			return nil, err
 		}
 	}
-	rows, err := historyRows(ctx, tx, machineID, max(from, packed), length, nil)
+	rows, err := dataRows(ctx, tx, "history", machineID, max(from, packed), length)
 	if err != nil {
 		return nil, err
 	}
