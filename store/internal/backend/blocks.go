@@ -18,6 +18,12 @@ import (
 // BlockLen is how many history entries one block holds.
 const BlockLen = 128
 
+// ErrCorrupt reports history data read back from a database that does not
+// add up: a block that does not decode to BlockLen entries, missing or
+// extra blocks or rows, or counts that cannot be (negative, or the packed
+// entries not whole blocks of the history).
+var ErrCorrupt = errors.New("backend: corrupt history")
+
 // PackedAfter returns how many entries of a history of length entries,
 // the first packed of them in blocks, are in blocks after a save appends
 // appended more.
@@ -42,13 +48,13 @@ func PackBlock(entries [][]byte) []byte {
 
 // UnpackBlock appends to out the entries of a block's data but the first
 // skip, each a capped slice of data. A block that does not hold BlockLen
-// entries is an error.
+// entries is an error wrapping ErrCorrupt.
 func UnpackBlock(out [][]byte, data []byte, skip int) ([][]byte, error) {
 	i := 0
 	for ; len(data) > 0; i++ {
 		n, size := binary.Uvarint(data)
 		if size <= 0 || n > uint64(len(data)-size) {
-			return nil, errors.New("corrupt entry length")
+			return nil, fmt.Errorf("%w: entry %d: bad length", ErrCorrupt, i)
 		}
 		end := size + int(n)
 		if i >= skip {
@@ -57,7 +63,7 @@ func UnpackBlock(out [][]byte, data []byte, skip int) ([][]byte, error) {
 		data = data[end:]
 	}
 	if i != BlockLen {
-		return nil, fmt.Errorf("%d entries, want %d", i, BlockLen)
+		return nil, fmt.Errorf("%w: %d entries in a block, want %d", ErrCorrupt, i, BlockLen)
 	}
 	return out, nil
 }
@@ -86,22 +92,26 @@ func Pack(length, packed int64, stored, entries [][]byte) (blocks, rows [][]byte
 // Unpack returns the entries from from on of a history of length entries,
 // the first packed of them in blocks, read as blocks, the data of those
 // from the one holding entry from on, in order, and rows, the rows after
-// the blocks from from on, in order. Missing or extra blocks or entries
-// are an error.
+// the blocks from from on, in order. Missing or extra blocks or entries,
+// and counts that cannot be, are an error wrapping ErrCorrupt.
 func Unpack(from, length, packed int64, blocks, rows [][]byte) ([][]byte, error) {
+	if from < 0 || from > length || packed < 0 || packed > length || packed%BlockLen != 0 {
+		return nil, fmt.Errorf("%w: history from %d of %d entries, %d of them in blocks", ErrCorrupt, from, length, packed)
+	}
 	first, want := from/BlockLen*BlockLen, int64(0)
 	if first < packed {
 		want = (packed - first) / BlockLen
 	}
 	if int64(len(blocks)) != want {
-		return nil, fmt.Errorf("%d history blocks from %d, want %d", len(blocks), first, want)
+		return nil, fmt.Errorf("%w: %d history blocks from %d, want %d", ErrCorrupt, len(blocks), first, want)
 	}
 	for i, e := range rows {
 		rows[i] = NonNil(e)
 	}
 	out := rows
 	if len(blocks) > 0 {
-		out = make([][]byte, 0, length-from)
+		// The data holds at most this many entries, whatever length says.
+		out = make([][]byte, 0, min(length-from, int64(len(blocks))*BlockLen+int64(len(rows))))
 		for i, data := range blocks {
 			seq := first + int64(i)*BlockLen
 			var err error
@@ -112,7 +122,7 @@ func Unpack(from, length, packed int64, blocks, rows [][]byte) ([][]byte, error)
 		out = append(out, rows...)
 	}
 	if int64(len(out)) != length-from {
-		return nil, fmt.Errorf("history from %d holds %d entries, want %d", from, len(out), length-from)
+		return nil, fmt.Errorf("%w: history from %d holds %d entries, want %d", ErrCorrupt, from, len(out), length-from)
 	}
 	return out, nil
 }
