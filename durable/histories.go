@@ -17,7 +17,7 @@ const DefaultHistoryCache = 64 << 20
 // incarnation a stored history only grows, so the next load of the
 // machine reads the entries from the cached length on (store.TailLoader)
 // and decodes those alone. Least recently used entries go first when the
-// encoded size of all of them exceeds the budget.
+// memory all of them take (heldSize) exceeds the budget.
 type histories struct {
 	mu     sync.Mutex
 	budget int64
@@ -35,7 +35,7 @@ type cachedHistory struct {
 	// (Runner.loadEnd), which serves runs alone.
 	from    int
 	history message.History
-	// size is the encoded size of history.
+	// size is the memory history takes (heldSize).
 	size int64
 }
 
