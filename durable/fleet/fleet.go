@@ -284,7 +284,11 @@ func (e entry) input(kind string) (machine.Input, error) {
 	case inCommand:
 		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID, ID: e.Invocation}, nil
 	case inMessage:
-		return serialize.UnmarshalMessage(e.Message)
+		m, err := serialize.UnmarshalMessage(e.Message)
+		if err != nil {
+			return nil, fmt.Errorf("%w: message: %w", ErrCorruptInbox, err)
+		}
+		return m, nil
 	case inSignal:
 		return machine.SignalInput{Event: e.Event, Payload: e.Payload, SuspendID: e.SuspendID}, nil
 	}
