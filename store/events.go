@@ -10,9 +10,10 @@ import (
 
 // LogEvent is one entry of a machine's event log ([EventLog]).
 type LogEvent struct {
-	// Seq is the entry's sequence number: 1 for the machine's first
-	// event, one more for each next one, never reused while the machine
-	// exists.
+	// Seq is the entry's sequence number: one more than the entry
+	// before it; 1 for the first event of a machine ID, and never reused
+	// for that ID, even after [Snapshots.Delete] and a new machine
+	// created under it (see [EventLog]).
 	Seq int64
 	// Data is the encoded event, as [Save.Events] carried it.
 	Data []byte
@@ -73,6 +74,16 @@ const MaxLivePayload = 7000
 // status differs from the stored one, adds one change. [Snapshots.Delete]
 // deletes the machine's log and its changes from the feed.
 //
+// Sequence numbers never repeat for a machine ID. Delete keeps the last
+// sequence number of the log it deletes (the ID's floor, a number per
+// machine ID ever deleted), and a machine created again under the ID
+// logs its events from the floor on: floor+1, floor+2, … A position in
+// the log (an afterSeq, a Last-Event-ID) therefore stays valid across a
+// delete and a re-creation: a watcher at N reads the new machine's
+// events, none of which has a sequence number of N or less, instead of
+// skipping its first N. A load of the new machine before it logs
+// anything reports the floor as [Snapshot.EventSeq].
+//
 // Live payloads ([EventLog.Publish]) are not stored in the log: they reach
 // the subscriptions open at the time, in this process and in others —
 // through NOTIFY in PostgreSQL, a short-lived table polled in SQLite — and
@@ -81,7 +92,9 @@ const MaxLivePayload = 7000
 type EventLog interface {
 	// ReadEvents returns up to limit (no cap if limit <= 0) entries of
 	// machineID's log with Seq > afterSeq, oldest first. A machine
-	// without entries, or that does not exist, gives an empty list.
+	// without entries, or that does not exist, gives an empty list. The
+	// log of a machine created again after a delete holds only the new
+	// machine's entries, all above the deleted log's.
 	ReadEvents(ctx context.Context, machineID string, afterSeq int64, limit int) ([]LogEvent, error)
 
 	// ReadSuspensionChanges returns up to limit (no cap if limit <= 0)

@@ -130,12 +130,14 @@ type Snapshot struct {
 	// machine when it was loaded. Only a [RequestReporter] sets it.
 	SuspendRequests bool
 	// EventSeq is the sequence number of the last entry of the machine's
-	// event log when it was loaded (0: the log has none), read in the
-	// same snapshot as the tree: the entries up to it are those of the
-	// saves the snapshot holds. A watcher that starts from the load
-	// reads the log after it only. Only a store that is an [EventLog]
-	// sets it; one that leaves it 0 has such a watcher read the whole
-	// log.
+	// event log when it was loaded, read in the same snapshot as the
+	// tree: the entries up to it are those of the saves the snapshot
+	// holds. A log without entries reports the machine ID's floor, the
+	// last sequence number of the logs deleted with earlier machines of
+	// the ID (0 if none, see [EventLog]): the machine's first event comes
+	// after it. A watcher that starts from the load reads the log after
+	// it only. Only a store that is an [EventLog] sets it; one that
+	// leaves it 0 has such a watcher read the whole log.
 	EventSeq int64
 }
 
@@ -394,7 +396,10 @@ type Snapshots interface {
 	Save(ctx context.Context, s Save) (revision int64, err error)
 
 	// Delete removes the machine, its history and its suspensions, or
-	// returns an error wrapping ErrNotFound.
+	// returns an error wrapping ErrNotFound. A store that is an
+	// [EventLog] removes the machine's event log too, but keeps its last
+	// sequence number: a machine created again under the ID logs after
+	// it, so that no sequence number of the ID repeats.
 	Delete(ctx context.Context, machineID string) error
 }
 

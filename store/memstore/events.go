@@ -23,7 +23,7 @@ func (s *Store) ReadEvents(ctx context.Context, machineID string, afterSeq int64
 		return nil, nil
 	}
 	var out []store.LogEvent
-	for _, e := range m.events[min(max(afterSeq, 0), int64(len(m.events))):] {
+	for _, e := range m.events[min(max(afterSeq-m.floor, 0), int64(len(m.events))):] {
 		if limit > 0 && len(out) == limit {
 			break
 		}

@@ -39,6 +39,10 @@ type Store struct {
 	// cursor given.
 	feed   []store.SuspensionChange
 	cursor int64
+	// floors is the last sequence number of the event log of each
+	// machine ID deleted with one, until a machine of the ID is created
+	// again (machine.floor then keeps it).
+	floors map[string]int64
 	// hub wakes the subscriptions (events.go).
 	hub livehub.Hub
 }
@@ -51,9 +55,16 @@ type machine struct {
 	updatedAt   time.Time
 	// suspensions are the IDs of the machine's entries in Store.suspensions.
 	suspensions []string
-	// events is the machine's event log, oldest first.
+	// events is the machine's event log, oldest first; floor is the
+	// sequence number before its first entry (the ID's deleted logs'
+	// last, 0 if none).
 	events []store.LogEvent
+	floor  int64
 }
+
+// lastSeq is the sequence number of the last entry of m's log, the floor
+// when it has none.
+func (m *machine) lastSeq() int64 { return m.floor + int64(len(m.events)) }
 
 // Store implements the core interface and every optional capability but
 // store.Pinger: it has no schema to check.
@@ -66,6 +77,7 @@ func New() *Store {
 		suspensions: make(map[string]*store.Suspension),
 		replays:     make(map[string]time.Time),
 		requests:    make(map[string][]store.SuspendRequest),
+		floors:      make(map[string]int64),
 	}
 }
 
@@ -126,7 +138,7 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		UpdatedAt:   m.updatedAt,
 
 		SuspendRequests: len(s.requests[machineID]) > 0,
-		EventSeq:        int64(len(m.events)),
+		EventSeq:        m.lastSeq(),
 	}, nil
 }
 
@@ -183,8 +195,9 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 
 	// Validated: from here on nothing fails.
 	if !exists {
-		m = &machine{incarnation: store.NewIncarnation()}
+		m = &machine{incarnation: store.NewIncarnation(), floor: s.floors[sv.MachineID]}
 		s.machines[sv.MachineID] = m
+		delete(s.floors, sv.MachineID)
 	}
 	m.revision++
 	m.tree = clone(sv.Tree)
@@ -193,7 +206,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 	}
 	m.updatedAt = s.now()
 	for _, e := range sv.Events {
-		m.events = append(m.events, store.LogEvent{Seq: int64(len(m.events)) + 1, Data: clone(e), At: m.updatedAt})
+		m.events = append(m.events, store.LogEvent{Seq: m.lastSeq() + 1, Data: clone(e), At: m.updatedAt})
 	}
 	changed := s.replaceSuspensionsLocked(m, sv)
 	if len(sv.Events) > 0 {
@@ -247,6 +260,9 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 	}
 	for _, id := range m.suspensions {
 		delete(s.suspensions, id)
+	}
+	if last := m.lastSeq(); last > 0 {
+		s.floors[machineID] = last // sequence numbers never repeat (store.EventLog)
 	}
 	delete(s.machines, machineID)
 	delete(s.requests, machineID)

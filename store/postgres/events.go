@@ -29,8 +29,9 @@ func (s *Store) channel(machineID string) string {
 	return "markov_" + hex.EncodeToString(h[:12])
 }
 
-// appendEvents appends entries to the machine's event log and notifies
-// its watchers when the transaction commits.
+// appendEvents appends entries to the machine's event log, after its
+// last sequence number or, in an empty log, the machine ID's floor, and
+// notifies its watchers when the transaction commits.
 func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, machineID string, entries [][]byte, now time.Time) error {
 	if len(entries) == 0 {
 		return nil
@@ -39,9 +40,7 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, machineID string, e
 	for i, e := range entries {
 		data[i] = backend.NonNil(e)
 	}
-	_, err := tx.Exec(ctx, s.q.expand(`INSERT INTO {s}.events (machine_id, seq, data, at)
-		SELECT $1, coalesce((SELECT max(seq) FROM {s}.events WHERE machine_id = $1), 0) + t.ord, t.data, $3
-		FROM unnest($2::bytea[]) WITH ORDINALITY AS t (data, ord)`), machineID, data, now)
+	_, err := tx.Exec(ctx, s.q.appendEvents, machineID, data, now)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@
 //	CREATE INDEX suspend_requests_machine_idx ON suspend_requests (machine_id, created_at);
 //	CREATE TABLE events (                           -- store.EventLog: the event log
 //	    machine_id text NOT NULL REFERENCES machines (id) ON DELETE CASCADE,
-//	    seq        bigint NOT NULL,                 -- 1, 2, 3, ... per machine
+//	    seq        bigint NOT NULL,                 -- 1, 2, 3, ... per machine ID, after its floor
 //	    data       bytea NOT NULL,
 //	    at         timestamptz NOT NULL,
 //	    PRIMARY KEY (machine_id, seq)
@@ -83,6 +83,10 @@
 //	    PRIMARY KEY (machine_id, seq)
 //	);
 //	ALTER TABLE machines ADD COLUMN packed bigint NOT NULL DEFAULT 0; -- entries in history_blocks
+//	CREATE TABLE event_floors (                     -- store.EventLog: the floor of each machine ID deleted with events
+//	    machine_id text PRIMARY KEY,
+//	    seq        bigint NOT NULL                  -- the last seq of its deleted logs
+//	);
 //
 // Watchers ([Store.Subscribe]) LISTEN on a dedicated connection each: a
 // save NOTIFYs, in its transaction, the channel of its machine when it
@@ -101,6 +105,12 @@
 // single rows: decoding one array element per entry made a load of a long
 // history several times slower. IDs are ordered bytewise (COLLATE "C"),
 // like the other stores.
+//
+// Event sequence numbers never repeat for a machine ID ([store.EventLog]):
+// a delete records the last one of the machine's log in event_floors,
+// and a save that logs events into an empty log goes on from the ID's
+// floor there. A save to a log that has entries reads nothing more than
+// before.
 package postgres
 
 import (
@@ -115,6 +125,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/rivermigrate"
@@ -297,6 +308,13 @@ var migrations = [...]string{
 		PRIMARY KEY (machine_id, seq)
 	);
 	ALTER TABLE {s}.machines ADD COLUMN packed bigint NOT NULL DEFAULT 0;`,
+	// 9: the floors of the event log's sequence numbers (store.EventLog):
+	// the last sequence number of the logs deleted with the machines of
+	// an ID. IDs deleted before keep none: their logs are gone.
+	`CREATE TABLE {s}.event_floors (
+		machine_id text PRIMARY KEY,
+		seq        bigint NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -345,6 +363,7 @@ type queries struct {
 	deleteMachine, listMachines, findSuspension string
 	listSuspensions, claimExpired, remember     string
 	addRequest, requests, dropRequest           string
+	lockMachine, appendEvents                   string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
@@ -365,7 +384,7 @@ func newQueries(schema string) queries {
 		(SELECT array_agg(h.data ORDER BY h.seq) FROM {s}.history h
 			WHERE h.machine_id = m.id AND h.seq >= greatest($2::bigint, m.packed) AND h.seq < m.history_len),
 		EXISTS (SELECT 1 FROM {s}.suspend_requests r WHERE r.machine_id = m.id),
-		(SELECT coalesce(max(e.seq), 0) FROM {s}.events e WHERE e.machine_id = m.id)
+		` + lastSeq(`m.id`) + `
 		FROM {s}.machines m WHERE m.id = $1`)
 	q.create = q.expand(`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation)
 		VALUES ($1, 1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`)
@@ -406,8 +425,18 @@ func newQueries(schema string) queries {
 			AS t (id, status, kind, name, reason, deadline, created_at, claimed_until, event)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id`)
-	q.deleteMachine = q.expand(`WITH f AS (DELETE FROM {s}.suspension_feed WHERE machine_id = $1)
+	// The delete makes the log's last sequence number the ID's floor
+	// (store.EventLog); its snapshot must hold every event logged, so it
+	// runs after lockMachine, in the same transaction (Delete).
+	q.lockMachine = q.expand(`SELECT FROM {s}.machines WHERE id = $1 FOR UPDATE`)
+	q.deleteMachine = q.expand(`WITH f AS (DELETE FROM {s}.suspension_feed WHERE machine_id = $1),
+		l AS (INSERT INTO {s}.event_floors AS fl (machine_id, seq)
+			SELECT $1, max(seq) FROM {s}.events WHERE machine_id = $1 HAVING count(*) > 0
+			ON CONFLICT (machine_id) DO UPDATE SET seq = greatest(fl.seq, EXCLUDED.seq))
 		DELETE FROM {s}.machines WHERE id = $1`)
+	q.appendEvents = q.expand(`INSERT INTO {s}.events (machine_id, seq, data, at)
+		SELECT $1, ` + lastSeq(`$1`) + ` + t.ord, t.data, $3
+		FROM unnest($2::bytea[]) WITH ORDINALITY AS t (data, ord)`)
 	q.listMachines = q.expand(`SELECT id FROM {s}.machines ORDER BY id COLLATE "C"`)
 	q.findSuspension = q.expand(`SELECT ` + suspensionColumns + ` FROM {s}.suspensions WHERE id = $1`)
 	q.listSuspensions = q.expand(`SELECT ` + suspensionColumns + ` FROM {s}.suspensions
@@ -445,6 +474,15 @@ func newQueries(schema string) queries {
 }
 
 func (q queries) expand(sql string) string { return q.schema.Replace(sql) }
+
+// lastSeq is, in SQL, the last sequence number of the event log of the
+// machine ID id: the ID's floor when the log is empty, 0 without one. The
+// floor is read only then (COALESCE evaluates no more arguments than it
+// needs).
+func lastSeq(id string) string {
+	return `coalesce((SELECT max(e.seq) FROM {s}.events e WHERE e.machine_id = ` + id + `),
+		(SELECT f.seq FROM {s}.event_floors f WHERE f.machine_id = ` + id + `), 0)`
+}
 
 // ts encodes a time, NULL for the zero time.
 func ts(t time.Time) pgtype.Timestamptz {
@@ -667,7 +705,19 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 	if err := store.CheckID(machineID); err != nil {
 		return fmt.Errorf("postgres: delete machine %q: %w", machineID, err)
 	}
-	tag, err := s.pool.Exec(ctx, s.q.deleteMachine, machineID)
+	// One round trip, one implicit transaction: the machine's row is
+	// locked first, so that the delete's snapshot, taken after, holds
+	// the events of every save that committed before it.
+	b := &pgx.Batch{}
+	b.Queue(s.q.lockMachine, machineID)
+	b.Queue(s.q.deleteMachine, machineID)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	err = errors.Join(err, br.Close())
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}

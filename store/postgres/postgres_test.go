@@ -110,8 +110,7 @@ func TestOpenErrors(t *testing.T) {
 // a free-form status that had left pending reads "resolved".
 func TestMigrateLegacyStatuses(t *testing.T) {
 	ctx := context.Background()
-	conn, q, url, schema := rawSchema(t)
-	for _, sql := range []string{
+	s, conn, q := upgraded(t,
 		// Back to version 1, as an older package left it.
 		`ALTER TABLE {s}.suspensions DROP CONSTRAINT suspensions_status_check`,
 		`DROP TABLE {s}.inbox`,
@@ -122,23 +121,14 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`DROP TABLE {s}.events`, `DROP TABLE {s}.suspension_feed`, `DROP TABLE {s}.feed_cursor`,
 		`ALTER TABLE {s}.machines DROP COLUMN incarnation`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
+		`DROP TABLE {s}.event_floors`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
 		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', '2000-01-01Z'),
 			('old-resolved', 'm', 'resolved', 'tool', 'ask', 'r', NULL),
 			('old-partial', 'm', 'expired', 'tool', 'ask', 'r', NULL),
 			('old-custom', 'm', 'timed_out', 'tool', 'ask', 'r', NULL)`,
-	} {
-		if _, err := conn.Exec(ctx, q(sql)); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-
-	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
-	if err != nil {
-		t.Fatalf("Open of the old schema: %v", err)
-	}
-	defer s.Close()
+	)
 	all, err := s.ListSuspensions(ctx, store.Filter{MachineID: "m"})
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +173,7 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 	// Back to version 7, as an older package left it: machine m with 300
 	// entries and n with 200, a row each; entry 7 of m is empty.
 	for _, sql := range []string{
+		`DROP TABLE {s}.event_floors`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 7`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation) VALUES
@@ -294,6 +285,20 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 	loads("m")
 }
 
+// A schema migrated to version 8, before event floors, is upgraded on
+// open: a machine that logged there, deleted after the upgrade and
+// created again, logs after the deleted log's last event.
+func TestMigrateEventFloors(t *testing.T) {
+	s, _, _ := upgraded(t,
+		// Back to version 8, as an older package left it.
+		`DROP TABLE {s}.event_floors`,
+		`DELETE FROM {s}.schema_migrations WHERE version > 8`,
+		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, '\x74', 0, now(), 7)`,
+		`INSERT INTO {s}.events (machine_id, seq, data, at) VALUES ('m', 1, '\x61', now()), ('m', 2, '\x62', now())`,
+	)
+	storetest.CheckLogAcrossDelete(t, s, "m", 2)
+}
+
 // The replay guard deletes expired records as it goes, on the database's
 // clock.
 func TestReplayRecordsCleaned(t *testing.T) {
@@ -360,6 +365,26 @@ func pingRiverMigrations(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, sc
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping with River's migrations back: %v", err)
 	}
+}
+
+// upgraded runs sqls on a schema of its own (rawSchema), which take it
+// back to what an older package left, and opens a store on it, which
+// upgrades it; the store closes when the test ends.
+func upgraded(t *testing.T, sqls ...string) (s *postgres.Store, conn *pgx.Conn, q func(string) string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, q, url, schema := rawSchema(t)
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, q(sql)); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	s, err := postgres.Open(ctx, postgres.Config{ConnString: url, Schema: schema})
+	if err != nil {
+		t.Fatalf("Open of the old schema: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, conn, q
 }
 
 // rawSchema returns a connection to a fresh schema that Open migrated

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -28,10 +29,21 @@ const (
 const liveKept = time.Minute
 
 // appendEvents appends entries to the machine's event log, whose last
-// sequence number is last.
+// sequence number is last (0: the log is empty, and goes on from the
+// machine ID's floor).
 func appendEvents(ctx context.Context, tx txer, machineID string, last int64, entries [][]byte, now int64) error {
 	if len(entries) == 0 {
 		return nil
+	}
+	if last == 0 {
+		// Scanned into a variable of the block: &last would move last
+		// to the heap at every call.
+		var floor int64
+		err := tx.QueryRowContext(ctx, `SELECT seq FROM event_floors WHERE machine_id = ?`, machineID).Scan(&floor)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		last = floor
 	}
 	for start := 0; start < len(entries); start += maxHistoryRows {
 		chunk := entries[start:min(start+maxHistoryRows, len(entries))]

@@ -61,7 +61,7 @@
 //	CREATE INDEX suspend_requests_machine ON suspend_requests (machine_id, created_at);
 //	CREATE TABLE events (                         -- store.EventLog: the event log
 //	    machine_id TEXT NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
-//	    seq        INTEGER NOT NULL,              -- 1, 2, 3, ... per machine
+//	    seq        INTEGER NOT NULL,              -- 1, 2, 3, ... per machine ID, after its floor
 //	    data       BLOB NOT NULL,
 //	    at         INTEGER NOT NULL,              -- unix microseconds
 //	    PRIMARY KEY (machine_id, seq)
@@ -95,6 +95,10 @@
 //	    PRIMARY KEY (machine_id, seq)
 //	) WITHOUT ROWID;
 //	ALTER TABLE machines ADD COLUMN packed INTEGER NOT NULL DEFAULT 0; -- entries in history_blocks
+//	CREATE TABLE event_floors (                   -- store.EventLog: the floor of each machine ID deleted with events
+//	    machine_id TEXT PRIMARY KEY,
+//	    seq        INTEGER NOT NULL               -- the last seq of its deleted logs
+//	) WITHOUT ROWID;
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -117,6 +121,11 @@
 // fewer than 128 single rows: reading a row costs much more than its
 // bytes, and one per entry made a load of a long history several times
 // slower than decoding it.
+//
+// Event sequence numbers never repeat for a machine ID ([store.EventLog]):
+// a delete records the last one of the machine's log in event_floors,
+// and the first save to log events in an empty log reads the ID's floor
+// there. A save to a log that has entries reads nothing more than before.
 package sqlite
 
 import (
@@ -381,6 +390,13 @@ var migrations = [...]string{
 		PRIMARY KEY (machine_id, seq)
 	) WITHOUT ROWID;
 	ALTER TABLE machines ADD COLUMN packed INTEGER NOT NULL DEFAULT 0;`,
+	// 8: the floors of the event log's sequence numbers (store.EventLog):
+	// the last sequence number of the logs deleted with the machines of
+	// an ID. IDs deleted before keep none: their logs are gone.
+	`CREATE TABLE event_floors (
+		machine_id TEXT PRIMARY KEY,
+		seq        INTEGER NOT NULL
+	) WITHOUT ROWID;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -537,8 +553,9 @@ func (s *Store) Load(ctx context.Context, machineID string) (*store.Snapshot, er
 }
 
 // LoadTail implements [store.TailLoader]: it reads the machine's row, the
-// last sequence number of its event log (Snapshot.EventSeq) and the
-// history rows from seq from on, in one read transaction.
+// last sequence number of its event log (Snapshot.EventSeq; the ID's
+// floor when the log is empty) and the history rows from seq from on, in
+// one read transaction.
 func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*store.Snapshot, error) {
 	snap := &store.Snapshot{MachineID: machineID}
 	if err := store.CheckID(machineID); err != nil {
@@ -553,7 +570,8 @@ func (s *Store) LoadTail(ctx context.Context, machineID string, from int) (*stor
 		var updated int64
 		err := tx.QueryRowContext(ctx, `SELECT revision, tree, history_len, packed, updated_at, incarnation,
 			EXISTS (SELECT 1 FROM suspend_requests WHERE machine_id = ?1),
-			(SELECT coalesce(max(seq), 0) FROM events WHERE machine_id = ?1) FROM machines WHERE id = ?1`, machineID).
+			(SELECT coalesce(max(seq), (SELECT seq FROM event_floors WHERE machine_id = ?1), 0) FROM events WHERE machine_id = ?1)
+			FROM machines WHERE id = ?1`, machineID).
 			Scan(&snap.Revision, &snap.Tree, &n, &packed, &updated, &snap.Incarnation, &snap.SuspendRequests, &snap.EventSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
@@ -624,7 +642,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 // machineRow is what a save needs to know of the machine as it was.
 type machineRow struct {
 	histLen, packed int64 // history entries, and those of them in blocks
-	events          int64 // the event log's last sequence number
+	events          int64 // the event log's last sequence number, 0 if it is empty
 	requests        bool  // a suspend request waits (store.RequestReporter)
 	indexed         bool  // the suspension index holds entries of it
 }
@@ -736,6 +754,14 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		return fmt.Errorf("sqlite: delete machine %q: %w", machineID, err)
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		// The log's last sequence number becomes the ID's floor, before
+		// the log goes (store.EventLog). A machine that does not exist
+		// has no log: nothing is recorded, and the delete fails below.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO event_floors (machine_id, seq)
+			SELECT machine_id, max(seq) FROM events WHERE machine_id = ? GROUP BY machine_id
+			ON CONFLICT (machine_id) DO UPDATE SET seq = max(seq, excluded.seq)`, machineID); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM machines WHERE id = ?`, machineID)
 		if err != nil {
 			return err

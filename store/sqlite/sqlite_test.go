@@ -327,6 +327,7 @@ func TestMigrateHistoryRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db := olderDatabase(t, path,
 		`PRAGMA user_version = 6`, // as version 6 left it
+		`DROP TABLE event_floors`,
 		`DROP TABLE history_blocks`, `ALTER TABLE machines DROP COLUMN packed`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 300, 0, 7)`,
 		`INSERT INTO history (machine_id, seq, data)
@@ -365,6 +366,22 @@ func TestMigrateHistoryRows(t *testing.T) {
 	}
 }
 
+// A database written before event floors (schema version 7) is upgraded
+// on open: a machine that logged there, deleted after the upgrade and
+// created again, logs after the deleted log's last event.
+func TestMigrateEventFloors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	olderDatabase(t, path,
+		`PRAGMA user_version = 7`, // as version 7 left it
+		`DROP TABLE event_floors`,
+		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 0, 0, 7)`,
+		`INSERT INTO events (machine_id, seq, data, at) VALUES ('m', 1, x'61', 0), ('m', 2, x'62', 0)`,
+	).Close()
+	s := open(t, path)
+	defer s.Close()
+	storetest.CheckLogAcrossDelete(t, s, "m", 2)
+}
+
 // A database written at schema version 1, whose index may hold statuses
 // that are none of store.Statuses, is upgraded on open: its rows keep
 // working, and a free-form status that had left pending reads "resolved".
@@ -380,6 +397,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`DROP TABLE events`, `DROP TABLE suspension_feed`, `DROP TABLE live_events`,
 		`ALTER TABLE machines DROP COLUMN incarnation`,
 		`DROP TABLE history_blocks`, `ALTER TABLE machines DROP COLUMN packed`,
+		`DROP TABLE event_floors`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, x'74', 0, 0)`,
 		`INSERT INTO suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', 1),

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ var eventLogChecks = []check[logStore]{
 	{"AtomicWithSave", testEventsAtomic},
 	{"Feed", testSuspensionFeed},
 	{"DeletedWithMachine", testEventsDeleted},
+	{"SeqsOutliveDelete", testSeqsOutliveDelete},
 	{"LoadedEventSeq", testLoadedEventSeq},
 	{"Notify", testEventsNotify},
 	{"Publish", testPublish},
@@ -116,9 +118,92 @@ func testEventsDeleted(t *testing.T, s logStore) {
 	if err != nil || len(changes) != 1 || changes[0].Suspension.ID != "s2" {
 		t.Fatalf("feed after Delete = %+v, %v; want s2's change only", changes, err)
 	}
-	// A new machine of the same ID starts a new log.
+	// A new machine of the same ID starts a new log, after the old one.
 	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("new")})
-	wantStrings(t, "recreated machine's log", readAll(t, s, "m1", 0, 0), "new")
+	wantStrings(t, "recreated machine's log", readAll(t, s, "m1", 1, 0), "new")
+}
+
+// testSeqsOutliveDelete: the sequence numbers of a machine ID never
+// repeat, however often its machine is deleted and created again.
+func testSeqsOutliveDelete(t *testing.T, s logStore) {
+	rev := mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Events: bs("a", "b", "c")})
+	mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Events: bs("d")})
+	mustSave(t, s, store.Save{MachineID: "m2", Tree: []byte("t"), Events: bs("x")})
+	CheckLogAcrossDelete(t, s, "m1", 4)
+	wantStrings(t, "other machine's log", readAll(t, s, "m2", 0, 0), "x")
+}
+
+// CheckLogAcrossDelete checks the promise of [store.EventLog] that
+// sequence numbers never repeat for a machine ID, on machine id of s,
+// whose event log ends at last (> 0). It deletes the machine and creates
+// it again, more than once, and checks that each new machine logs after
+// the last sequence number of every log deleted before — that a reader
+// at last reads the new machine's events — and that a load of a new
+// machine that has logged nothing reports that number as EventSeq. A
+// store's tests call it on a machine of a database an older version
+// wrote, after an upgrade; [Run] calls it on a machine it logged.
+func CheckLogAcrossDelete(t testing.TB, s interface {
+	store.Snapshots
+	store.EventLog
+}, id string, last int64) {
+	t.Helper()
+	ctx := context.Background()
+	del := func() {
+		t.Helper()
+		if err := s.Delete(ctx, id); err != nil {
+			t.Fatalf("Delete(%q): %v", id, err)
+		}
+		if got := readSeqs(t, s, id, 0); len(got) > 0 {
+			t.Fatalf("the log of deleted machine %q holds %v", id, got)
+		}
+	}
+	del()
+	// Created again, it has logged nothing: a load is at the old end.
+	mustSave(t, s, store.Save{MachineID: id, Tree: []byte("t")})
+	wantFloor(t, s, id, last)
+	// A delete of a machine that logged nothing keeps the floor.
+	del()
+	rev := mustSave(t, s, store.Save{MachineID: id, Tree: []byte("t"), Append: bs("h")})
+	wantFloor(t, s, id, last)
+	// Its events come after the old ones, and a reader at the old end
+	// reads them all.
+	mustSave(t, s, store.Save{MachineID: id, Revision: rev, Tree: []byte("t"), Events: bs("again1", "again2")})
+	wantStrings(t, "the log after the old end", readSeqs(t, s, id, last), fmt.Sprint(last+1, ":again1"), fmt.Sprint(last+2, ":again2"))
+	wantStrings(t, "the whole log", readSeqs(t, s, id, 0), fmt.Sprint(last+1, ":again1"), fmt.Sprint(last+2, ":again2"))
+	if got := mustLoad(t, s, id).EventSeq; got != last+2 {
+		t.Fatalf("Load(%q).EventSeq = %d, want %d", id, got, last+2)
+	}
+	// Once more, with events in the save that creates the machine.
+	del()
+	mustSave(t, s, store.Save{MachineID: id, Tree: []byte("t"), Events: bs("third")})
+	wantStrings(t, "the third machine's log", readSeqs(t, s, id, last), fmt.Sprint(last+3, ":third"))
+}
+
+// readSeqs reads machineID's log after afterSeq as "seq:data" strings.
+func readSeqs(t testing.TB, s store.EventLog, machineID string, afterSeq int64) []string {
+	t.Helper()
+	evs, err := s.ReadEvents(context.Background(), machineID, afterSeq, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents(%q, %d): %v", machineID, afterSeq, err)
+	}
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = fmt.Sprint(e.Seq, ":", string(e.Data))
+	}
+	return out
+}
+
+// wantFloor checks that machine id has logged nothing, and that its
+// loads report floor as EventSeq.
+func wantFloor(t testing.TB, s interface {
+	store.Snapshots
+	store.EventLog
+}, id string, floor int64) {
+	t.Helper()
+	if got := readSeqs(t, s, id, 0); len(got) > 0 {
+		t.Fatalf("the log of %q holds %v, want none", id, got)
+	}
+	wantLoadedSeq(t, s, id, floor, "the deleted log's last")
 }
 
 // lastSeq is the Seq of the last entry of machineID's log, 0 if it has
@@ -142,8 +227,16 @@ func wantEventSeq(t testing.TB, s logStore, machineID string, want int64) {
 	if got := lastSeq(t, s, machineID); got != want {
 		t.Fatalf("the last entry of %q's log has Seq %d, want %d", machineID, got, want)
 	}
+	wantLoadedSeq(t, s, machineID, want, "the last entry's Seq")
+}
+
+// wantLoadedSeq checks that a load of machineID (and a load of its tail,
+// when s is a store.TailLoader) reports want as EventSeq, which is what
+// says.
+func wantLoadedSeq(t testing.TB, s store.Snapshots, machineID string, want int64, what string) {
+	t.Helper()
 	if got := mustLoad(t, s, machineID).EventSeq; got != want {
-		t.Fatalf("Load(%q).EventSeq = %d, want %d (the last entry's Seq)", machineID, got, want)
+		t.Fatalf("Load(%q).EventSeq = %d, want %d (%s)", machineID, got, want, what)
 	}
 	if tl, ok := s.(store.TailLoader); ok {
 		snap, err := tl.LoadTail(context.Background(), machineID, 1)
@@ -151,7 +244,7 @@ func wantEventSeq(t testing.TB, s logStore, machineID string, want int64) {
 			t.Fatalf("LoadTail(%q, 1): %v", machineID, err)
 		}
 		if snap.EventSeq != want {
-			t.Fatalf("LoadTail(%q, 1).EventSeq = %d, want %d (the last entry's Seq)", machineID, snap.EventSeq, want)
+			t.Fatalf("LoadTail(%q, 1).EventSeq = %d, want %d (%s)", machineID, snap.EventSeq, want, what)
 		}
 	}
 }
@@ -172,12 +265,12 @@ func testLoadedEventSeq(t *testing.T, s logStore) {
 	wantEventSeq(t, s, "m2", 1)
 	mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Events: bs("c")})
 	wantEventSeq(t, s, "m1", 3)
-	// A machine created again starts a new log.
+	// A machine created again is at the end of the deleted log.
 	if err := s.Delete(context.Background(), "m1"); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t")})
-	wantEventSeq(t, s, "m1", 0)
+	wantFloor(t, s, "m1", 3)
 	wantEventSeq(t, s, "m2", 1)
 }
 

@@ -14,7 +14,8 @@
 //	}
 //
 // A store whose type has a Close() error method is closed when each check
-// ends.
+// ends. [CheckLogAcrossDelete] is a check to run on a database an older
+// version of a store wrote, after its upgrade.
 package storetest
 
 import (
