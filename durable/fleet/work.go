@@ -39,14 +39,26 @@ func newQueries(schema string) queries {
 		pending:    r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE machine_id = $1)`),
 		clear:      r.Replace(`DELETE FROM {s}.inbox WHERE machine_id = $1`),
 		dbNow:      `SELECT now()`,
-		logSeq:     r.Replace(`SELECT coalesce(max(seq), 0) FROM {s}.events WHERE machine_id = $1`),
+		logSeq:     r.Replace(`SELECT coalesce((SELECT max(seq) FROM {s}.events WHERE machine_id = $1), (SELECT seq FROM {s}.event_floors WHERE machine_id = $1), 0)`),
 		queued:     r.Replace(`SELECT count(*) FROM {s}.inbox WHERE machine_id = $1`),
 		status:     r.Replace(`SELECT status FROM {s}.suspensions WHERE id = $1`),
 		pendingFor: r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE suspend_id = $1)`),
-		retention: r.Replace(`DELETE FROM {s}.machines m
-			WHERE m.updated_at < now() - make_interval(secs => $1)
-			  AND NOT EXISTS (SELECT 1 FROM {s}.suspensions s WHERE s.machine_id = m.id AND s.status = 'pending')
-			  AND NOT EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.machine_id = m.id)`),
+		// logSeq is the log's end, the ID's floor when the log is empty;
+		// retention deletes as store.Delete does, making the last
+		// sequence number of each log it deletes its ID's floor
+		// (store.EventLog: sequence numbers never repeat for an ID).
+		retention: r.Replace(`WITH d AS (
+				DELETE FROM {s}.machines m
+				WHERE m.updated_at < now() - make_interval(secs => $1)
+				  AND NOT EXISTS (SELECT 1 FROM {s}.suspensions s WHERE s.machine_id = m.id AND s.status = 'pending')
+				  AND NOT EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.machine_id = m.id)
+				RETURNING m.id
+			), l AS (
+				INSERT INTO {s}.event_floors AS f (machine_id, seq)
+				SELECT e.machine_id, max(e.seq) FROM {s}.events e WHERE e.machine_id IN (SELECT id FROM d) GROUP BY e.machine_id
+				ON CONFLICT (machine_id) DO UPDATE SET seq = greatest(f.seq, EXCLUDED.seq)
+			)
+			SELECT count(*) FROM d`),
 	}
 }
 
@@ -257,11 +269,11 @@ func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) erro
 // workRetention deletes the machines that have nothing pending and were
 // last saved more than Config.Retention ago.
 func (f *Fleet) workRetention(ctx context.Context, _ *river.Job[retentionArgs]) error {
-	tag, err := f.cfg.Store.Pool().Exec(ctx, f.q.retention, f.cfg.Retention.Seconds())
-	if err != nil {
+	var n int64
+	if err := f.cfg.Store.Pool().QueryRow(ctx, f.q.retention, f.cfg.Retention.Seconds()).Scan(&n); err != nil {
 		return err
 	}
-	if n := tag.RowsAffected(); n > 0 {
+	if n > 0 {
 		f.log.LogAttrs(ctx, slog.LevelInfo, "retention deleted finished machines", slog.Int64("count", n))
 	}
 	return nil
