@@ -35,6 +35,12 @@ const readBatch = 256
 // store.EventLog, an error wrapping store.ErrNotFound when id is not a
 // valid machine ID. A machine that does not exist (yet) is watched all the
 // same: its events come once it runs.
+//
+// Sequence numbers never repeat for a machine ID (store.EventLog): a
+// machine deleted and created again under the same ID logs after the
+// deleted one's last event. A watch open across the delete, or one
+// resumed with the Seq of an event of the deleted machine, therefore
+// yields every event of the new machine, none of which it has seen.
 func (r *Runner) Watch(ctx context.Context, machineID string, afterSeq int64) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		l, ok := r.store.(store.EventLog)

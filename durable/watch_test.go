@@ -262,3 +262,62 @@ func TestLoadAtIsWhereTheWatchGoesOn(t *testing.T) {
 		require.Zero(t, core.EventSeq)
 	})
 }
+
+// TestWatchAcrossDeleteAndRecreate: a watch open while its machine is
+// deleted and created again under the same ID receives the new machine's
+// events, every one once, in order. (A new machine's log that started
+// again at 1 would hide from the watch as many events as the deleted one
+// had logged.)
+func TestWatchAcrossDeleteAndRecreate(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		suspended(t, newRunner(t, s, chattyModel(0)), "m1")
+		logged, err := s.(store.EventLog).ReadEvents(ctx, "m1", 0, 0)
+		require.NoError(t, err)
+		last := logged[len(logged)-1].Seq
+
+		r := newRunner(t, s, chattyModel(0))
+		got := make(chan durable.Event)
+		go func() {
+			defer close(got)
+			for e, err := range r.Watch(ctx, "m1", 0) {
+				if err != nil {
+					return
+				}
+				select {
+				case got <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		// upTo receives the logged events up to the first that stop
+		// accepts (or the watch's end).
+		upTo := func(stop func(durable.Event) bool) []durable.Event {
+			var out []durable.Event
+			for e := range got {
+				if e.Live {
+					continue
+				}
+				out = append(out, e)
+				if stop(e) {
+					break
+				}
+			}
+			return out
+		}
+		old := upTo(func(e durable.Event) bool { return e.Seq == last })
+		require.Equal(t, last, int64(len(old)), "the watch reads the old log to its end")
+
+		require.NoError(t, r.Delete(ctx, "m1"))
+		suspended(t, r, "m1")
+		relogged, err := s.(store.EventLog).ReadEvents(ctx, "m1", 0, 0)
+		require.NoError(t, err)
+		require.Len(t, relogged, len(logged), "the new machine logs what the old one did")
+		again := upTo(func(e durable.Event) bool { return e.Seq == relogged[len(relogged)-1].Seq })
+		require.Len(t, again, len(relogged), "the watch receives the new machine's events")
+		require.Equal(t, last+1, relogged[0].Seq, "after the old log")
+		checkWatched(t, again, last) // in order, without gaps or duplicates
+	})
+}
