@@ -16,8 +16,9 @@ import (
 // its holder releases it or dies. A Runner whose store implements it holds
 // a machine's lock for the whole of every run of that machine, so at most
 // one process runs a given machine at any moment; store/postgres
-// implements it with a session advisory lock. Without it, a Runner locks
-// machines in its own process only.
+// implements it with a session advisory lock, store/sqlite with an open
+// file description lock on a file beside the database (Linux). Without
+// it, a Runner locks machines in its own process only.
 type Locker interface {
 	// LockMachine takes machineID's lock and returns the function that
 	// releases it. With wait false it does not wait: a lock held elsewhere

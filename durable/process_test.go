@@ -64,7 +64,9 @@ func withRunner(charter func() (*machine.Charter, error), body func(*durable.Run
 }
 
 // childResume waits for "go" on stdin, then resumes the suspension and
-// reports how it went: "won" or "lost".
+// reports how it went: "won"; "lost: resolved", having found the
+// suspension resolved (it ran nothing); or "lost: conflict", having run
+// the resume and failed to save it.
 func childResume(ctx context.Context, r *durable.Runner) int {
 	if err := testkit.AwaitGo(); err != nil {
 		return 2
@@ -73,8 +75,10 @@ func childResume(ctx context.Context, r *durable.Runner) int {
 	switch {
 	case err == nil:
 		fmt.Println("won")
-	case errors.Is(err, store.ErrConflict), errors.Is(err, instance.ErrAlreadyResolved), errors.Is(err, instance.ErrUnknownSuspendID):
-		fmt.Println("lost")
+	case errors.Is(err, instance.ErrAlreadyResolved), errors.Is(err, instance.ErrUnknownSuspendID):
+		fmt.Println("lost: resolved")
+	case errors.Is(err, store.ErrConflict):
+		fmt.Println("lost: conflict")
 	default:
 		fmt.Println("error:", err)
 		return 1
@@ -128,6 +132,11 @@ func openSQLite(t *testing.T, path string) *sqlite.Store {
 	return s
 }
 
+// TestTwoProcessesResumeOnce races two processes resuming one suspension
+// on one SQLite file: the machine lock (an open file description lock)
+// queues the second behind the first, which finds it resolved having run
+// nothing — no second model call — rather than running the resume too and
+// losing at the save.
 func TestTwoProcessesResumeOnce(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "race.db")
 	r := newRunner(t, openSQLite(t, db), agentModel(0))
@@ -137,7 +146,7 @@ func TestTwoProcessesResumeOnce(t *testing.T) {
 		childCmd("resume", db, "MARKOV_SUSPEND_ID="+id),
 		childCmd("resume", db, "MARKOV_SUSPEND_ID="+id))
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"won", "lost"}, results)
+	require.ElementsMatch(t, []string{"won", "lost: resolved"}, results)
 
 	m, _, err := r.Load(context.Background(), "race")
 	require.NoError(t, err)

@@ -113,6 +113,15 @@
 // database); without it they get the log only. A writer that cannot open
 // the sidecar, or runs on a system without flock, always writes.
 //
+// The store is a machine lock for package durable (durable.Locker, through
+// [Store.LockMachine]): on Linux, an open file description lock on one byte
+// per machine of the sidecar file Path+"-locks", which excludes every other
+// store on the database, in this process or another on the host, and goes
+// with its process however that ends. A durable.Runner holds it for the
+// whole of a run, so two processes never run one machine at once: a second
+// resume of a suspension waits, then finds it resolved having run nothing.
+// Elsewhere it locks nothing beyond the process.
+//
 // A save costs one machine row update, one insert per appended history
 // entry and a rewrite of the machine's few suspension rows: it does not grow
 // with the history. Once a machine's history rows reach 128 entries, the
@@ -214,6 +223,8 @@ type Store struct {
 	// watch tells whether any process has a machine subscription open
 	// (watchers.go).
 	watch *watchers
+	// locks are the machine locks (locks.go).
+	locks *machineLocks
 }
 
 // Store implements the core interface and every optional capability.
@@ -294,6 +305,7 @@ func open(ctx context.Context, cfg Config, dsn string) (*Store, error) {
 		return nil, err
 	}
 	s.watch = openWatchers(cfg.Path, cfg.ReadOnly)
+	s.locks = openMachineLocks(cfg.Path, cfg.ReadOnly)
 	return s, nil
 }
 
@@ -968,5 +980,5 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.stmts.close()
-	return errors.Join(s.db.Close(), s.watch.close())
+	return errors.Join(s.db.Close(), s.watch.close(), s.locks.close())
 }

@@ -1,0 +1,87 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/store/sqlite"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
+	"github.com/markov-agents/markov/store/storetest"
+)
+
+// lockHolderEnv makes this test binary a child that takes machine m's
+// lock on the database the variable names, says "locked", and waits to
+// be killed.
+const lockHolderEnv = "MARKOV_SQLITE_LOCK_HOLDER"
+
+func TestMain(m *testing.M) {
+	testkit.Main(m, lockHolderEnv, holdLock)
+}
+
+func holdLock(path string) int {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, ok, err := s.LockMachine(ctx, "m", true); err != nil || !ok {
+		fmt.Fprintln(os.Stderr, "lock:", ok, err)
+		return 1
+	}
+	fmt.Println("locked")
+	select {}
+}
+
+// TestLockMachine runs the lock checks on two stores of one database
+// file: open file description locks exclude each other in one process
+// as across processes.
+func TestLockMachine(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the machine locks are Linux's open file description locks")
+	}
+	a, b := sqlitetest.Pair(t)
+	storetest.Locks(t, a, b)
+}
+
+// TestLockOfAKilledProcess checks that a machine lock goes with the
+// process that held it, however it ends: while a child process holds it
+// the lock is taken and seen, and once the child is killed (SIGKILL, no
+// chance to release anything) it is free at once, with no lease to wait
+// out.
+func TestLockOfAKilledProcess(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the machine locks are Linux's open file description locks")
+	}
+	ctx := context.Background()
+	path := sqlitetest.Path(t)
+	s := sqlitetest.Open(t, path)
+	child := testkit.ChildCommand(lockHolderEnv + "=" + path)
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "locked\n", line)
+
+	_, ok, err := s.LockMachine(ctx, "m", false)
+	require.NoError(t, err)
+	require.False(t, ok, "the child holds m")
+	held, err := s.MachineLocked(ctx, "m")
+	require.NoError(t, err)
+	require.True(t, held)
+
+	require.NoError(t, child.Process.Kill())
+	require.Error(t, child.Wait(), "killed")
+	unlock, ok, err := s.LockMachine(ctx, "m", false)
+	require.NoError(t, err)
+	require.True(t, ok, "the killed child's lock is released")
+	unlock()
+}
