@@ -160,7 +160,7 @@ import (
 type Config struct {
 	// Path is the database file, created if missing. Required. It must not
 	// contain '?'; the "-wal" and "-shm" files SQLite keeps beside it, and
-	// the store's "-watch" file, belong to the database too.
+	// the store's "-watch" and "-locks" files, belong to the database too.
 	Path string
 	// BusyTimeout is how long a statement waits for a lock held by another
 	// connection or process before failing. Zero means 5 seconds.
