@@ -30,21 +30,26 @@ var errLocksClosed = errors.New("store closed")
 // the machines it holds, and their waiters wait on the channel closed at
 // the release.
 type machineLocks struct {
-	mu   sync.Mutex
-	f    *os.File // nil once closed, or when the file could not be opened
-	err  error    // why f is nil
-	held map[int64]chan struct{}
+	readOnly bool
+	mu       sync.Mutex
+	f        *os.File // nil once closed, or when the file could not be opened
+	err      error    // why f is nil
+	held     map[int64]chan struct{}
 }
 
 // openMachineLocks opens the sidecar of the database at path, creating
 // it with the database file's permissions. A read-only store opens it for
-// reading, to probe (MachineLocked) but not to lock.
+// reading, to probe (MachineLocked) but not to lock; without it (no
+// writer of this version opened the database, or it cannot be read), the
+// store sees no lock held.
 func openMachineLocks(path string, readOnly bool) *machineLocks {
-	l := &machineLocks{held: map[int64]chan struct{}{}}
+	l := &machineLocks{readOnly: readOnly, held: map[int64]chan struct{}{}}
 	name := path + locksSuffix
 	if readOnly {
-		if l.f, l.err = os.Open(name); errors.Is(l.err, os.ErrNotExist) {
-			l.err = nil // nobody ever locked: nothing is held
+		if f, err := os.Open(name); err == nil {
+			l.f = f
+		} else {
+			l.err = err
 		}
 		return l
 	}
@@ -128,6 +133,9 @@ func (l *machineLocks) lock(ctx context.Context, off int64, wait bool) (func(), 
 
 // try takes the lock at off if no one holds it, without waiting.
 func (l *machineLocks) try(off int64) (func(), bool, error) {
+	if l.readOnly {
+		return nil, false, ErrReadOnly
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
@@ -174,10 +182,10 @@ func (l *machineLocks) locked(off int64) (bool, error) {
 		return true, nil
 	}
 	if l.f == nil {
-		if l.err != nil {
-			return false, l.unavailable()
+		if l.readOnly && l.err != nil {
+			return false, nil // no sidecar: no writer ever locked
 		}
-		return false, nil
+		return false, l.unavailable()
 	}
 	return rangeLocked(l.f, off)
 }

@@ -85,3 +85,41 @@ func TestLockOfAKilledProcess(t *testing.T) {
 	require.True(t, ok, "the killed child's lock is released")
 	unlock()
 }
+
+// TestReadOnlyStoreSeesLocks checks that a read-only store sees the locks
+// writers hold (a status of running) but takes none, and that without
+// the sidecar file, as before any writer of this version opened the
+// database, it sees none held.
+func TestReadOnlyStoreSeesLocks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the machine locks are Linux's open file description locks")
+	}
+	ctx := context.Background()
+	path := sqlitetest.Path(t)
+	w := sqlitetest.Open(t, path)
+	require.NoError(t, os.Remove(path+"-locks"))
+	ro, err := sqlite.Open(ctx, sqlite.Config{Path: path, ReadOnly: true})
+	require.NoError(t, err)
+	held, err := ro.MachineLocked(ctx, "m")
+	require.NoError(t, err)
+	require.False(t, held, "no sidecar: nothing held")
+	require.NoError(t, ro.Close())
+	require.NoError(t, w.Close())
+
+	w = sqlitetest.Open(t, path)
+	unlock, ok, err := w.LockMachine(ctx, "m", false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ro, err = sqlite.Open(ctx, sqlite.Config{Path: path, ReadOnly: true})
+	require.NoError(t, err)
+	defer ro.Close()
+	held, err = ro.MachineLocked(ctx, "m")
+	require.NoError(t, err)
+	require.True(t, held, "the writer holds m")
+	_, _, err = ro.LockMachine(ctx, "n", false)
+	require.ErrorIs(t, err, sqlite.ErrReadOnly)
+	unlock()
+	held, err = ro.MachineLocked(ctx, "m")
+	require.NoError(t, err)
+	require.False(t, held)
+}
