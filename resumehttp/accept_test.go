@@ -423,6 +423,26 @@ func TestIdempotencyKeyHTTP(t *testing.T) {
 			}
 			a.requireUnchanged(t, before, mid)
 
+			// A command refused (4xx) changed nothing, its key included: a
+			// corrected retry with the key runs. (A fleet takes a command
+			// into the machine's inbox unchecked, and an accepted command
+			// has spent its key: only the embedded acceptor refuses these.)
+			refusals := []struct{ path, body string }{
+				{"/machines/" + mid + "/commands/nope", `{"input":{"by":1}}`},
+				{path, `{"input":{"by":"one"}}`},
+			}
+			if name == "postgres" {
+				refusals = nil
+			}
+			for i, refused := range refusals {
+				resp := a.post(t, refused.path, refused.body, "Idempotency-Key", "k0", "Prefer", "wait=60")
+				require.True(t, resp.Status >= 400 && resp.Status < 500, "refused command %d: %d %s", i, resp.Status, resp.Body)
+				a.requireUnchanged(t, before, mid)
+			}
+			requireOK[resumehttp.Summary](t, a.post(t, path, `{"input":{"by":0}}`, "Idempotency-Key", "k0", "Prefer", "wait=60"))
+			requireError(t, a.post(t, path, `{"input":{"by":0},"request_id":"again"}`, "Idempotency-Key", "k0"),
+				http.StatusConflict, "idempotency_key_reused")
+
 			resp := a.post(t, path, `{"input":{"by":1}}`, "Idempotency-Key", "k1", "Prefer", "wait=60")
 			sum := requireOK[resumehttp.Summary](t, resp)
 			m, _, err := a.runner.Load(context.Background(), mid)

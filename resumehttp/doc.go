@@ -137,11 +137,15 @@
 // Config.IdempotencyWindow (default 24 h) in the replay guard's store
 // (fleet-wide on a shared database); a repeat within it answers 409
 // idempotency_key_reused and runs nothing — fetch the outcome from
-// GET /machines/{id}. The key is spent by the first request that passes
-// authentication and validation, whatever the command's outcome: retry a
-// command that failed with a new key. A malformed key (two headers,
-// empty, too long, another character) is 400 bad_request and changes
-// nothing.
+// GET /machines/{id}. A command refused with a 4xx (unknown command, input
+// or state that fails validation, unknown instance; the machine is as it
+// was) gives its key back, so a corrected retry may use it; one accepted
+// (202) or run spends it, and so does one answered with a 5xx, whose
+// outcome may be unknown: retry that with a new key after a look at GET
+// /machines/{id}. (A fleet accepts a command into the machine's inbox
+// before its job checks it: a command refused there has spent its key.)
+// A malformed key (two headers, empty, too long, another character) is
+// 400 bad_request and changes nothing.
 //
 // # Event streams
 //

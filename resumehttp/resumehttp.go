@@ -517,12 +517,14 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
 	inv := command.Invocation{Name: name, InstanceID: req.InstanceID, ID: key, Input: payloadOf(req.Input)}
 	ctx := runContext(r)
 	attrs := []slog.Attr{slog.String("op", "invoke"), slog.String("command", name)}
+	refused := h.giveBack(r, id, key)
 	if h.acceptor == nil {
-		h.finish(w, r, id, c.Invoke(ctx, id, inv), attrs...)
+		h.finish(w, r, id, beforeAnyStep(c.Invoke(ctx, id, inv), refused), attrs...)
 		return
 	}
 	a, err := h.acceptor.AcceptInvoke(ctx, id, inv)
 	if err != nil {
+		refused(err)
 		h.fail(w, r, err, append(attrs, slog.String("machine", id))...)
 		return
 	}

@@ -120,6 +120,17 @@ func TestCommands(t *testing.T) {
 	require.JSONEq(t, "7", string(sum.Command.Value))
 	require.Zero(t, e.model.Calls())
 
+	// An Idempotency-Key of a command refused (4xx) is given back: the
+	// corrected retry with it runs, and then it is spent.
+	keyed := func(body string) response {
+		req := e.signed(t, "POST", "/machines/"+mid+"/commands/bump", body)
+		req.Header.Set("Idempotency-Key", "once")
+		return do(t, req)
+	}
+	requireError(t, keyed(`{"input": {"by": "one"}}`), http.StatusBadRequest, "invalid_input")
+	require.JSONEq(t, "8", string(requireOK[resumehttp.Summary](t, keyed(`{"input": {"by": 1}}`)).Command.Value))
+	requireError(t, keyed(`{"input": {"by": 2}}`), http.StatusConflict, "idempotency_key_reused")
+
 	// A command that suspends, then its resume: the payload is its value.
 	sum = requireOK[resumehttp.Summary](t, e.call(t, "POST", "/machines/"+mid+"/commands/hold", ""))
 	require.NotEmpty(t, sum.Command.SuspendID)

@@ -117,6 +117,14 @@ func (c *replayCache) Remember(_ context.Context, key string, expiresAt time.Tim
 	return true, nil
 }
 
+// Forget deletes the record of key.
+func (c *replayCache) Forget(_ context.Context, key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.seen, key)
+	return nil
+}
+
 // replayKey is the replay guard's key for a request signature.
 func replayKey(sig []byte) string { return "resumehttp:" + hex.EncodeToString(sig) }
 

@@ -465,6 +465,12 @@ type ReplayGuard interface {
 	// the others); expired records count for nothing and are deleted by
 	// later calls. A key that is not a [ValidID] is ErrInvalid.
 	Remember(ctx context.Context, key string, expiresAt time.Time) (fresh bool, err error)
+
+	// Forget deletes the record of key, if there is one, so that the next
+	// Remember of it is fresh: resumehttp gives a command's
+	// Idempotency-Key back when the command was refused and changed
+	// nothing. A key that is not a [ValidID] is ErrInvalid.
+	Forget(ctx context.Context, key string) error
 }
 
 // ExpiryClaimer is the optional capability of a [Store] that hands expired

@@ -367,6 +367,19 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 	return true, nil
 }
 
+// Forget implements [store.ReplayGuard].
+func (s *Store) Forget(ctx context.Context, key string) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("memstore: forget: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	delete(s.replays, key)
+	return nil
+}
+
 // Close makes every later call fail with an error.
 func (s *Store) Close() error {
 	s.mu.Lock()

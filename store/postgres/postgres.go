@@ -838,6 +838,17 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 	return fresh, nil
 }
 
+// Forget implements [store.ReplayGuard].
+func (s *Store) Forget(ctx context.Context, key string) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("postgres: forget: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	if _, err := s.pool.Exec(ctx, s.q.expand(`DELETE FROM {s}.replays WHERE key = $1`), key); err != nil {
+		return fmt.Errorf("postgres: forget: %w", err)
+	}
+	return nil
+}
+
 // Ping implements [store.Pinger]: it reads the schema version, then
 // checks that every River migration this process's River expects is
 // applied (both wrap [store.ErrSchemaVersion] when they fail).

@@ -972,6 +972,21 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 	return fresh, nil
 }
 
+// Forget implements [store.ReplayGuard].
+func (s *Store) Forget(ctx context.Context, key string) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("sqlite: forget: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM replays WHERE key = ?`, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: forget: %w", err)
+	}
+	return nil
+}
+
 // Ping implements [store.Pinger]: it reads the schema version.
 func (s *Store) Ping(ctx context.Context) error {
 	return backend.Ping("sqlite", SchemaVersion, s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan)

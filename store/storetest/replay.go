@@ -19,6 +19,7 @@ var replayChecks = []check[store.ReplayGuard]{
 	{"Expired", testRememberExpired},
 	{"Invalid", testRememberInvalid},
 	{"Concurrent", testRememberConcurrent},
+	{"Forget", testForget},
 }
 
 func remember(t testing.TB, g store.ReplayGuard, key string, expiresAt time.Time) bool {
@@ -104,5 +105,27 @@ func testRememberConcurrent(t *testing.T, g store.ReplayGuard) {
 		if n := fresh[k].Load(); n != 1 {
 			t.Fatalf("key-%d was fresh for %d of %d concurrent callers, want 1", k, n, workers)
 		}
+	}
+}
+
+func testForget(t *testing.T, g store.ReplayGuard) {
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	remember(t, g, "kept", later)
+	remember(t, g, "given-back", later)
+	if err := g.Forget(ctx, "given-back"); err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	if !remember(t, g, "given-back", later) {
+		t.Fatal("a forgotten key is not fresh")
+	}
+	if remember(t, g, "kept", later) {
+		t.Fatal("Forget of one key forgot another")
+	}
+	if err := g.Forget(ctx, "never-seen"); err != nil {
+		t.Fatalf("Forget of a key never remembered: %v", err)
+	}
+	for _, key := range append([]string{""}, maps(malformedIDs)...) {
+		wantErr(t, fmt.Sprintf("Forget(%q)", key), g.Forget(ctx, key), store.ErrInvalid)
 	}
 }
