@@ -368,7 +368,9 @@ func (r *Runner) ReplayGuard() store.ReplayGuard {
 // the machine in progress, in this process or in another one sharing a
 // store that is a [Locker], to end; ctx bounds the wait. A run's saves
 // therefore never land on a machine deleted and created again under the
-// same ID. Holding the machine already, call [Hold.Delete] instead.
+// same ID; nor do its event sequence numbers repeat (store.EventLog), so
+// a Watch open across the deletion goes on with the new machine's events.
+// Holding the machine already, call [Hold.Delete] instead.
 func (r *Runner) Delete(ctx context.Context, id string) error {
 	h, err := r.Hold(ctx, id)
 	if err != nil {
