@@ -1,7 +1,6 @@
 package durable_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
@@ -58,12 +58,7 @@ func TestRecoverContinuesARunCutShort(t *testing.T) {
 	require.NoError(t, err)
 
 	child := childCmd("accept", db, "MARKOV_SUSPEND_ID="+cut)
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "accepted\n", line)
+	require.NoError(t, testkit.StartChild(child, "accepted"))
 	require.NoError(t, child.Process.Kill())
 	require.Error(t, child.Wait())
 

@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -188,17 +187,8 @@ func openTestFleet(t testing.TB) (f *fleet.Fleet, s *postgres.Store, url, schema
 // startWorker starts a worker process and waits until it works jobs.
 func startWorker(url, schema string) (*exec.Cmd, error) {
 	cmd := testkit.ChildCommand("FLEET_WORKER=1", "FLEET_URL="+url, "FLEET_SCHEMA="+schema)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, fmt.Errorf("worker said %q, %v", line, err)
+	if err := testkit.StartChild(cmd, "ready"); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	return cmd, nil
 }

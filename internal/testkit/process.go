@@ -21,6 +21,26 @@ func ChildCommand(env ...string) *exec.Cmd {
 	return cmd
 }
 
+// StartChild starts the child process cmd and waits for the first line
+// it prints, which must be want (without its newline); otherwise it kills
+// the child and returns an error. The caller ends the child it started
+// (Process.Kill, then Wait).
+func StartChild(cmd *exec.Cmd, want string) error {
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != want+"\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("the child's first line is %q (%v), not %q", line, err, want)
+	}
+	return nil
+}
+
 // AwaitGo is a gated child's side of RaceChildren: it says "ready" on
 // stdout and waits for the line on stdin that releases it.
 func AwaitGo() error {

@@ -52,3 +52,28 @@ func TestRaceChildrenRefusesAChildThatIsNotReady(t *testing.T) {
 		t.Fatal("the ready child was left running")
 	}
 }
+
+// TestStartChildWaitsForTheLine starts a child that waits at the gate
+// after saying "ready", and one that says something else, which is
+// refused and not left running.
+func TestStartChildWaitsForTheLine(t *testing.T) {
+	gated := testkit.ChildCommand("TESTKIT_CHILD=gated")
+	if err := testkit.StartChild(gated, "ready"); err != nil {
+		t.Fatal(err)
+	}
+	if gated.ProcessState != nil {
+		t.Fatal("the child has exited: it waits at the gate")
+	}
+	if err := gated.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = gated.Wait()
+
+	unready := testkit.ChildCommand("TESTKIT_CHILD=unready")
+	if err := testkit.StartChild(unready, "ready"); err == nil {
+		t.Fatal("no error for a child that said something else")
+	}
+	if unready.ProcessState == nil {
+		t.Fatal("the refused child was left running")
+	}
+}

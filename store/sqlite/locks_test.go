@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -40,13 +39,19 @@ func holdLock(path string) int {
 	select {}
 }
 
+// linuxOnly skips t elsewhere than Linux, whose open file description
+// locks the machine locks are.
+func linuxOnly(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the machine locks are Linux's open file description locks")
+	}
+}
+
 // TestLockMachine runs the lock checks on two stores of one database
 // file: open file description locks exclude each other in one process
 // as across processes.
 func TestLockMachine(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the machine locks are Linux's open file description locks")
-	}
+	linuxOnly(t)
 	a, b := sqlitetest.Pair(t)
 	storetest.Locks(t, a, b)
 }
@@ -57,19 +62,12 @@ func TestLockMachine(t *testing.T) {
 // chance to release anything) it is free at once, with no lease to wait
 // out.
 func TestLockOfAKilledProcess(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the machine locks are Linux's open file description locks")
-	}
+	linuxOnly(t)
 	ctx := context.Background()
 	path := sqlitetest.Path(t)
 	s := sqlitetest.Open(t, path)
 	child := testkit.ChildCommand(lockHolderEnv + "=" + path)
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "locked\n", line)
+	require.NoError(t, testkit.StartChild(child, "locked"))
 
 	_, ok, err := s.LockMachine(ctx, "m", false)
 	require.NoError(t, err)
@@ -91,9 +89,7 @@ func TestLockOfAKilledProcess(t *testing.T) {
 // the sidecar file, as before any writer of this version opened the
 // database, it sees none held.
 func TestReadOnlyStoreSeesLocks(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the machine locks are Linux's open file description locks")
-	}
+	linuxOnly(t)
 	ctx := context.Background()
 	path := sqlitetest.Path(t)
 	w := sqlitetest.Open(t, path)
