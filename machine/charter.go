@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
@@ -355,6 +357,22 @@ func (c *Charter) Pack(name string) *node.Pack { return c.packs[name] }
 
 // Now returns the charter clock's time.
 func (c *Charter) Now() time.Time { return c.now() }
+
+// HasCommand reports whether a node of the charter, or a pack a node
+// uses, declares a command named name. When none does, no machine of the
+// charter can ever run it: an acceptor that queues inputs (durable/fleet)
+// refuses such a command at once.
+func (c *Charter) HasCommand(name string) bool {
+	has := func(cmds []command.Info) bool {
+		return slices.ContainsFunc(cmds, func(d command.Info) bool { return d.Name == name })
+	}
+	for _, n := range c.nodes {
+		if has(n.Commands()) || slices.ContainsFunc(n.Packs(), func(p *node.Pack) bool { return has(p.Commands()) }) {
+			return true
+		}
+	}
+	return false
+}
 
 // Window returns CharterConfig.Window: how many messages of its
 // transcript a leaf's step carries at most, 0 for all of them.

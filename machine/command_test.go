@@ -140,3 +140,14 @@ func TestCommands(t *testing.T) {
 		require.Equal(t, counter{Count: 4}, m.Root().State)
 	})
 }
+
+// TestHasCommand checks that a charter knows the commands its nodes
+// declare, their packs' included, and no others.
+func TestHasCommand(t *testing.T) {
+	desk, _ := commandNodes(t)
+	noted := mustNode(t, "noted", node.Config[empty]{Packs: []*node.Pack{notesPack()}})
+	c := charter(t, scripted.Func(func(*llm.Request) (scripted.Reply, error) { return scripted.Text("ok"), nil }), desk, noted)
+	for name, want := range map[string]bool{"set": true, "crash": true, "clear_notes": true, "remember": false, "nope": false, "": false} {
+		require.Equal(t, want, c.HasCommand(name), "HasCommand(%q)", name)
+	}
+}

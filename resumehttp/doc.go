@@ -142,8 +142,9 @@
 // was) gives its key back, so a corrected retry may use it; one accepted
 // (202) or run spends it, and so does one answered with a 5xx, whose
 // outcome may be unknown: retry that with a new key after a look at GET
-// /machines/{id}. (A fleet accepts a command into the machine's inbox
-// before its job checks it: a command refused there has spent its key.)
+// /machines/{id}. (A fleet refuses at once a command that no node of the
+// charter declares, and checks the rest when they apply: a command refused
+// then has spent its key.)
 // A malformed key (two headers, empty, too long, another character) is
 // 400 bad_request and changes nothing.
 //

@@ -356,8 +356,13 @@ func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entr
 	return a, nil
 }
 
-// Invoke accepts command inv for machine machineID.
+// Invoke accepts command inv for machine machineID. A command that no
+// node of the charter declares is refused at once, wrapping
+// command.ErrUnknownCommand; any other is checked when it applies.
 func (f *Fleet) Invoke(ctx context.Context, machineID string, inv command.Invocation) (durable.Accepted, error) {
+	if !f.cfg.Charter.HasCommand(inv.Name) {
+		return durable.Accepted{}, fmt.Errorf("fleet: invoke %s on %s: %w: no node of the charter declares it", inv.Name, machineID, command.ErrUnknownCommand)
+	}
 	in, err := instance.EncodePayload(inv.Input)
 	if err != nil {
 		return durable.Accepted{}, fmt.Errorf("fleet: invoke %s on %s: %w", inv.Name, machineID, err)
