@@ -304,6 +304,35 @@ func (r *Runner) Call(ctx context.Context, suspendID string) (instance.Suspended
 	return instance.SuspendedCall{}, fmt.Errorf("suspension %s: %w", suspendID, instance.ErrUnknownSuspendID)
 }
 
+// CheckPayload reports whether a run of machine machineID would accept
+// the payload of resume in ([machine.Machine.CheckPayload]: a payload its
+// call's schema rejects wraps instance.ErrPayloadDecode), reading the
+// machine's tree only and running nothing. durable/fleet calls it when it
+// accepts a resume, so that a payload the run would refuse is refused
+// then, rather than dropped by the run.
+func (r *Runner) CheckPayload(ctx context.Context, machineID string, in machine.ResumeInput) error {
+	m, err := r.loadTree(ctx, machineID)
+	if err != nil {
+		return err
+	}
+	return m.CheckPayload(in)
+}
+
+// loadTree loads machine id with its tree only, and no history, when the
+// store is a store.TailLoader (the whole machine otherwise).
+func (r *Runner) loadTree(ctx context.Context, id string) (*machine.Machine, error) {
+	tl, ok := r.store.(store.TailLoader)
+	if !ok {
+		m, _, err := r.Load(ctx, id)
+		return m, err
+	}
+	snap, err := tl.LoadTail(ctx, id, math.MaxInt)
+	if err != nil {
+		return nil, fmt.Errorf("load machine %s: %w", id, err)
+	}
+	return r.decode(id, snap, message.History{})
+}
+
 // Pending lists suspensions matching f (startup recovery: everything
 // pending, by deadline). An empty f.Status selects pending ones; set it to
 // list those resolved, expired or cancelled (a status outside

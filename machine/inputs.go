@@ -137,6 +137,16 @@ func (m *Machine) checkResumable(root *instance.Instance, id string, now time.Ti
 	return nil
 }
 
+// CheckPayload reports whether Run would accept the payload of resume in
+// for its call, changing nothing and calling nothing: the payload must
+// encode, and satisfy the call's payload schema (a typed resume,
+// node.ResumeWith) unless it is an error payload; a rejection wraps
+// instance.ErrPayloadDecode. A call the machine does not hold is not
+// checked. An acceptor that queues a resume for a later run
+// (durable/fleet) checks its payload when it accepts it, as the call's
+// schema cannot change while it is pending.
+func (m *Machine) CheckPayload(in ResumeInput) error { return checkPayload(m.root, in) }
+
 // checkPayload checks the payload of ri, a resume of a pending call of
 // root: it must encode, and satisfy the call's payload schema unless it is
 // an error payload. A rejection wraps instance.ErrPayloadDecode.

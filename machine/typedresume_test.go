@@ -87,8 +87,18 @@ func TestTypedResumeRejectsBadPayloads(t *testing.T) {
 			m, model, id := typedSuspended(t, scripted.Text("refund approved"))
 			before := snap(m)
 			data := marshal(t, m)
+			// CheckPayload tells, running nothing, the error Run gives.
+			checked := m.CheckPayload(machine.ResumeInput{SuspendID: id, Payload: tc.payload})
+			require.ErrorIs(t, checked, instance.ErrPayloadDecode)
+			require.NoError(t, m.CheckPayload(machine.ResumeInput{SuspendID: id, Payload: tc.payload, IsError: true}), "an error payload is not checked")
+			require.NoError(t, m.CheckPayload(machine.ResumeInput{SuspendID: id, Payload: decision{Approved: true}}))
+			require.Equal(t, data, marshal(t, m))
 			_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: id, Payload: tc.payload}))
 			require.ErrorIs(t, err, instance.ErrPayloadDecode)
+			var checkedPE *instance.PayloadError
+			require.ErrorAs(t, checked, &checkedPE)
+			require.Equal(t, id, checkedPE.SuspendID)
+			require.Contains(t, checkedPE.Violation, tc.violation)
 			var pe *instance.PayloadError
 			require.True(t, errors.As(err, &pe), "%v", err)
 			require.Equal(t, id, pe.SuspendID)

@@ -71,7 +71,8 @@ func (g *gate) open() {
 
 // acceptDesk is a charter whose tool "ask" suspends and counts the runs
 // of its resume handler, and whose model asks on every user message and
-// then says the result.
+// then says the result; a message "approve …" calls "approve" instead,
+// which suspends for a verdict (a typed resume).
 func acceptDesk(t testing.TB, g *gate, handled *atomic.Int64) *machine.Charter {
 	t.Helper()
 	g.Model = scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
@@ -81,8 +82,14 @@ func acceptDesk(t testing.TB, g *gate, handled *atomic.Int64) *machine.Charter {
 				return scripted.Text("result: " + p.Text), nil
 			}
 		}
+		if strings.HasPrefix(last.Text(), "approve") {
+			return scripted.Tool("approve", askIn{What: last.Text()}), nil
+		}
 		return scripted.Tool("ask", askIn{What: last.Text()}), nil
 	})
+	approve := node.NewTool("approve", "ask a human for a verdict", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
+		return "", ctx.Suspend("verdict on " + in.What)
+	}, node.ResumeWith[verdict]())
 	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
 		return "", ctx.Suspend("asking about " + in.What)
 	}, node.OnResume(func(ctx *node.ToolContext[counter], _ askIn, r instance.Resolution) (string, error) {
@@ -95,7 +102,7 @@ func acceptDesk(t testing.TB, g *gate, handled *atomic.Int64) *machine.Charter {
 		}
 		return ctx.IdempotencyKey(), nil
 	})
-	desk, err := node.New("desk", node.Config[counter]{Tools: []node.Tool[counter]{ask}, Commands: []command.Command[counter]{bump}})
+	desk, err := node.New("desk", node.Config[counter]{Tools: []node.Tool[counter]{ask, approve}, Commands: []command.Command[counter]{bump}})
 	require.NoError(t, err)
 	c, err := machine.NewCharter(machine.CharterConfig{Model: g, Nodes: []*node.Node{desk}})
 	require.NoError(t, err)
@@ -458,6 +465,31 @@ func TestIdempotencyKeyHTTP(t *testing.T) {
 			m, _, err = a.runner.Load(context.Background(), mid)
 			require.NoError(t, err)
 			require.Equal(t, counter{Count: 3}, m.Root().State)
+		})
+	}
+}
+
+// A resume whose payload the call's schema rejects is refused when it is
+// accepted (400 payload_decode), by the fleet too, which checks it
+// against the machine's tree before it queues it: it used to answer 202
+// and let the job drop it, the suspension still pending. A good payload
+// then resumes the call.
+func TestTypedResumeRefusedOnAcceptance(t *testing.T) {
+	for name, open := range acceptEnvs {
+		t.Run(name, func(t *testing.T) {
+			a := open(t, nil)
+			mid, sid := a.start(t, "approve refund 7")
+			before := a.fingerprint(t, mid)
+			for _, body := range []string{`{"payload": "yes"}`, `{"payload": {"approved": "yes"}}`, `{}`} {
+				eb := requireError(t, a.post(t, resumePath(sid), body, "Prefer", "wait=60"), http.StatusBadRequest, "payload_decode")
+				require.Contains(t, eb.Error, sid)
+				a.requireUnchanged(t, before, mid)
+			}
+			st := requireOK[resumehttp.MachineStatus](t, a.call(t, "GET", "/machines/"+mid, ""))
+			require.Zero(t, st.Queued, "nothing was queued")
+
+			sum := requireOK[resumehttp.Summary](t, a.post(t, resumePath(sid), `{"payload": {"approved":true}}`, "Prefer", "wait=60"))
+			require.Equal(t, `result: {"approved":true}`, sum.Text)
 		})
 	}
 }

@@ -275,10 +275,24 @@ type entry struct {
 	Invocation string          `json:"invocation_id,omitempty"`
 }
 
+// resume is the resume input of e.
+func (e entry) resume() machine.ResumeInput {
+	return machine.ResumeInput{SuspendID: e.SuspendID, Payload: entryPayload(e.Payload), IsError: e.IsError, FreshTurn: e.FreshTurn}
+}
+
+// entryPayload is an entry's encoded payload as an input's: nil when there is
+// none (a raw nil would be malformed JSON).
+func entryPayload(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
+
 func (e entry) input(kind string) (machine.Input, error) {
 	switch kind {
 	case inResume:
-		return machine.ResumeInput{SuspendID: e.SuspendID, Payload: e.Payload, IsError: e.IsError, FreshTurn: e.FreshTurn}, nil
+		return e.resume(), nil
 	case inCancel:
 		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason}, nil
 	case inCommand:
@@ -290,7 +304,7 @@ func (e entry) input(kind string) (machine.Input, error) {
 		}
 		return m, nil
 	case inSignal:
-		return machine.SignalInput{Event: e.Event, Payload: e.Payload, SuspendID: e.SuspendID}, nil
+		return machine.SignalInput{Event: e.Event, Payload: entryPayload(e.Payload), SuspendID: e.SuspendID}, nil
 	}
 	return nil, fmt.Errorf("%w: inbox entry of kind %q", ErrCorruptInbox, kind)
 }
@@ -344,6 +358,13 @@ func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entr
 	sus, err := f.runner.Suspension(ctx, suspendID)
 	if err != nil {
 		return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+	}
+	if kind == inResume {
+		// A payload the run would refuse is refused now: the call's
+		// schema cannot change while it is pending.
+		if err := f.runner.CheckPayload(ctx, sus.MachineID, e.resume()); err != nil {
+			return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+		}
 	}
 	a, err := f.accept(ctx, sus.MachineID, kind, e)
 	var pgErr *pgconn.PgError
