@@ -44,15 +44,18 @@ func newQueries(schema string) queries {
 		status:     r.Replace(`SELECT status FROM {s}.suspensions WHERE id = $1`),
 		pendingFor: r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE suspend_id = $1)`),
 		// logSeq is the log's end, the ID's floor when the log is empty;
-		// retention deletes as store.Delete does, making the last
-		// sequence number of each log it deletes its ID's floor
-		// (store.EventLog: sequence numbers never repeat for an ID).
+		// retention deletes as store.Delete does: the machines' entries of
+		// the suspension feed go too, and the last sequence number of each
+		// log it deletes becomes its ID's floor (store.EventLog: sequence
+		// numbers never repeat for an ID).
 		retention: r.Replace(`WITH d AS (
 				DELETE FROM {s}.machines m
 				WHERE m.updated_at < now() - make_interval(secs => $1)
 				  AND NOT EXISTS (SELECT 1 FROM {s}.suspensions s WHERE s.machine_id = m.id AND s.status = 'pending')
 				  AND NOT EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.machine_id = m.id)
 				RETURNING m.id
+			), sf AS (
+				DELETE FROM {s}.suspension_feed WHERE machine_id IN (SELECT id FROM d)
 			), l AS (
 				INSERT INTO {s}.event_floors AS f (machine_id, seq)
 				SELECT e.machine_id, max(e.seq) FROM {s}.events e WHERE e.machine_id IN (SELECT id FROM d) GROUP BY e.machine_id
