@@ -24,32 +24,19 @@ type LockingStore interface {
 func Locks(t *testing.T, a, b LockingStore) {
 	t.Helper()
 	ctx := context.Background()
-	unlock, ok, err := a.LockMachine(ctx, "m1", true)
-	if err != nil || !ok {
-		t.Fatalf("a.LockMachine(m1) = %v, %v, want the lock", ok, err)
+	unlock := mustLock(t, a, "m1", true)
+	for _, s := range []LockingStore{a, b} {
+		requireLocked(t, s, "m1", true)
+		requireLocked(t, s, "m2", false)
 	}
-	for name, s := range map[string]LockingStore{"a": a, "b": b} {
-		if held, err := s.MachineLocked(ctx, "m1"); err != nil || !held {
-			t.Fatalf("%s.MachineLocked(m1) = %v, %v while a holds it", name, held, err)
-		}
-		if held, err := s.MachineLocked(ctx, "m2"); err != nil || held {
-			t.Fatalf("%s.MachineLocked(m2) = %v, %v, held by no one", name, held, err)
-		}
-	}
-	if _, ok, err := b.LockMachine(ctx, "m1", false); err != nil || ok {
-		t.Fatalf("b.LockMachine(m1) without waiting = %v, %v, want not ok: a holds it", ok, err)
-	}
-	other, ok, err := b.LockMachine(ctx, "m2", false)
-	if err != nil || !ok {
-		t.Fatalf("b.LockMachine(m2) = %v, %v: locks are per machine", ok, err)
-	}
-	other()
+	requireBusy(t, b, "m1")
+	mustLock(t, b, "m2", false)() // locks are per machine
 
 	got := make(chan func(), 1)
 	go func() {
 		u, ok, err := b.LockMachine(ctx, "m1", true)
 		if err != nil || !ok {
-			t.Errorf("b.LockMachine(m1) waiting = %v, %v", ok, err)
+			t.Errorf("LockMachine(m1) waiting = %v, %v", ok, err)
 		}
 		got <- u
 	}()
@@ -59,29 +46,44 @@ func Locks(t *testing.T, a, b LockingStore) {
 	if u == nil {
 		return
 	}
-	if _, ok, err := a.LockMachine(ctx, "m1", false); err != nil || ok {
-		t.Fatalf("a.LockMachine(m1) = %v, %v, want not ok: b holds it", ok, err)
-	}
+	requireBusy(t, a, "m1")
 	u()
-	if held, err := b.MachineLocked(ctx, "m1"); err != nil || held {
-		t.Fatalf("MachineLocked(m1) = %v, %v after the release", held, err)
-	}
+	requireLocked(t, b, "m1", false)
 
-	if _, ok, err := a.LockMachine(ctx, "m1", true); err != nil || !ok {
-		t.Fatalf("a.LockMachine(m1) = %v, %v", ok, err)
-	}
+	mustLock(t, a, "m1", true)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, ok, err := b.LockMachine(cancelled, "m1", true); !errors.Is(err, context.Canceled) || ok {
-		t.Fatalf("b.LockMachine(m1) with a cancelled context = %v, %v, want context.Canceled", ok, err)
+		t.Fatalf("LockMachine(m1) with a cancelled context = %v, %v, want context.Canceled", ok, err)
 	}
-
 	if err := a.Close(); err != nil {
-		t.Fatalf("a.Close: %v", err)
+		t.Fatalf("Close: %v", err)
 	}
-	u, ok, err = b.LockMachine(ctx, "m1", true)
+	mustLock(t, b, "m1", true)() // a's lock went with it
+}
+
+// mustLock takes machineID's lock in s and returns its release.
+func mustLock(t *testing.T, s LockingStore, machineID string, wait bool) func() {
+	t.Helper()
+	unlock, ok, err := s.LockMachine(context.Background(), machineID, wait)
 	if err != nil || !ok {
-		t.Fatalf("b.LockMachine(m1) after a closed = %v, %v, want the lock a held", ok, err)
+		t.Fatalf("LockMachine(%s, wait %v) = %v, %v, want the lock", machineID, wait, ok, err)
 	}
-	u()
+	return unlock
+}
+
+// requireBusy checks that s cannot take machineID's lock, held elsewhere.
+func requireBusy(t *testing.T, s LockingStore, machineID string) {
+	t.Helper()
+	if _, ok, err := s.LockMachine(context.Background(), machineID, false); err != nil || ok {
+		t.Fatalf("LockMachine(%s) without waiting = %v, %v, want not ok: another store holds it", machineID, ok, err)
+	}
+}
+
+// requireLocked checks what s's MachineLocked says of machineID.
+func requireLocked(t *testing.T, s LockingStore, machineID string, want bool) {
+	t.Helper()
+	if held, err := s.MachineLocked(context.Background(), machineID); err != nil || held != want {
+		t.Fatalf("MachineLocked(%s) = %v, %v, want %v", machineID, held, err, want)
+	}
 }
