@@ -2,10 +2,10 @@ package machine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -358,20 +358,46 @@ func (c *Charter) Pack(name string) *node.Pack { return c.packs[name] }
 // Now returns the charter clock's time.
 func (c *Charter) Now() time.Time { return c.now() }
 
-// HasCommand reports whether a node of the charter, or a pack a node
-// uses, declares a command named name. When none does, no machine of the
-// charter can ever run it: an acceptor that queues inputs (durable/fleet)
-// refuses such a command at once.
-func (c *Charter) HasCommand(name string) bool {
-	has := func(cmds []command.Info) bool {
-		return slices.ContainsFunc(cmds, func(d command.Info) bool { return d.Name == name })
+// CheckInvocation reports an invocation that no machine of the charter
+// could ever run, changing nothing: a command that no node, nor a pack a
+// node uses, declares (wrapping command.ErrUnknownCommand), or an input
+// that no declaration of the command accepts (wrapping
+// instance.ErrInvalidInput, or instance.ErrPayloadDecode for one that
+// does not encode). An invocation it passes may still fail when it
+// applies: its target, its state. An acceptor that queues commands for a
+// later run (durable/fleet) checks them so when it accepts them.
+func (c *Charter) CheckInvocation(inv command.Invocation) error {
+	input, err := instance.EncodePayload(inv.Input)
+	if err != nil {
+		return fmt.Errorf("command %s: %w", inv.Name, err)
 	}
+	var decls []command.Info
 	for _, n := range c.nodes {
-		if has(n.Commands()) || slices.ContainsFunc(n.Packs(), func(p *node.Pack) bool { return has(p.Commands()) }) {
-			return true
+		decls = append(decls, n.Commands()...)
+		for _, p := range n.Packs() {
+			decls = append(decls, p.Commands()...)
 		}
 	}
-	return false
+	var violation error
+	for _, d := range decls {
+		if d.Name != inv.Name {
+			continue
+		}
+		s, err := frame.ParseSchema(d.InputSchema)
+		if err != nil {
+			return nil // the run says what is wrong
+		}
+		if len(input) == 0 {
+			input = json.RawMessage("{}")
+		}
+		if violation = s.Validate(input); violation == nil {
+			return nil
+		}
+	}
+	if violation == nil {
+		return fmt.Errorf("%w: %q: no node of charter %s declares it", command.ErrUnknownCommand, inv.Name, c.name)
+	}
+	return fmt.Errorf("command %s: %w: %v", inv.Name, instance.ErrInvalidInput, violation)
 }
 
 // Window returns CharterConfig.Window: how many messages of its

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -141,13 +142,32 @@ func TestCommands(t *testing.T) {
 	})
 }
 
-// TestHasCommand checks that a charter knows the commands its nodes
-// declare, their packs' included, and no others.
-func TestHasCommand(t *testing.T) {
+// TestCheckInvocation checks that a charter refuses the invocations no
+// machine of it could run: a command none of its nodes or their packs
+// declares, an input the command's schema refuses; and passes the rest.
+func TestCheckInvocation(t *testing.T) {
 	desk, _ := commandNodes(t)
 	noted := mustNode(t, "noted", node.Config[empty]{Packs: []*node.Pack{notesPack()}})
 	c := charter(t, scripted.Func(func(*llm.Request) (scripted.Reply, error) { return scripted.Text("ok"), nil }), desk, noted)
-	for name, want := range map[string]bool{"set": true, "crash": true, "clear_notes": true, "remember": false, "nope": false, "": false} {
-		require.Equal(t, want, c.HasCommand(name), "HasCommand(%q)", name)
+	for _, inv := range []command.Invocation{
+		command.Invoke("set", setIn{Count: 3}),
+		{Name: "set", Input: json.RawMessage(`{"count": 3}`)},
+		{Name: "crash"},
+		{Name: "clear_notes", Input: map[string]any{}},
+		{Name: "set", Input: json.RawMessage(`{"count": 3}`), InstanceID: "not-checked"},
+	} {
+		require.NoError(t, c.CheckInvocation(inv), "%+v", inv)
+	}
+	for _, tc := range []struct {
+		inv  command.Invocation
+		want error
+	}{
+		{command.Invocation{Name: "nope"}, command.ErrUnknownCommand},
+		{command.Invocation{Name: "remember"}, command.ErrUnknownCommand}, // a pack's tool, not a command
+		{command.Invocation{Name: "set", Input: json.RawMessage(`{"count": "three"}`)}, instance.ErrInvalidInput},
+		{command.Invocation{Name: "set", Input: json.RawMessage(`{"count": 3, "by": 1}`)}, instance.ErrInvalidInput},
+		{command.Invocation{Name: "set", Input: json.RawMessage(`{"count":`)}, instance.ErrPayloadDecode},
+	} {
+		require.ErrorIs(t, c.CheckInvocation(tc.inv), tc.want, "%+v", tc.inv)
 	}
 }

@@ -431,17 +431,12 @@ func TestIdempotencyKeyHTTP(t *testing.T) {
 			a.requireUnchanged(t, before, mid)
 
 			// A command refused (4xx) changed nothing, its key included: a
-			// corrected retry with the key runs. (A fleet refuses a command
-			// no node declares at once, and checks the input when the
-			// command applies: an accepted command has spent its key.)
-			refusals := []struct{ path, body string }{
+			// corrected retry with the key runs. (A fleet refuses at once
+			// what no machine of its charter could run.)
+			for i, refused := range []struct{ path, body string }{
 				{"/machines/" + mid + "/commands/nope", `{"input":{"by":1}}`},
 				{path, `{"input":{"by":"one"}}`},
-			}
-			if name == "postgres" {
-				refusals = refusals[:1]
-			}
-			for i, refused := range refusals {
+			} {
 				resp := a.post(t, refused.path, refused.body, "Idempotency-Key", "k0", "Prefer", "wait=60")
 				require.True(t, resp.Status >= 400 && resp.Status < 500, "refused command %d: %d %s", i, resp.Status, resp.Body)
 				a.requireUnchanged(t, before, mid)

@@ -142,9 +142,10 @@
 // was) gives its key back, so a corrected retry may use it; one accepted
 // (202) or run spends it, and so does one answered with a 5xx, whose
 // outcome may be unknown: retry that with a new key after a look at GET
-// /machines/{id}. (A fleet refuses at once a command that no node of the
-// charter declares, and checks the rest when they apply: a command refused
-// then has spent its key.)
+// /machines/{id}. (A fleet refuses at once what no machine of its charter
+// could run — a command no node declares, an input no declaration accepts
+// — and checks the target and the state when the command applies: a
+// command refused then has spent its key.)
 // A malformed key (two headers, empty, too long, another character) is
 // 400 bad_request and changes nothing.
 //

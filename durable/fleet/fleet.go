@@ -377,12 +377,13 @@ func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entr
 	return a, nil
 }
 
-// Invoke accepts command inv for machine machineID. A command that no
-// node of the charter declares is refused at once, wrapping
-// command.ErrUnknownCommand; any other is checked when it applies.
+// Invoke accepts command inv for machine machineID. An invocation no
+// machine of the charter could run (machine.Charter.CheckInvocation: a
+// command no node declares, an input no declaration accepts) is refused at
+// once; its target and the state are checked when it applies.
 func (f *Fleet) Invoke(ctx context.Context, machineID string, inv command.Invocation) (durable.Accepted, error) {
-	if !f.cfg.Charter.HasCommand(inv.Name) {
-		return durable.Accepted{}, fmt.Errorf("fleet: invoke %s on %s: %w: no node of the charter declares it", inv.Name, machineID, command.ErrUnknownCommand)
+	if err := f.cfg.Charter.CheckInvocation(inv); err != nil {
+		return durable.Accepted{}, fmt.Errorf("fleet: invoke %s on %s: %w", inv.Name, machineID, err)
 	}
 	in, err := instance.EncodePayload(inv.Input)
 	if err != nil {
