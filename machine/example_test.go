@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -299,4 +300,43 @@ func ExampleCharterConfig_window() {
 	// the model sees 3 messages, from "one"
 	// the model sees 3 messages, from "two"
 	// history holds 6 messages
+}
+
+// An acceptor that queues a resume for a later run checks its payload
+// first, against the typed call's schema, and refuses a bad one then.
+func ExampleMachine_CheckPayload() {
+	type approval struct {
+		Approved bool `json:"approved"`
+	}
+	type refundIn struct {
+		OrderID string `json:"order_id"`
+	}
+	refund := node.NewTool("request_refund", "Ask a manager to approve a refund.",
+		func(ctx *node.ToolContext[struct{}], in refundIn) (string, error) {
+			return "", ctx.Suspend("refund needs manager approval")
+		}, node.ResumeWith[approval]())
+	support, err := node.New("support", node.Config[struct{}]{Tools: []node.Tool[struct{}]{refund}})
+	if err != nil {
+		panic(err)
+	}
+	m := exampleMachine(scripted.New(scripted.Tool("request_refund", refundIn{OrderID: "A-42"})), support)
+	var id string
+	for step, err := range m.Run(context.Background(), machine.UserText("Refund order A-42, please.")) {
+		if err != nil {
+			panic(err)
+		}
+		if len(step.Suspensions) > 0 {
+			id = step.Suspensions[0].SuspendID
+		}
+	}
+
+	err = m.CheckPayload(machine.ResumeInput{SuspendID: id, Payload: "yes"})
+	fmt.Println(`"yes" refused:`, errors.Is(err, instance.ErrPayloadDecode))
+	err = m.CheckPayload(machine.ResumeInput{SuspendID: id, Payload: approval{Approved: true}})
+	fmt.Println("approval accepted:", err == nil)
+	fmt.Println("still pending:", len(m.Pending()))
+	// Output:
+	// "yes" refused: true
+	// approval accepted: true
+	// still pending: 1
 }
