@@ -181,7 +181,10 @@ func TestRestoreRoundAllocs(t *testing.T) {
 		}
 		shortAllocs, shortBytes := measure(100)
 		longAllocs, longBytes := measure(10_000)
-		if longAllocs > shortAllocs || longBytes > shortBytes+256 {
+		// A regression allocates at least once more per round; less than
+		// half an allocation a round on average is the runtime's own
+		// (background work counted while the rounds run).
+		if longAllocs > shortAllocs+0.5 || longBytes > shortBytes+256 {
 			t.Errorf("%s: restore + round allocates %v times, %v bytes at 10,000 messages; %v, %v at 100", name, longAllocs, longBytes, shortAllocs, shortBytes)
 		}
 	}
