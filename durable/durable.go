@@ -284,15 +284,16 @@ func (r *Runner) pendingEntry(ctx context.Context, suspendID string) (store.Susp
 
 // Call returns the pending call suspendID as its machine records it: with
 // its input, metadata and payload schema, which the index does not hold
-// (a UI renders its approval form from them). A suspension no longer
-// pending fails with instance.ErrAlreadyResolved, an unknown one with
+// (a UI renders its approval form from them). It reads the machine's
+// tree, not its history. A suspension no longer pending fails with
+// instance.ErrAlreadyResolved, an unknown one with
 // instance.ErrUnknownSuspendID.
 func (r *Runner) Call(ctx context.Context, suspendID string) (instance.SuspendedCall, error) {
 	sus, err := r.pendingEntry(ctx, suspendID)
 	if err != nil {
 		return instance.SuspendedCall{}, err
 	}
-	m, _, err := r.Load(ctx, sus.MachineID)
+	m, err := r.loadTree(ctx, sus.MachineID)
 	if err != nil {
 		return instance.SuspendedCall{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -129,6 +130,11 @@ type Charter struct {
 	// spareStep is exec's step in reused memory when exec is the
 	// standard executor, nil otherwise (access.Stepper; Machine.step).
 	spareStep func(ctx context.Context, req any, spare *any) (any, error)
+	// inputs are the input schemas of each command name's declarations
+	// (nil: one that does not compile, which the run reports), compiled
+	// by the first CheckInvocation.
+	inputs     map[string][]*frame.Schema
+	inputsOnce sync.Once
 }
 
 // NewCharter checks cfg and builds a charter. Every node name a transition
@@ -367,37 +373,46 @@ func (c *Charter) Now() time.Time { return c.now() }
 // applies: its target, its state. An acceptor that queues commands for a
 // later run (durable/fleet) checks them so when it accepts them.
 func (c *Charter) CheckInvocation(inv command.Invocation) error {
+	c.inputsOnce.Do(c.compileInputs)
+	schemas, declared := c.inputs[inv.Name]
+	if !declared {
+		return fmt.Errorf("%w: %q: no node of charter %s declares it", command.ErrUnknownCommand, inv.Name, c.name)
+	}
 	input, err := instance.EncodePayload(inv.Input)
 	if err != nil {
 		return fmt.Errorf("command %s: %w", inv.Name, err)
 	}
-	var decls []command.Info
-	for _, n := range c.nodes {
-		decls = append(decls, n.Commands()...)
-		for _, p := range n.Packs() {
-			decls = append(decls, p.Commands()...)
-		}
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
 	}
 	var violation error
-	for _, d := range decls {
-		if d.Name != inv.Name {
-			continue
-		}
-		s, err := frame.ParseSchema(d.InputSchema)
-		if err != nil {
+	for _, s := range schemas {
+		if s == nil {
 			return nil // the run says what is wrong
-		}
-		if len(input) == 0 {
-			input = json.RawMessage("{}")
 		}
 		if violation = s.Validate(input); violation == nil {
 			return nil
 		}
 	}
-	if violation == nil {
-		return fmt.Errorf("%w: %q: no node of charter %s declares it", command.ErrUnknownCommand, inv.Name, c.name)
-	}
 	return fmt.Errorf("command %s: %w: %v", inv.Name, instance.ErrInvalidInput, violation)
+}
+
+// compileInputs compiles the input schemas of the commands of every node
+// and of the packs nodes use, by command name.
+func (c *Charter) compileInputs() {
+	c.inputs = map[string][]*frame.Schema{}
+	add := func(cmds []command.Info) {
+		for _, d := range cmds {
+			s, _ := frame.ParseSchema(d.InputSchema) // nil when it does not compile
+			c.inputs[d.Name] = append(c.inputs[d.Name], s)
+		}
+	}
+	for _, n := range c.nodes {
+		add(n.Commands())
+		for _, p := range n.Packs() {
+			add(p.Commands())
+		}
+	}
 }
 
 // Window returns CharterConfig.Window: how many messages of its

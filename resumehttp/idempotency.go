@@ -85,7 +85,10 @@ func (h *Handler) firstInvocation(w http.ResponseWriter, r *http.Request, machin
 // may be unknown (a commit whose answer was lost).
 func (h *Handler) giveBack(r *http.Request, machineID, key string) func(error) {
 	return func(err error) {
-		if status, _, _ := classify(err); key == "" || status >= http.StatusInternalServerError {
+		if key == "" {
+			return
+		}
+		if status, _, _ := classify(err); status >= http.StatusInternalServerError {
 			return
 		}
 		if err := h.replays.Forget(context.WithoutCancel(r.Context()), guardKey(machineID, key)); err != nil {

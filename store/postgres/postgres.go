@@ -362,6 +362,7 @@ type queries struct {
 	deleteSuspensions, insertSuspensions        string
 	deleteMachine, listMachines, findSuspension string
 	listSuspensions, claimExpired, remember     string
+	forget                                      string
 	addRequest, requests, dropRequest           string
 	lockMachine, appendEvents                   string
 }
@@ -462,6 +463,7 @@ func newQueries(schema string) queries {
 	// The expired records are deleted a batch at a time, skipping rows
 	// another call is deleting. The insert does not see this statement's
 	// deletes, so a conflicting record that has expired is taken over.
+	q.forget = q.expand(`DELETE FROM {s}.replays WHERE key = $1`)
 	q.remember = q.expand(`WITH gone AS (
 			DELETE FROM {s}.replays WHERE key IN (
 				SELECT key FROM {s}.replays WHERE expires_at <= now()
@@ -843,7 +845,7 @@ func (s *Store) Forget(ctx context.Context, key string) error {
 	if !store.ValidID(key) {
 		return fmt.Errorf("postgres: forget: %w: the key is not a valid ID", store.ErrInvalid)
 	}
-	if _, err := s.pool.Exec(ctx, s.q.expand(`DELETE FROM {s}.replays WHERE key = $1`), key); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.forget, key); err != nil {
 		return fmt.Errorf("postgres: forget: %w", err)
 	}
 	return nil
