@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -78,7 +79,7 @@ func newCharter(t testing.TB, model llm.Model) *machine.Charter {
 func buildCharter(model llm.Model, edits ...func(*machine.CharterConfig)) (*machine.Charter, error) {
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
 		return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour))
-	}, node.OnResume(func(_ *node.ToolContext[desk], _ empty, r instance.Resolution) (string, error) {
+	}, node.OnResume(func(_ *node.ToolContext[desk], _ empty, r node.Resumed[json.RawMessage]) (string, error) {
 		resumeHandlerRuns.Add(1)
 		return instance.Decode[string](r.Payload)
 	}))

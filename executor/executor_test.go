@@ -52,7 +52,7 @@ func desk(t *testing.T) []*node.Node {
 	})
 	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
 		return "", ctx.Suspend("needs a human: "+in.Question, instance.WithID("ask-"+in.Question))
-	}, node.ResumeWith[approval](), node.OnResume(func(ctx *node.ToolContext[counter], in askIn, r instance.Resolution) (string, error) {
+	}, node.ResumeWith[approval](), node.OnResume(func(ctx *node.ToolContext[counter], in askIn, r node.Resumed[json.RawMessage]) (string, error) {
 		a, err := instance.Decode[approval](r.Payload)
 		if err != nil {
 			return "", err

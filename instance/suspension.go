@@ -250,7 +250,8 @@ func (s *SuspensionState) Clone() *SuspensionState {
 	return out
 }
 
-// Resolution is the outcome handed to a resume handler.
+// Resolution is the outcome handed to a resume handler: the payload and
+// why the call was resolved.
 type Resolution struct {
 	SuspendID string
 	// Payload is the resume payload as JSON (a string payload is a JSON
@@ -261,6 +262,31 @@ type Resolution struct {
 	Metadata json.RawMessage
 	// Stage counts earlier re-suspensions of this call.
 	Stage int
+	// Cause says what resolved the call: a decision (CauseExplicit, a
+	// ResumeInput), a command (CauseCommand, command.Context.Resume),
+	// the deadline's on-timeout payload (CauseTimeout) or a signal
+	// (CauseEvent). A cancellation, and a deadline without an on-timeout
+	// payload, resolve the call as a failure without the resume handler.
+	Cause Cause
+	// By names who decided (ResumeInput.By), when the caller said.
+	By string
+	// Signal is the event that resumed the call (Cause CauseEvent).
+	Signal string
+	// Command is the command that resolved the call (Cause CauseCommand).
+	Command string
+}
+
+// Text returns the payload as text: a JSON string as the string itself,
+// anything else as its JSON. An error resolution's (IsError) payload is
+// free-form, and Text is how to read it.
+func (r Resolution) Text() string {
+	if len(r.Payload) > 0 && r.Payload[0] == '"' {
+		var s string
+		if json.Unmarshal(r.Payload, &s) == nil {
+			return s
+		}
+	}
+	return string(r.Payload)
 }
 
 // Decode decodes raw JSON (a payload, metadata or a call's input) into T.

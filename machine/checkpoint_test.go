@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/command"
-	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -120,7 +120,7 @@ func TestIdempotencyKeys(t *testing.T) {
 	var keys []string
 	ask := node.NewTool("ask", "ask a person", func(ctx *node.ToolContext[empty], _ empty) (string, error) {
 		return "", ctx.Suspend("approve?")
-	}, node.OnResume(func(ctx *node.ToolContext[empty], _ empty, _ instance.Resolution) (string, error) {
+	}, node.OnResume(func(ctx *node.ToolContext[empty], _ empty, _ node.Resumed[json.RawMessage]) (string, error) {
 		keys = append(keys, ctx.IdempotencyKey())
 		return "approved", nil
 	}))

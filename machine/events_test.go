@@ -181,7 +181,7 @@ func approvalCharter(t *testing.T, model llm.Model, clk *testkit.Clock, opts ...
 		return "", ctx.Suspend("needs approval", opts...)
 	}, node.OnResume(func(ctx *node.ToolContext[struct{}], in struct {
 		Order int `json:"order"`
-	}, r instance.Resolution) (string, error) {
+	}, r node.Resumed[json.RawMessage]) (string, error) {
 		return "refunded: " + string(r.Payload), nil
 	}))
 	n := mustNode(t, "assistant", node.Config[struct{}]{Tools: []node.Tool[struct{}]{refund}})

@@ -45,7 +45,7 @@ func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *rep
 			}
 			steps = append(steps, s...)
 		case ResumeInput:
-			s, err := t.resume(v, instance.CauseExplicit)
+			s, err := t.resumeWith(v, resolution{cause: instance.CauseExplicit})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -234,7 +234,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 		if err := checkPayload(t.root, ri); err != nil {
 			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 		}
-		s, err := t.resume(ri, instance.CauseCommand)
+		s, err := t.resumeWith(ri, resolution{cause: instance.CauseCommand, command: inv.Name})
 		if err != nil {
 			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 		}
@@ -291,11 +291,6 @@ func commandInput(v any) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// resume resolves one suspension with the caller's payload.
-func (t *tx) resume(ri ResumeInput, cause instance.Cause) ([]Step, error) {
-	return t.resumeWith(ri, resolution{cause: cause})
-}
-
 // resumeWith resolves one suspension with the caller's payload, r saying
 // why (cause, signal).
 func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
@@ -312,7 +307,7 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 			return nil, fmt.Errorf("resume %s: %w", ri.SuspendID, err)
 		}
 	}
-	r.payload, r.value, r.isError, r.fresh = payload, ri.Payload, ri.IsError, ri.FreshTurn
+	r.payload, r.value, r.isError, r.fresh, r.by = payload, ri.Payload, ri.IsError, ri.FreshTurn, ri.By
 	r.event, r.mark = instance.EventResumed, (*instance.SuspendedCall).Resolve
 	steps, err := t.resolve(in, call, r)
 	t.decided(in, err, ri.SuspendID, ri.By, instance.EventResumed)
@@ -361,8 +356,11 @@ type resolution struct {
 	signal string
 	fresh  bool
 	cause  instance.Cause
-	event  instance.EventType
-	mark   func(*instance.SuspendedCall) error
+	// by names who decided (ResumeInput.By); command the command that
+	// resolved the call (cause CauseCommand).
+	by, command string
+	event       instance.EventType
+	mark        func(*instance.SuspendedCall) error
 }
 
 // resolve moves call out of pending and delivers its result.
@@ -428,7 +426,8 @@ func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r reso
 		part = message.ToolResult(c.ToolUseID, r.summary, false)
 	} else if r.failure == "" {
 		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c,
-			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage}})
+			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage,
+				Cause: r.cause, By: r.by, Signal: r.signal, Command: r.command}})
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -229,7 +230,7 @@ func TestResumeHandler(t *testing.T) {
 	// Two-stage approval: amounts over 100 need a second approver.
 	refund := node.NewTool("refund", "refund", func(ctx *node.ToolContext[counter], in refundIn) (string, error) {
 		return "", ctx.Suspend("first approval")
-	}, node.OnResume(func(ctx *node.ToolContext[counter], in refundIn, r instance.Resolution) (string, error) {
+	}, node.OnResume(func(ctx *node.ToolContext[counter], in refundIn, r node.Resumed[json.RawMessage]) (string, error) {
 		a, err := instance.Decode[approval](r.Payload)
 		if err != nil {
 			return "", err

@@ -1,12 +1,12 @@
 package machine_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -90,7 +90,7 @@ func TestResumeHandlerTimeout(t *testing.T) {
 	wait := node.NewTool("wait", "suspends; its resume handler blocks for ever",
 		func(ctx *node.ToolContext[counter], _ empty) (string, error) {
 			return "", ctx.Suspend("waiting")
-		}, node.Timeout(time.Second), node.OnResume(func(*node.ToolContext[counter], empty, instance.Resolution) (string, error) {
+		}, node.Timeout(time.Second), node.OnResume(func(*node.ToolContext[counter], empty, node.Resumed[json.RawMessage]) (string, error) {
 			<-never
 			return "never", nil
 		}))

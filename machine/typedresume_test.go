@@ -206,7 +206,7 @@ func TestTypedResumeOnTimeoutPayloadCheckedAtSuspend(t *testing.T) {
 func TestTypedResumeHandlerStagesKeepTheSchema(t *testing.T) {
 	ask := node.NewTool("ask", "two-stage approval", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
 		return "", ctx.Suspend("stage 1")
-	}, node.ResumeWith[decision](), node.OnResume(func(ctx *node.ToolContext[counter], in askIn, r instance.Resolution) (string, error) {
+	}, node.ResumeWith[decision](), node.OnResume(func(ctx *node.ToolContext[counter], in askIn, r node.Resumed[json.RawMessage]) (string, error) {
 		d, err := instance.Decode[decision](r.Payload)
 		if err != nil {
 			return "", err
@@ -241,4 +241,103 @@ func TestResumeWithBadType(t *testing.T) {
 		command.New("c", "", func(*command.Context[counter], empty) (string, error) { return "", nil }, command.ResumeWith[func()]()),
 	}})
 	require.ErrorIs(t, err, node.ErrInvalidNode)
+}
+
+// TestTypedResumeHandler: OnResume's handler receives the payload decoded
+// into its type and why the call was resolved, whatever resolved it; its
+// payload type is the call's schema.
+func TestTypedResumeHandler(t *testing.T) {
+	type seen struct {
+		Payload decision
+		Cause   instance.Cause
+		By      string
+		Signal  string
+		Command string
+		IsError bool
+		Text    string
+	}
+	const timeout = time.Hour
+	cases := []struct {
+		name  string
+		input func(id string) machine.Input
+		clock time.Duration // advanced before the input
+		want  seen
+	}{
+		{"decision", func(id string) machine.Input {
+			return machine.ResumeInput{SuspendID: id, Payload: decision{Approved: true, Note: "ok"}, By: "ann"}
+		}, 0, seen{Payload: decision{Approved: true, Note: "ok"}, Cause: instance.CauseExplicit, By: "ann"}},
+		{"command", func(id string) machine.Input {
+			return command.Invoke("grant", map[string]any{"id": id, "payload": map[string]any{"approved": false}})
+		}, 0, seen{Cause: instance.CauseCommand, Command: "grant"}},
+		{"signal", func(string) machine.Input {
+			return machine.SignalInput{Event: "manager", Payload: decision{Approved: true}}
+		}, 0, seen{Payload: decision{Approved: true}, Cause: instance.CauseEvent, Signal: "manager"}},
+		{"timeout", func(string) machine.Input { return nil }, 2 * timeout,
+			seen{Payload: decision{Note: "timed out"}, Cause: instance.CauseTimeout}},
+		{"error", func(id string) machine.Input {
+			return machine.ResumeInput{SuspendID: id, Payload: "the manager is away", IsError: true}
+		}, 0, seen{Cause: instance.CauseExplicit, IsError: true, Text: "the manager is away"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []seen
+			ask := node.NewTool("ask", "ask a manager", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
+				return "", ctx.Suspend("approve "+in.What, instance.WithEvent("manager"),
+					instance.WithTimeout(timeout), instance.OnTimeoutResume(decision{Note: "timed out"}, false))
+			}, node.OnResume(func(ctx *node.ToolContext[counter], in askIn, r node.Resumed[decision]) (string, error) {
+				got = append(got, seen{r.Payload, r.Cause, r.By, r.Signal, r.Command, r.IsError, ""})
+				if r.IsError {
+					got[len(got)-1].Text = r.Text()
+				}
+				return "decided", nil
+			}))
+			grant := command.New("grant", "resolve a suspension", func(ctx *command.Context[counter], in struct {
+				ID      string `json:"id"`
+				Payload any    `json:"payload"`
+			}) (string, error) {
+				return "granted", ctx.Resume(in.ID, in.Payload)
+			})
+			desk := mustNode(t, "desk", node.Config[counter]{Tools: []node.Tool[counter]{ask}, Commands: []command.Command[counter]{grant}})
+			clock := newClock()
+			model := scripted.New(scripted.Tool("ask", askIn{"refund"}), scripted.Text("done"))
+			m := newMachine(t, charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{desk}, Clock: clock.Now}), "desk")
+			ids := pendingIDs(run(t, m, machine.UserText("refund order 42")))
+			require.Len(t, ids, 1)
+			require.JSONEq(t, decisionSchema, string(m.Pending()[0].PayloadSchema), "OnResume[decision] declares the schema")
+
+			// A payload that does not fit the handler's type is refused
+			// before the call is consumed.
+			before := marshal(t, m)
+			_, err := collect(m.Run(context.Background(), machine.ResumeInput{SuspendID: ids[0], Payload: map[string]any{"approved": "yes"}}))
+			var pe *instance.PayloadError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, before, marshal(t, m))
+			require.Empty(t, got)
+
+			clock.Advance(tc.clock)
+			var inputs []machine.Input
+			if in := tc.input(ids[0]); in != nil {
+				inputs = append(inputs, in)
+			}
+			run(t, m, inputs...)
+			require.Equal(t, []seen{tc.want}, got)
+			require.Empty(t, m.Pending())
+		})
+	}
+}
+
+// TestResumePayloadDeclaredTwice: a tool that declares two different
+// payload types is refused when its node is built; the same type twice is
+// fine.
+func TestResumePayloadDeclaredTwice(t *testing.T) {
+	handler := node.OnResume(func(*node.ToolContext[counter], askIn, node.Resumed[decision]) (string, error) { return "", nil })
+	build := func(opts ...node.ToolOption) error {
+		_, err := node.New("desk", node.Config[counter]{Tools: []node.Tool[counter]{askTool[counter]("ask", opts...)}})
+		return err
+	}
+	require.ErrorIs(t, build(handler, node.ResumeWith[string]()), node.ErrInvalidNode)
+	require.ErrorIs(t, build(node.ResumeWith[string](), handler), node.ErrInvalidNode)
+	require.NoError(t, build(node.ResumeWith[decision](), handler))
+	raw := node.OnResume(func(*node.ToolContext[counter], askIn, node.Resumed[json.RawMessage]) (string, error) { return "", nil })
+	require.NoError(t, build(node.ResumeWith[decision](), raw), "a raw handler declares nothing")
 }

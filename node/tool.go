@@ -113,22 +113,55 @@ func Timeout(d time.Duration) ToolOption {
 	})
 }
 
+// Resumed is what a resume handler receives: the resolution — why the
+// call was resolved (Cause), by whom, at which stage — with its payload
+// decoded into P.
+type Resumed[P any] struct {
+	instance.Resolution
+	// Payload is the resume payload decoded into P. It is the zero P for an
+	// error resolution (IsError), whose payload is free-form:
+	// Resolution.Text() reads it. It shadows the raw Resolution.Payload.
+	Payload P
+}
+
 // OnResume registers a resume handler: when a suspension of this tool is
-// resumed, fn receives the original typed input and the resolution and
-// returns the real result, or suspends again through ctx.Suspend
-// (multi-stage approval). In must be the tool's input type.
-func OnResume[S, In, Out any](fn func(ctx *ToolContext[S], in In, r instance.Resolution) (Out, error)) ToolOption {
+// resumed, fn receives the original typed input and the resolution with
+// its payload decoded, and returns the real result, or suspends again
+// through ctx.Suspend (multi-stage approval). In must be the tool's input
+// type.
+//
+// P is the payload type, and OnResume declares it as ResumeWith[P] does:
+// its schema is recorded on every suspension of the tool, and a payload
+// that does not fit is refused before the suspension is consumed, so the
+// handler always receives a P. P = json.RawMessage declares nothing and
+// hands the handler the payload as JSON, whatever it is.
+func OnResume[S, In, P, Out any](fn func(ctx *ToolContext[S], in In, r Resumed[P]) (Out, error)) ToolOption {
+	return onResume(newToolContext[S], fn)
+}
+
+// onResume is OnResume for a handler with context C (a node's or a
+// pack's tool context).
+func onResume[C, In, P, Out any](mk func(*frame.Frame) C, fn func(ctx C, in In, r Resumed[P]) (Out, error)) ToolOption {
 	return toolOption(func(t *frame.Tool) {
 		if t.InType != reflect.TypeFor[In]() {
 			t.Err = fmt.Errorf("OnResume input %s does not match tool input %s", reflect.TypeFor[In](), t.InType)
 			return
+		}
+		if reflect.TypeFor[P]() != reflect.TypeFor[json.RawMessage]() {
+			ResumeWith[P]().apply(t)
 		}
 		t.Resume = func(f *frame.Frame, input json.RawMessage, r instance.Resolution) (any, error) {
 			in, err := instance.Decode[In](input)
 			if err != nil {
 				return nil, err
 			}
-			return frame.Result(fn(newToolContext[S](f), in, r))
+			rp := Resumed[P]{Resolution: r}
+			if !r.IsError {
+				if rp.Payload, err = instance.Decode[P](r.Payload); err != nil {
+					return nil, err
+				}
+			}
+			return frame.Result(fn(mk(f), in, rp))
 		}
 	})
 }
@@ -141,15 +174,24 @@ func OnResume[S, In, Out any](fn func(ctx *ToolContext[S], in In, r instance.Res
 // changes nothing. Error payloads (IsError) stay free-form. A string
 // payload is a JSON string, so P = string accepts text. On-timeout
 // payloads (instance.OnTimeoutResume) are checked when the tool suspends.
-// A resume handler reads the payload with instance.Decode[P](r.Payload).
+// A tool with a resume handler declares its payload type there
+// (OnResume's P); ResumeWith is for a tool without one, whose result is
+// the payload itself. Declaring two different types is an error.
 func ResumeWith[P any]() ToolOption {
 	return toolOption(func(t *frame.Tool) {
+		p := reflect.TypeFor[P]()
+		if t.PayloadType != nil {
+			if t.PayloadType != p {
+				t.Err = fmt.Errorf("resume payload declared as both %s and %s", t.PayloadType, p)
+			}
+			return
+		}
 		s, err := frame.PayloadSchemaFor[P]()
 		if err != nil {
 			t.Err = fmt.Errorf("ResumeWith: %w", err)
 			return
 		}
-		t.Payload = s
+		t.Payload, t.PayloadType = s, p
 	})
 }
 

@@ -92,7 +92,7 @@ func acceptDesk(t testing.TB, g *gate, handled *atomic.Int64) *machine.Charter {
 	}, node.ResumeWith[verdict]())
 	ask := node.NewTool("ask", "ask a human", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
 		return "", ctx.Suspend("asking about " + in.What)
-	}, node.OnResume(func(ctx *node.ToolContext[counter], _ askIn, r instance.Resolution) (string, error) {
+	}, node.OnResume(func(ctx *node.ToolContext[counter], _ askIn, r node.Resumed[json.RawMessage]) (string, error) {
 		handled.Add(1)
 		return instance.Decode[string](r.Payload)
 	}))

@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/markov-agents/markov/instance"
+	"encoding/json"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -109,12 +109,8 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 // change it makes to the desk, if any.
 func decided[In, D any](decide func(in In, d D) (string, func(*Desk))) []node.ToolOption {
 	return []node.ToolOption{
-		node.OnResume(func(ctx *node.ToolContext[Desk], in In, r instance.Resolution) (string, error) {
-			d, err := instance.Decode[D](r.Payload)
-			if err != nil {
-				return "", err
-			}
-			result, change := decide(in, d)
+		node.OnResume(func(ctx *node.ToolContext[Desk], in In, r node.Resumed[D]) (string, error) {
+			result, change := decide(in, r.Payload)
 			if change != nil {
 				if err := ctx.Update(change); err != nil {
 					return "", err
@@ -122,7 +118,6 @@ func decided[In, D any](decide func(in In, d D) (string, func(*Desk))) []node.To
 			}
 			return result, nil
 		}),
-		node.ResumeWith[D](),
 	}
 }
 
@@ -167,7 +162,7 @@ func waitTool() node.Tool[Desk] {
 		func(ctx *node.ToolContext[Desk], in Wait) (string, error) {
 			return "", ctx.Suspend("waiting for "+in.Event, waitOptions(in.Event)...)
 		},
-		node.OnResume(func(_ *node.ToolContext[Desk], in Wait, r instance.Resolution) (string, error) {
+		node.OnResume(func(_ *node.ToolContext[Desk], in Wait, r node.Resumed[json.RawMessage]) (string, error) {
 			return in.Event + " happened: " + string(r.Payload), nil
 		}))
 }

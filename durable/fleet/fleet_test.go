@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -80,7 +81,7 @@ func charter() (*machine.Charter, error) {
 	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
 		return "", ctx.Suspend("approval", instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond))
-	}, node.OnResume(func(ctx *node.ToolContext[desk], _ askIn, r instance.Resolution) (string, error) {
+	}, node.OnResume(func(ctx *node.ToolContext[desk], _ askIn, r node.Resumed[json.RawMessage]) (string, error) {
 		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.handler_runs (suspend_id) VALUES ($1)`), r.SuspendID); err != nil {
 			return "", err
 		}

@@ -246,8 +246,10 @@ type Tool struct {
 	// InType is the tool's input type, to check resume handlers against.
 	InType reflect.Type
 	// Payload is the schema of the resume payloads the tool accepts
-	// (node.ResumeWith); nil accepts any payload.
-	Payload *Schema
+	// (node.ResumeWith); nil accepts any payload. PayloadType is the Go
+	// type it was inferred from, to check a typed resume handler against.
+	Payload     *Schema
+	PayloadType reflect.Type
 	// Err is a construction error, reported when the node is built.
 	Err error
 }
@@ -479,11 +481,5 @@ func NewCall(sr *instance.SuspendRequest, now time.Time, newID func() string, in
 // PayloadText is the tool-result text of a stored payload: a JSON string is
 // the text itself, anything else its JSON.
 func PayloadText(raw json.RawMessage) string {
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-	}
-	return string(raw)
+	return instance.Resolution{Payload: raw}.Text()
 }

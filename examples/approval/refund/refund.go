@@ -96,11 +96,8 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 				instance.WithTimeout(ApprovalTimeout),
 			)
 		},
-		node.OnResume(func(ctx *node.ToolContext[Ledger], in RefundRequest, r instance.Resolution) (string, error) {
-			a, err := instance.Decode[Approval](r.Payload)
-			if err != nil {
-				return "", err
-			}
+		node.OnResume(func(ctx *node.ToolContext[Ledger], in RefundRequest, r node.Resumed[Approval]) (string, error) {
+			a := r.Payload
 			if !a.Approved {
 				return fmt.Sprintf("%s declined the refund for order %s", a.Manager, in.OrderID), nil
 			}
@@ -109,7 +106,6 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 			}
 			return fmt.Sprintf("refund of $%.2f for order %s issued, approved by %s", in.Amount, in.OrderID, a.Manager), nil
 		}),
-		node.ResumeWith[Approval](),
 	)
 	support, err := node.New(NodeName, node.Config[Ledger]{
 		Instructions: "Help customers with their orders. Refunds need a manager's approval: request them with request_refund.",
