@@ -46,8 +46,11 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 		res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
 		return res, nil
 	}
-	if f.Dirty && ent.scope == scopeOwn {
+	switch {
+	case f.Dirty && ent.scope == scopeOwn:
 		res.State, res.StateChanged = f.State, true
+	case f.Dirty && ent.scope == scopePack:
+		res.Pack, res.PackState = ent.pack.Name(), f.State
 	}
 	res.Result = resultPart(call.ToolUseID, out, r.IsError)
 	return res, nil

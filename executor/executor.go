@@ -145,6 +145,10 @@ type ResumeResult struct {
 	// StateChanged reports a write.
 	State        any
 	StateChanged bool
+	// Pack names the pack whose state a pack tool's resume handler wrote;
+	// PackState is that state.
+	Pack      string
+	PackState any
 	// Again is set when the resume handler suspended again: the call's
 	// slot stays pending under this new call.
 	Again *instance.SuspendedCall

@@ -302,8 +302,12 @@ func (c *Charter) checkNodes(cfg CharterConfig) error {
 	}
 	for _, n := range cfg.Nodes {
 		for _, e := range n.Edges() {
-			if c.nodes[e.Target] == nil {
+			target := c.nodes[e.Target]
+			if target == nil {
 				return fmt.Errorf("%w: node %s: transition %s leads to unknown node %q", ErrInvalidCharter, n.Name(), e.Transition, e.Target)
+			}
+			if e.State != nil && e.State != target.StateType() {
+				return fmt.Errorf("%w: node %s: transition %s carries a %s, but node %s's state is a %s", ErrInvalidCharter, n.Name(), e.Transition, e.State, e.Target, target.StateType())
 			}
 		}
 	}

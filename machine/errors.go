@@ -26,6 +26,11 @@ var (
 	// ErrIterReused: the sequence Run returned was ranged over a second
 	// time; it is single-use (call Run again instead).
 	ErrIterReused = errors.New("machine: run sequence already used")
+	// ErrCallsPending: a command asked to replace or remove an instance
+	// (TransitionTo, Cede) that still has pending calls. The calls belong
+	// to the instance's node: the command must resolve or cancel them
+	// first (command.Context.Resume), in the same command or before.
+	ErrCallsPending = errors.New("machine: instance has pending calls")
 )
 
 // ErrInvalidCharter reports a charter that cannot be built: no model, no

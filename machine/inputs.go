@@ -241,6 +241,9 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 		steps = append(steps, s...)
 	}
 	if co.Transition != nil {
+		if k := co.Transition.Kind; (k == instance.EffectGoto || k == instance.EffectCede) && target.Suspended() {
+			return nil, fmt.Errorf("command %s: %w: %s of instance %s (resolve or cancel them first)", inv.Name, ErrCallsPending, k, target.ID)
+		}
 		record["effect"] = co.Transition.Kind.String()
 		t.applyEffect(target, *co.Transition, false)
 	}
@@ -433,6 +436,9 @@ func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r reso
 		}
 		if res.StateChanged {
 			t.setState(in, res.State)
+		}
+		if res.Pack != "" {
+			t.setPack(res.Pack, res.PackState)
 		}
 		if res.Again != nil {
 			// The result will name the last stage only: history records

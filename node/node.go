@@ -191,6 +191,7 @@ func setState[S any](n *Node, cfg Config[S]) error {
 type erasable interface {
 	frameTool() *frame.Tool
 	edgeTargets() []string
+	carried() reflect.Type
 }
 
 // erase returns the type-erased forms of tools or transitions.
@@ -223,7 +224,7 @@ func (n *Node) addTools(tools, transitions []erasable, stateTool bool) (map[stri
 		}
 		n.x.Tools = append(n.x.Tools, ft)
 		for _, target := range t.edgeTargets() {
-			n.edges = append(n.edges, Edge{Transition: ft.Spec.Name, Target: target})
+			n.edges = append(n.edges, Edge{Transition: ft.Spec.Name, Target: target, State: t.carried()})
 		}
 	}
 	seen := map[string]bool{}

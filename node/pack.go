@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/frame"
 )
@@ -59,6 +60,25 @@ func (c *PackContext[P]) Update(fn func(*P)) error { return frame.Update(c.f, fn
 
 // InstanceID returns the calling instance's ID.
 func (c *PackContext[P]) InstanceID() string { return c.f.InstanceID }
+
+// IdempotencyKey returns the call's idempotency key, as
+// ToolContext.IdempotencyKey does.
+func (c *PackContext[P]) IdempotencyKey() string { return c.f.Key() }
+
+// Suspend returns the suspension to hand back from a pack tool's handler,
+// as ToolContext.Suspend does: a pack tool may wait for a person, and
+// its resume handler (OnPackResume) updates the pack's state, which
+// every node that opts into the pack shares.
+func (c *PackContext[P]) Suspend(reason string, opts ...instance.SuspendOption) error {
+	return frame.Suspend(reason, opts)
+}
+
+// OnPackResume registers a pack tool's resume handler: OnResume for a
+// tool of a pack with state P. Its payload type Pay is declared as
+// OnResume's is.
+func OnPackResume[P, In, Pay, Out any](fn func(ctx *PackContext[P], in In, r Resumed[Pay]) (Out, error)) ToolOption {
+	return onResume(newPackContext[P], fn)
+}
 
 // NewPackTool returns a pack tool.
 func NewPackTool[P, In, Out any](name, description string, fn func(ctx *PackContext[P], in In) (Out, error), opts ...ToolOption) PackTool[P] {

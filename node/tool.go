@@ -227,6 +227,8 @@ func (t Tool[S]) frameTool() *frame.Tool { return t.t }
 
 func (t Tool[S]) edgeTargets() []string { return nil }
 
+func (t Tool[S]) carried() reflect.Type { return nil }
+
 // erasedTool is what every Tool[S] is, whatever S.
 type erasedTool interface{ erased() *frame.Tool }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/frame"
@@ -20,6 +21,9 @@ const CedeTool = "cede"
 type Transition[S any] struct {
 	t       *frame.Tool
 	targets []string
+	// carries is the type of the state the transition hands its target
+	// (ToWith), nil when it hands none.
+	carries reflect.Type
 }
 
 // Edge is one possible move of a node's transition: the transition's tool
@@ -28,6 +32,11 @@ type Transition[S any] struct {
 type Edge struct {
 	Transition string
 	Target     string
+	// State is the type of the state the transition hands the target
+	// (ToWith); nil when the target starts from its initial state or the
+	// model gives one. The charter checks that it is the target's state
+	// type.
+	State reflect.Type
 }
 
 // TransitionOption configures a code transition (NewTransition).
@@ -57,6 +66,8 @@ func (t Transition[S]) Name() string {
 func (t Transition[S]) frameTool() *frame.Tool { return t.t }
 
 func (t Transition[S]) edgeTargets() []string { return t.targets }
+
+func (t Transition[S]) carried() reflect.Type { return t.carries }
 
 // TransitionContext is what a code transition sees.
 type TransitionContext[S any] struct {
@@ -101,6 +112,22 @@ func To[S any](target, description string) Transition[S] {
 	}
 	t := newTransitionTool(TransitionPrefix+target, description, fn)
 	return Transition[S]{t: t, targets: []string{target}}
+}
+
+// ToWith declares an edge to the node target whose state is carried over:
+// when the model takes it, carry turns the instance's state into the
+// target's, so data the two nodes share moves with the instance instead
+// of being dropped (a plain To starts the target from its initial state).
+// T must be the target's state type; the charter checks it. The model
+// passes no arguments. For data every node shares whatever the path
+// through the graph, use a pack (NewPack): its state lives on the root and
+// no transition touches it.
+func ToWith[S, T any](target, description string, carry func(S) T) Transition[S] {
+	fn := func(ctx *TransitionContext[S], _ struct{}) (instance.Effect, error) {
+		return instance.Goto(target, carry(ctx.State())), nil
+	}
+	t := newTransitionTool(TransitionPrefix+target, description, fn)
+	return Transition[S]{t: t, targets: []string{target}, carries: reflect.TypeFor[T]()}
 }
 
 // NewTransition returns a code transition with typed arguments: fn returns
