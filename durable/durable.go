@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/telemetry"
@@ -743,7 +744,24 @@ func (r *Runner) decode(id string, snap *store.Snapshot, prefix message.History)
 		return nil, fmt.Errorf("decode machine %s: %w", id, err)
 	}
 	m.SetCheckpoints(true)
+	m.SetSuspendIDCheck(r.checkSuspendID)
 	return m, nil
+}
+
+// checkSuspendID refuses a suspend ID that a handler chose
+// (instance.WithID) when the store's index has it: suspend IDs are unique
+// across the store's machines, and a clash found now fails the call, where
+// the save would fail after the run. Two machines choosing one new ID at
+// the same moment still meet at the save, whose conflict fails one run.
+func (r *Runner) checkSuspendID(ctx context.Context, id string) error {
+	_, err := r.store.FindSuspension(ctx, id)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: another suspension has it", executor.ErrDuplicateID)
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	}
+	return err
 }
 
 // messageOverhead is what a decoded message takes in memory beyond its

@@ -32,6 +32,10 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 	f := e.newFrame(ctx, lf, ent, lf.in.State, nil)
 	f.KeyID = resumeKey(call)
 	f, out, err := e.limit(ctx, f, handlerCall{tool: ent.tool, input: call.Input, resume: &r})
+	lf.checkID = req.CheckID
+	if cerr := lf.claim(ctx, err); cerr != nil {
+		err = cerr
+	}
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
 		c := e.newCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)
 		c.ToolUseID, c.Stage = call.ToolUseID, call.Stage+1
@@ -83,6 +87,10 @@ func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandRe
 		f.State, f.Ops = lf.in.State, access.NodeOf(lf.node).Ops
 	}
 	out, err := frame.Call(def.Run, f, req.Input)
+	lf.checkID = req.CheckID
+	if cerr := lf.claim(ctx, err); cerr != nil {
+		return nil, fmt.Errorf("command %s: %w", req.Name, cerr)
+	}
 	r := &CommandResult{Value: out, State: lf.in.State}
 	for _, rs := range f.Resumes {
 		r.Resumes = append(r.Resumes, CommandResume(rs))

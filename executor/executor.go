@@ -77,6 +77,9 @@ type StepRequest struct {
 	// model is not called again, and the reply's tools run as if it had
 	// just arrived.
 	Reply *Reply
+	// CheckID, when set, is asked about every suspend ID a handler of the
+	// step chooses (instance.WithID).
+	CheckID IDCheck
 	// Events, when set, hears the step as it happens: the reply's text and
 	// thinking as it streams (llm.Stream: as the model streams it, or one
 	// delta per block from a model that does not stream) and each tool
@@ -134,7 +137,17 @@ type ResumeRequest struct {
 	Call instance.SuspendedCall
 	// Resolution is the payload it was resolved with.
 	Resolution instance.Resolution
+	// CheckID is as in StepRequest, for a handler that suspends again.
+	CheckID IDCheck
 }
+
+// IDCheck tells whether a suspend ID that a handler chose
+// (instance.WithID) may be used beyond the machine's own tree, which the
+// executor checks itself: a durable runner asks its store whether another
+// machine holds it. It is called before the suspension is recorded, from
+// the goroutines tool calls run on; an error refuses the ID, and the call
+// becomes an error result naming it, so a clash never reaches the save.
+type IDCheck func(ctx context.Context, id string) error
 
 // ResumeResult is the outcome of a resolved tool call.
 type ResumeResult struct {
@@ -167,6 +180,8 @@ type CommandRequest struct {
 	// handler's idempotency key is built from it, and is empty without
 	// it.
 	InvocationID string
+	// CheckID is as in StepRequest, for a command that suspends.
+	CheckID IDCheck
 }
 
 // CommandResult is what a command did, not yet applied.

@@ -34,6 +34,8 @@ type leaf struct {
 	tools     *toolset
 	// events hears the step's events (nil: nobody listens).
 	events Sink
+	// checkID checks suspend IDs handlers choose (nil: the tree only).
+	checkID IDCheck
 	// prompt is the step's prompt context, req its model request, and
 	// calls holds the suspended calls of a reply of a few tool uses: kept
 	// here, they cost the step no allocations of their own. The request's
@@ -102,6 +104,19 @@ func (e *standard) resolve(lf *leaf, root, in *instance.Instance) error {
 	var err error
 	lf.tools, err = e.toolset(lf)
 	return err
+}
+
+// claim checks the suspend ID that handler error err (a suspension)
+// chose, if any, with the leaf's IDCheck: the error refusing it, or nil.
+func (lf *leaf) claim(ctx context.Context, err error) error {
+	sr, ok := errors.AsType[*instance.SuspendRequest](err)
+	if !ok || sr.ID == "" || lf.checkID == nil {
+		return nil
+	}
+	if err := lf.checkID(ctx, sr.ID); err != nil {
+		return fmt.Errorf("suspend ID %q: %w", sr.ID, err)
+	}
+	return nil
 }
 
 // taken reports an instance or suspend ID in use in the leaf's tree.
@@ -332,6 +347,11 @@ func (e *standard) invoke(ctx context.Context, lf *leaf, ent entry, u message.Pa
 	start := lf.toolStarted(u)
 	f, out, err := e.call(ctx, lf, ent, u, state, packs)
 	res, c, eff := e.settle(lf, ent, u, out, err)
+	if c != nil {
+		if err := lf.claim(ctx, err); err != nil {
+			res, c = message.ToolResult(u.ID, err.Error(), true), nil
+		}
+	}
 	lf.toolFinished(u, start, res, c)
 	return f, res, c, eff
 }

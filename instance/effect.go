@@ -114,8 +114,16 @@ func NewSuspendRequest(reason string, opts ...SuspendOption) error {
 	return r
 }
 
-// WithID sets the suspend ID instead of a random one. It must be unique
-// within the machine.
+// WithID sets the suspend ID instead of a random one: an ID the caller
+// can know without asking (an order number, a webhook's delivery ID). It
+// must be unique across every machine of the store, not only within the
+// machine, because a resume finds its suspension by ID alone. A clash is
+// refused when the suspension is asked for, before anything is recorded:
+// an ID the machine's own tree holds always (executor.ErrDuplicateID),
+// one another machine of the store holds under a durable runner
+// (machine.Machine.SetSuspendIDCheck). A tool call then gets an error
+// result naming the ID; a command fails. Prefix the ID with what it
+// belongs to ("refund-order-42") so that two kinds of wait never clash.
 func WithID(id string) SuspendOption {
 	return func(r *SuspendRequest) error {
 		if id == "" {

@@ -7,6 +7,7 @@ package machine
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
@@ -178,6 +179,8 @@ type Machine struct {
 	listener *listener
 	// checkpoints is checkpoint mode (SetCheckpoints).
 	checkpoints bool
+	// checkID checks suspend IDs beyond the tree (SetSuspendIDCheck).
+	checkID executor.IDCheck
 	// links are the span links to the suspensions resolved since the
 	// last run started, for the next run's span.
 	links []trace.Link
@@ -240,13 +243,41 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 	if !ok {
 		return "", err
 	}
-	if sr.ID != "" {
-		if _, c := m.root.FindCall(sr.ID); c != nil {
-			return "", errDuplicateID(sr.ID)
-		}
+	if err := m.claimID(context.Background(), m.root, sr.ID); err != nil {
+		return "", err
 	}
 	call := frame.NewCall(sr, m.charter.now(), m.charter.newID, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
 	addCalls(leaf, call)
 	m.charter.met.Created(context.Background(), string(call.Kind))
 	return call.SuspendID, nil
+}
+
+// SetSuspendIDCheck sets the check of suspend IDs that handlers and
+// callers choose (instance.WithID) beyond the machine's own tree, which
+// the machine checks itself. A durable runner sets one that asks its
+// store, where suspend IDs are unique across machines, so that a clash
+// refuses the suspension when it is asked for — a tool call gets an
+// error result naming the ID, a command or Suspend fails with the error
+// — instead of failing the save after the run. check must be safe for
+// concurrent use (tools of one reply may run concurrently); nil checks
+// the tree only.
+func (m *Machine) SetSuspendIDCheck(check func(ctx context.Context, id string) error) {
+	m.checkID = check
+}
+
+// claimID checks a suspend ID chosen for a new suspension of root ("":
+// none was chosen): unused in root, and accepted by the machine's check.
+func (m *Machine) claimID(ctx context.Context, root *instance.Instance, id string) error {
+	if id == "" {
+		return nil
+	}
+	if _, c := root.FindCall(id); c != nil {
+		return errDuplicateID(id)
+	}
+	if m.checkID != nil {
+		if err := m.checkID(ctx, id); err != nil {
+			return fmt.Errorf("suspend ID %q: %w", id, err)
+		}
+	}
+	return nil
 }
