@@ -37,6 +37,8 @@ func child(role string) int {
 		return childWatch()
 	case "accept":
 		return childAccept()
+	case "hooksuspend":
+		return childHookSuspend()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

@@ -32,14 +32,15 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 	f := e.newFrame(ctx, lf, ent, lf.in.State, nil)
 	f.KeyID = resumeKey(call)
 	f, out, err := e.limit(ctx, f, handlerCall{tool: ent.tool, input: call.Input, resume: &r})
-	lf.checkID = req.CheckID
-	if cerr := lf.claim(ctx, err); cerr != nil {
-		err = cerr
-	}
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
 		c := e.newCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)
 		c.ToolUseID, c.Stage = call.ToolUseID, call.Stage+1
+		lf.admit = req.Admit
 		if err := declarePayload(&c, ent.tool.Payload); err != nil {
+			res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
+			return res, nil
+		}
+		if err := lf.admitCall(ctx, &c, sr); err != nil {
 			res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
 			return res, nil
 		}
@@ -87,10 +88,6 @@ func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandRe
 		f.State, f.Ops = lf.in.State, access.NodeOf(lf.node).Ops
 	}
 	out, err := frame.Call(def.Run, f, req.Input)
-	lf.checkID = req.CheckID
-	if cerr := lf.claim(ctx, err); cerr != nil {
-		return nil, fmt.Errorf("command %s: %w", req.Name, cerr)
-	}
 	r := &CommandResult{Value: out, State: lf.in.State}
 	for _, rs := range f.Resumes {
 		r.Resumes = append(r.Resumes, CommandResume(rs))
@@ -98,6 +95,10 @@ func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandRe
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
 		c := e.newCall(sr, lf.in.ID, instance.KindCommand, instance.ByCommand, req.Name, req.Input)
 		if err := declarePayload(&c, def.Payload); err != nil {
+			return nil, fmt.Errorf("command %s: %w", req.Name, err)
+		}
+		lf.admit = req.Admit
+		if err := lf.admitCall(ctx, &c, sr); err != nil {
 			return nil, fmt.Errorf("command %s: %w", req.Name, err)
 		}
 		r.Value, r.Suspended = nil, &c

@@ -77,9 +77,9 @@ type StepRequest struct {
 	// model is not called again, and the reply's tools run as if it had
 	// just arrived.
 	Reply *Reply
-	// CheckID, when set, is asked about every suspend ID a handler of the
-	// step chooses (instance.WithID).
-	CheckID IDCheck
+	// Admit, when set, admits every suspension a handler of the step asks
+	// for.
+	Admit Admission
 	// Events, when set, hears the step as it happens: the reply's text and
 	// thinking as it streams (llm.Stream: as the model streams it, or one
 	// delta per block from a model that does not stream) and each tool
@@ -137,17 +137,20 @@ type ResumeRequest struct {
 	Call instance.SuspendedCall
 	// Resolution is the payload it was resolved with.
 	Resolution instance.Resolution
-	// CheckID is as in StepRequest, for a handler that suspends again.
-	CheckID IDCheck
+	// Admit is as in StepRequest, for a handler that suspends again.
+	Admit Admission
 }
 
-// IDCheck tells whether a suspend ID that a handler chose
-// (instance.WithID) may be used beyond the machine's own tree, which the
-// executor checks itself: a durable runner asks its store whether another
-// machine holds it. It is called before the suspension is recorded, from
-// the goroutines tool calls run on; an error refuses the ID, and the call
-// becomes an error result naming it, so a clash never reaches the save.
-type IDCheck func(ctx context.Context, id string) error
+// Admission is asked about every suspension a handler asks for, once the
+// executor has built its record and before it is part of any result: the
+// machine checks there a suspend ID the handler chose (chosen:
+// instance.WithID) beyond the tree, which the executor checks itself, and
+// runs the charter's OnSuspend hook. It may change call.Metadata; any
+// other change is ignored. An error refuses the suspension: a tool call
+// gets an error result with its text, so the run goes on and nothing of
+// the suspension is recorded; a command fails with it. It is called on
+// the goroutines tool calls run on.
+type Admission func(ctx context.Context, node string, call *instance.SuspendedCall, chosen bool) error
 
 // ResumeResult is the outcome of a resolved tool call.
 type ResumeResult struct {
@@ -180,8 +183,8 @@ type CommandRequest struct {
 	// handler's idempotency key is built from it, and is empty without
 	// it.
 	InvocationID string
-	// CheckID is as in StepRequest, for a command that suspends.
-	CheckID IDCheck
+	// Admit is as in StepRequest, for a command that suspends.
+	Admit Admission
 }
 
 // CommandResult is what a command did, not yet applied.

@@ -135,7 +135,7 @@ func (e *standard) stepIn(ctx context.Context, req *StepRequest, s *scratch) (*S
 	}
 	a := new(stepAlloc)
 	a.req.Messages = req.Transcript
-	lf.req, lf.events, lf.frame, lf.checkID = &a.req, req.Events, &a.frame, req.CheckID
+	lf.req, lf.events, lf.frame, lf.admit = &a.req, req.Events, &a.frame, req.Admit
 	r.State = lf.in.State
 	var err error
 	if req.Reply != nil {

@@ -34,8 +34,8 @@ type leaf struct {
 	tools     *toolset
 	// events hears the step's events (nil: nobody listens).
 	events Sink
-	// checkID checks suspend IDs handlers choose (nil: the tree only).
-	checkID IDCheck
+	// admit admits the suspensions handlers ask for (nil: all).
+	admit Admission
 	// prompt is the step's prompt context, req its model request, and
 	// calls holds the suspended calls of a reply of a few tool uses: kept
 	// here, they cost the step no allocations of their own. The request's
@@ -106,17 +106,14 @@ func (e *standard) resolve(lf *leaf, root, in *instance.Instance) error {
 	return err
 }
 
-// claim checks the suspend ID that handler error err (a suspension)
-// chose, if any, with the leaf's IDCheck: the error refusing it, or nil.
-func (lf *leaf) claim(ctx context.Context, err error) error {
-	sr, ok := errors.AsType[*instance.SuspendRequest](err)
-	if !ok || sr.ID == "" || lf.checkID == nil {
+// admitCall asks the leaf's Admission about call c, which the handler
+// error err asked for: the error refusing it, or nil.
+func (lf *leaf) admitCall(ctx context.Context, c *instance.SuspendedCall, err error) error {
+	if lf.admit == nil {
 		return nil
 	}
-	if err := lf.checkID(ctx, sr.ID); err != nil {
-		return fmt.Errorf("suspend ID %q: %w", sr.ID, err)
-	}
-	return nil
+	sr, _ := errors.AsType[*instance.SuspendRequest](err)
+	return lf.admit(ctx, lf.node.Name(), c, sr != nil && sr.ID != "")
 }
 
 // taken reports an instance or suspend ID in use in the leaf's tree.
@@ -348,7 +345,7 @@ func (e *standard) invoke(ctx context.Context, lf *leaf, ent entry, u message.Pa
 	f, out, err := e.call(ctx, lf, ent, u, state, packs)
 	res, c, eff := e.settle(lf, ent, u, out, err)
 	if c != nil {
-		if err := lf.claim(ctx, err); err != nil {
+		if err := lf.admitCall(ctx, c, err); err != nil {
 			res, c = message.ToolResult(u.ID, err.Error(), true), nil
 		}
 	}

@@ -216,6 +216,9 @@ type Event struct {
 	HadPayload bool  `json:"had_payload,omitempty"`
 	// Signal is the event name that resumed the call (Cause CauseEvent).
 	Signal string `json:"signal,omitempty"`
+	// By names who decided a resolution, when the caller said
+	// (machine.ResumeInput.By, CancelInput.By, SignalInput.By).
+	By string `json:"by,omitempty"`
 	// FreshTurn reports a resume with transcript continuation off: the
 	// instance goes on in a fresh turn that sees a digest of its earlier
 	// transcript (the RFC's continueTranscript false).

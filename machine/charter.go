@@ -97,6 +97,9 @@ type CharterConfig struct {
 	// replace it; the charter then uses none of Model, Settings,
 	// Instructions, SystemPrompt and ToolTimeout itself.
 	Executor executor.Executor
+	// Hooks are the lifecycle hooks on suspensions: OnSuspend before one
+	// is recorded (it may refuse it), OnResolved after one is resolved.
+	Hooks Hooks
 	// Digest builds the digest a fresh-turn resume (ResumeInput.FreshTurn)
 	// puts in place of the resumed instance's earlier transcript: it may
 	// ask a model for a summary. Nil means DefaultDigest. An error fails
@@ -118,6 +121,7 @@ type Charter struct {
 	now      func() time.Time
 	newID    func() string
 	logger   *slog.Logger
+	hooks    Hooks
 	tracer   trace.Tracer
 	// idleTP is otel's global tracer provider as the charter found it,
 	// when none was configured and none had been set globally (nil
@@ -189,6 +193,7 @@ func newCharter(cfg CharterConfig) *Charter {
 		now:      cfg.Clock,
 		newID:    cfg.NewID,
 		logger:   cfg.Logger,
+		hooks:    cfg.Hooks,
 		digest:   cfg.Digest,
 	}
 	if c.maxSteps <= 0 {

@@ -207,7 +207,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	if err != nil {
 		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 	}
-	co, err := t.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input, InvocationID: inv.ID, CheckID: t.m.checkID})
+	co, err := t.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input, InvocationID: inv.ID, Admit: t.m.admit})
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +336,7 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 		text += ": " + ci.Reason
 	}
 	steps, err := t.resolve(in, call, resolution{
-		failure: text, cause: instance.CauseCancel,
+		failure: text, cause: instance.CauseCancel, by: ci.By,
 		event: instance.EventCancelled, mark: (*instance.SuspendedCall).Cancel,
 	})
 	t.decided(in, err, ci.SuspendID, ci.By, instance.EventCancelled)
@@ -385,7 +385,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 	t.events = append(t.events, instance.Event{
 		Type: r.event, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
 		Name: c.Name, Initiator: c.Initiator, Cause: r.cause, HadPayload: r.payload != nil, At: t.now().UTC(),
-		Signal: r.signal, FreshTurn: r.fresh,
+		Signal: r.signal, FreshTurn: r.fresh, By: r.by,
 	})
 	var steps []Step
 	switch c.Kind {
@@ -428,7 +428,7 @@ func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r reso
 	if r.summary != "" {
 		part = message.ToolResult(c.ToolUseID, r.summary, false)
 	} else if r.failure == "" {
-		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c, CheckID: t.m.checkID,
+		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c, Admit: t.m.admit,
 			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage,
 				Cause: r.cause, By: r.by, Signal: r.signal, Command: r.command}})
 		if err != nil {

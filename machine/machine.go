@@ -180,7 +180,7 @@ type Machine struct {
 	// checkpoints is checkpoint mode (SetCheckpoints).
 	checkpoints bool
 	// checkID checks suspend IDs beyond the tree (SetSuspendIDCheck).
-	checkID executor.IDCheck
+	checkID func(ctx context.Context, id string) error
 	// links are the span links to the suspensions resolved since the
 	// last run started, for the next run's span.
 	links []trace.Link
@@ -243,10 +243,10 @@ func (m *Machine) Suspend(reason string, opts ...instance.SuspendOption) (string
 	if !ok {
 		return "", err
 	}
-	if err := m.claimID(context.Background(), m.root, sr.ID); err != nil {
+	call := frame.NewCall(sr, m.charter.now(), m.charter.newID, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
+	if err := m.admit(context.Background(), leaf.Node, &call, sr.ID != ""); err != nil {
 		return "", err
 	}
-	call := frame.NewCall(sr, m.charter.now(), m.charter.newID, leaf.ID, instance.KindInstance, instance.ByCaller, "", nil)
 	addCalls(leaf, call)
 	m.charter.met.Created(context.Background(), string(call.Kind))
 	return call.SuspendID, nil

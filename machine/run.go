@@ -188,6 +188,7 @@ func (t *tx) meter() {
 			met.Created(t.ctx, string(ev.Kind))
 		case instance.EventResumed, instance.EventExpired, instance.EventCancelled:
 			met.Resolved(t.ctx, string(ev.Kind), string(ev.Type))
+			t.m.resolved(t.ctx, ev)
 		}
 	}
 	t.metered = len(t.events)
