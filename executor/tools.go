@@ -469,7 +469,7 @@ func (e *standard) settle(lf *leaf, ent entry, u message.Part, out any, err erro
 		}
 		c := e.newCall(sr, lf.in.ID, instance.KindTool, instance.ByTool, u.Name, u.Data)
 		c.ToolUseID = u.ID
-		if err := declarePayload(&c, ent.tool.Payload); err != nil {
+		if err := declarePayload(&c, ent.tool.Payload, sr); err != nil {
 			return message.ToolResult(u.ID, err.Error(), true), nil, nil
 		}
 		return message.Part{}, &c, nil
@@ -508,7 +508,13 @@ func (e *standard) newCall(sr *instance.SuspendRequest, instanceID string, kind 
 // declarePayload records the payload schema s (nil: none) on c and checks
 // c's on-timeout payload against it, so a deadline cannot resolve the call
 // with a payload a resume would be refused.
-func declarePayload(c *instance.SuspendedCall, s *frame.Schema) error {
+func declarePayload(c *instance.SuspendedCall, s *frame.Schema, sr *instance.SuspendRequest) error {
+	if s == nil && sr.PayloadSchema != nil {
+		var err error
+		if s, err = frame.ParseSchema(sr.PayloadSchema); err != nil {
+			return fmt.Errorf("payload schema: %w", err)
+		}
+	}
 	if s == nil {
 		return nil
 	}

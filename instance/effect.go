@@ -93,6 +93,9 @@ type SuspendRequest struct {
 	// Event is the named event the suspension waits for besides an
 	// explicit resume (WithEvent); empty: none.
 	Event string
+	// PayloadSchema is the JSON Schema the resume payload must match
+	// (WithPayloadSchema), for a tool or command that declares none.
+	PayloadSchema json.RawMessage
 }
 
 // Error describes the request; a SuspendRequest is a status, not a failure.
@@ -130,6 +133,32 @@ func WithID(id string) SuspendOption {
 			return fmt.Errorf("empty suspend ID: %w", ErrInvalidInput)
 		}
 		r.ID = id
+		return nil
+	}
+}
+
+// MaxPayloadSchema is the size, in bytes, of the largest schema
+// WithPayloadSchema takes.
+const MaxPayloadSchema = 64 << 10
+
+// WithPayloadSchema sets the JSON Schema the resume payload must match,
+// for one suspension: a schema built at run time (a form the model
+// describes, the choices it offers). A tool or command that declares its
+// payload type (node.ResumeWith, node.OnResume) keeps its own; this one
+// applies where none is declared. A schema that does not compile fails
+// the call instead of suspending it; a payload it rejects is refused like
+// any typed resume's (*PayloadError), and the suspension stays pending.
+// A schema over MaxPayloadSchema bytes, or not JSON, fails here with
+// ErrInvalidInput.
+func WithPayloadSchema(schema json.RawMessage) SuspendOption {
+	return func(r *SuspendRequest) error {
+		if len(schema) > MaxPayloadSchema {
+			return fmt.Errorf("%w: payload schema of %d bytes, over %d", ErrInvalidInput, len(schema), MaxPayloadSchema)
+		}
+		if !json.Valid(schema) {
+			return fmt.Errorf("%w: payload schema is not JSON", ErrInvalidInput)
+		}
+		r.PayloadSchema = append(json.RawMessage(nil), schema...)
 		return nil
 	}
 }

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -339,4 +340,63 @@ func ExampleMachine_CheckPayload() {
 	// "yes" refused: true
 	// approval accepted: true
 	// still pending: 1
+}
+
+// A node offers the ready ask-user tool; the charter's OnSuspend hook
+// files a ticket for every question (its number goes into the
+// suspension's metadata) and OnResolved hears who answered.
+func ExampleHooks() {
+	desk, _ := node.New("desk", node.Config[struct{}]{
+		Tools: []node.Tool[struct{}]{node.AskUser[struct{}](node.AskUserConfig{Timeout: 48 * time.Hour})},
+	})
+	tickets := 0
+	charter, _ := machine.NewCharter(machine.CharterConfig{
+		Model: scripted.New(
+			scripted.Tool(node.AskUserTool, node.AskInput{Question: "Which size?", Kind: node.AskChoice, Options: []string{"S", "M", "L"}}),
+			scripted.Text("One shirt in M, coming up."),
+		),
+		Nodes: []*node.Node{desk},
+		Hooks: machine.Hooks{
+			OnSuspend: func(_ context.Context, node string, call *instance.SuspendedCall) error {
+				tickets++
+				call.Metadata, _ = json.Marshal(map[string]any{"ticket": tickets, "asked": call.Reason})
+				return nil
+			},
+			OnResolved: func(_ context.Context, e instance.Event) {
+				fmt.Printf("%s %s by %s\n", e.Name, e.Type, e.By)
+			},
+		},
+	})
+	m, _ := charter.NewMachine("desk", nil)
+	for range m.Run(context.Background(), machine.UserText("I want a shirt")) {
+	}
+	call := m.Pending()[0]
+	fmt.Printf("waiting: %s %s\nschema: %s\n", call.Reason, call.Metadata, call.PayloadSchema)
+
+	_, err := collectErr(m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: "XL"}))
+	fmt.Println("XL refused:", errors.Is(err, instance.ErrPayloadDecode))
+
+	for step := range m.Run(context.Background(), machine.ResumeInput{SuspendID: call.SuspendID, Payload: "M", By: "ann"}) {
+		if step.Done {
+			fmt.Println(step.Messages[len(step.Messages)-1].Text())
+		}
+	}
+	// Output:
+	// waiting: Which size? {"asked":"Which size?","ticket":1}
+	// schema: {"type":"string","enum":["S","M","L"]}
+	// XL refused: true
+	// ask_user resumed by ann
+	// One shirt in M, coming up.
+}
+
+// collectErr drains a run and returns its error.
+func collectErr(seq func(func(machine.Step, error) bool)) (int, error) {
+	n := 0
+	for _, err := range seq {
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
