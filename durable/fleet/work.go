@@ -45,7 +45,7 @@ func newQueries(schema string) queries {
 		pendingFor: r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE suspend_id = $1)`),
 		// logSeq is the log's end, the ID's floor when the log is empty;
 		// retention deletes as store.Delete does: the machines' entries of
-		// the suspension feed go too, and the last sequence number of each
+		// the suspension feed and the effect journal go too, and the last sequence number of each
 		// log it deletes becomes its ID's floor (store.EventLog: sequence
 		// numbers never repeat for an ID).
 		retention: r.Replace(`WITH d AS (
@@ -56,6 +56,8 @@ func newQueries(schema string) queries {
 				RETURNING m.id
 			), sf AS (
 				DELETE FROM {s}.suspension_feed WHERE machine_id IN (SELECT id FROM d)
+			), ef AS (
+				DELETE FROM {s}.effects WHERE machine_id IN (SELECT id FROM d)
 			), l AS (
 				INSERT INTO {s}.event_floors AS f (machine_id, seq)
 				SELECT e.machine_id, max(e.seq) FROM {s}.events e WHERE e.machine_id IN (SELECT id FROM d) GROUP BY e.machine_id

@@ -10,6 +10,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -45,6 +46,8 @@ type Store struct {
 	floors map[string]int64
 	// hub wakes the subscriptions (events.go).
 	hub livehub.Hub
+	// effects is the effect journal, by key.
+	effects map[string]store.Effect
 }
 
 type machine struct {
@@ -76,6 +79,7 @@ func New() *Store {
 		machines:    make(map[string]*machine),
 		suspensions: make(map[string]*store.Suspension),
 		replays:     make(map[string]time.Time),
+		effects:     make(map[string]store.Effect),
 		requests:    make(map[string][]store.SuspendRequest),
 		floors:      make(map[string]int64),
 	}
@@ -266,6 +270,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 	}
 	delete(s.machines, machineID)
 	delete(s.requests, machineID)
+	maps.DeleteFunc(s.effects, func(_ string, e store.Effect) bool { return e.MachineID == machineID })
 	s.feed = slices.DeleteFunc(s.feed, func(c store.SuspensionChange) bool { return c.Suspension.MachineID == machineID })
 	return nil
 }
@@ -386,4 +391,57 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	return nil
+}
+
+// BeginEffect implements [store.EffectJournal].
+func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, bool, error) {
+	if err := store.CheckEffect(e); err != nil {
+		return store.Effect{}, false, fmt.Errorf("memstore: begin effect: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return store.Effect{}, false, err
+	}
+	defer s.mu.Unlock()
+	if old, ok := s.effects[e.Key]; ok {
+		return cloneEffect(old), false, nil
+	}
+	e.Status, e.Result, e.StartedAt, e.EndedAt = store.EffectStarted, nil, s.now(), time.Time{}
+	s.effects[e.Key] = e
+	return e, true, nil
+}
+
+// EndEffect implements [store.EffectJournal].
+func (s *Store) EndEffect(ctx context.Context, key string, status store.EffectStatus, result []byte) error {
+	if err := store.CheckEffectEnd(key, status); err != nil {
+		return fmt.Errorf("memstore: end effect: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	e, ok := s.effects[key]
+	if !ok || e.Status != store.EffectStarted {
+		return fmt.Errorf("memstore: end effect %q: %w: not started", key, store.ErrConflict)
+	}
+	e.Status, e.Result, e.EndedAt = status, slices.Clone(result), s.now()
+	s.effects[key] = e
+	return nil
+}
+
+// ForgetEffect implements [store.EffectJournal].
+func (s *Store) ForgetEffect(ctx context.Context, key string) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("memstore: forget effect: %w: effect key %q", store.ErrInvalid, key)
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	delete(s.effects, key)
+	return nil
+}
+
+func cloneEffect(e store.Effect) store.Effect {
+	e.Result = slices.Clone(e.Result)
+	return e
 }

@@ -315,6 +315,18 @@ var migrations = [...]string{
 		machine_id text PRIMARY KEY,
 		seq        bigint NOT NULL
 	);`,
+	// 10: the effect journal (store.EffectJournal).
+	`CREATE TABLE {s}.effects (
+		key        text PRIMARY KEY,
+		machine_id text NOT NULL,
+		name       text NOT NULL,
+		digest     text NOT NULL,
+		status     text NOT NULL,
+		result     bytea,
+		started_at timestamptz NOT NULL,
+		ended_at   timestamptz
+	);
+	CREATE INDEX effects_machine_idx ON {s}.effects (machine_id);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -357,14 +369,14 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 
 // queries holds the SQL with the schema filled in.
 type queries struct {
-	schema                                      *strings.Replacer
-	load, create, update, appendHistory, pack   string
-	deleteSuspensions, insertSuspensions        string
-	deleteMachine, listMachines, findSuspension string
-	listSuspensions, claimExpired, remember     string
-	forget                                      string
-	addRequest, requests, dropRequest           string
-	lockMachine, appendEvents                   string
+	schema                                       *strings.Replacer
+	load, create, update, appendHistory, pack    string
+	deleteSuspensions, insertSuspensions         string
+	deleteMachine, listMachines, findSuspension  string
+	listSuspensions, claimExpired, remember      string
+	forget, beginEffect, endEffect, forgetEffect string
+	addRequest, requests, dropRequest            string
+	lockMachine, appendEvents                    string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
@@ -431,6 +443,7 @@ func newQueries(schema string) queries {
 	// runs after lockMachine, in the same transaction (Delete).
 	q.lockMachine = q.expand(`SELECT FROM {s}.machines WHERE id = $1 FOR UPDATE`)
 	q.deleteMachine = q.expand(`WITH f AS (DELETE FROM {s}.suspension_feed WHERE machine_id = $1),
+		e AS (DELETE FROM {s}.effects WHERE machine_id = $1),
 		l AS (INSERT INTO {s}.event_floors AS fl (machine_id, seq)
 			SELECT $1, max(seq) FROM {s}.events WHERE machine_id = $1 HAVING count(*) > 0
 			ON CONFLICT (machine_id) DO UPDATE SET seq = greatest(fl.seq, EXCLUDED.seq))
@@ -464,6 +477,20 @@ func newQueries(schema string) queries {
 	// another call is deleting. The insert does not see this statement's
 	// deletes, so a conflicting record that has expired is taken over.
 	q.forget = q.expand(`DELETE FROM {s}.replays WHERE key = $1`)
+	// The insert's snapshot may miss a row another transaction committed
+	// while the insert waited on it: then it returns nothing, and
+	// BeginEffect asks again.
+	q.beginEffect = q.expand(`WITH ins AS (
+			INSERT INTO {s}.effects (key, machine_id, name, digest, status, started_at)
+			VALUES ($1, $2, $3, $4, 'started', now())
+			ON CONFLICT (key) DO NOTHING
+			RETURNING machine_id, name, digest, status, result, started_at, ended_at)
+		SELECT *, true FROM ins
+		UNION ALL
+		SELECT machine_id, name, digest, status, result, started_at, ended_at, false FROM {s}.effects
+		WHERE key = $1 AND NOT EXISTS (SELECT FROM ins)`)
+	q.endEffect = q.expand(`UPDATE {s}.effects SET status = $2, result = $3, ended_at = now() WHERE key = $1 AND status = 'started'`)
+	q.forgetEffect = q.expand(`DELETE FROM {s}.effects WHERE key = $1`)
 	q.remember = q.expand(`WITH gone AS (
 			DELETE FROM {s}.replays WHERE key IN (
 				SELECT key FROM {s}.replays WHERE expires_at <= now()
@@ -847,6 +874,58 @@ func (s *Store) Forget(ctx context.Context, key string) error {
 	}
 	if _, err := s.pool.Exec(ctx, s.q.forget, key); err != nil {
 		return fmt.Errorf("postgres: forget: %w", err)
+	}
+	return nil
+}
+
+// BeginEffect implements [store.EffectJournal].
+func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, bool, error) {
+	if err := store.CheckEffect(e); err != nil {
+		return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
+	}
+	for range 3 {
+		var status string
+		var ended *time.Time
+		var created bool
+		err := s.pool.QueryRow(ctx, s.q.beginEffect, e.Key, e.MachineID, e.Name, e.Digest).
+			Scan(&e.MachineID, &e.Name, &e.Digest, &status, &e.Result, &e.StartedAt, &ended, &created)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // another transaction's row, committed after our snapshot
+		}
+		if err != nil {
+			return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
+		}
+		e.Status, e.StartedAt = store.EffectStatus(status), e.StartedAt.UTC()
+		if ended != nil {
+			e.EndedAt = ended.UTC()
+		}
+		return e, created, nil
+	}
+	return store.Effect{}, false, fmt.Errorf("postgres: begin effect %q: %w: the entry changed under every read", e.Key, store.ErrConflict)
+}
+
+// EndEffect implements [store.EffectJournal].
+func (s *Store) EndEffect(ctx context.Context, key string, status store.EffectStatus, result []byte) error {
+	if err := store.CheckEffectEnd(key, status); err != nil {
+		return fmt.Errorf("postgres: end effect: %w", err)
+	}
+	tag, err := s.pool.Exec(ctx, s.q.endEffect, key, string(status), result)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("%w: not started", store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: end effect %q: %w", key, err)
+	}
+	return nil
+}
+
+// ForgetEffect implements [store.EffectJournal].
+func (s *Store) ForgetEffect(ctx context.Context, key string) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("postgres: forget effect: %w: effect key %q", store.ErrInvalid, key)
+	}
+	if _, err := s.pool.Exec(ctx, s.q.forgetEffect, key); err != nil {
+		return fmt.Errorf("postgres: forget effect: %w", err)
 	}
 	return nil
 }

@@ -99,6 +99,17 @@
 //	    machine_id TEXT PRIMARY KEY,
 //	    seq        INTEGER NOT NULL               -- the last seq of its deleted logs
 //	) WITHOUT ROWID;
+//	CREATE TABLE effects (                        -- store.EffectJournal
+//	    key        TEXT PRIMARY KEY,
+//	    machine_id TEXT NOT NULL,
+//	    name       TEXT NOT NULL,
+//	    digest     TEXT NOT NULL,
+//	    status     TEXT NOT NULL,                 -- started, done, failed
+//	    result     BLOB,
+//	    started_at INTEGER NOT NULL,              -- unix microseconds
+//	    ended_at   INTEGER                        -- unix microseconds; NULL: not ended
+//	) WITHOUT ROWID;
+//	CREATE INDEX effects_machine ON effects (machine_id);
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -409,6 +420,18 @@ var migrations = [...]string{
 		machine_id TEXT PRIMARY KEY,
 		seq        INTEGER NOT NULL
 	) WITHOUT ROWID;`,
+	// 9: the effect journal (store.EffectJournal).
+	`CREATE TABLE effects (
+		key        TEXT PRIMARY KEY,
+		machine_id TEXT NOT NULL,
+		name       TEXT NOT NULL,
+		digest     TEXT NOT NULL,
+		status     TEXT NOT NULL,
+		result     BLOB,
+		started_at INTEGER NOT NULL,
+		ended_at   INTEGER
+	) WITHOUT ROWID;
+	CREATE INDEX effects_machine ON effects (machine_id);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -784,7 +807,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		// ON DELETE CASCADE covers these; delete explicitly all the same, in
 		// case foreign keys are off on this connection.
 		for _, q := range []string{`DELETE FROM history WHERE machine_id = ?`, `DELETE FROM history_blocks WHERE machine_id = ?`, `DELETE FROM suspend_requests WHERE machine_id = ?`, `DELETE FROM suspensions WHERE machine_id = ?`,
-			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`} {
+			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`, `DELETE FROM effects WHERE machine_id = ?`} {
 			if _, err := tx.ExecContext(ctx, q, machineID); err != nil {
 				return err
 			}
@@ -983,6 +1006,72 @@ func (s *Store) Forget(ctx context.Context, key string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: forget: %w", err)
+	}
+	return nil
+}
+
+// BeginEffect implements [store.EffectJournal].
+func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, bool, error) {
+	if err := store.CheckEffect(e); err != nil {
+		return store.Effect{}, false, fmt.Errorf("sqlite: begin effect: %w", err)
+	}
+	created := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO effects (key, machine_id, name, digest, status, started_at)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+			e.Key, e.MachineID, e.Name, e.Digest, string(store.EffectStarted), s.now().UnixMicro())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		created = n == 1
+		if err != nil {
+			return err
+		}
+		var status string
+		var started int64
+		var ended sql.NullInt64
+		err = tx.QueryRowContext(ctx, `SELECT machine_id, name, digest, status, result, started_at, ended_at FROM effects WHERE key = ?`, e.Key).
+			Scan(&e.MachineID, &e.Name, &e.Digest, &status, &e.Result, &started, &ended)
+		e.Status, e.StartedAt, e.EndedAt = store.EffectStatus(status), time.UnixMicro(started).UTC(), fromMicros(ended)
+		return err
+	})
+	if err != nil {
+		return store.Effect{}, false, fmt.Errorf("sqlite: begin effect: %w", err)
+	}
+	return e, created, nil
+}
+
+// EndEffect implements [store.EffectJournal].
+func (s *Store) EndEffect(ctx context.Context, key string, status store.EffectStatus, result []byte) error {
+	if err := store.CheckEffectEnd(key, status); err != nil {
+		return fmt.Errorf("sqlite: end effect: %w", err)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE effects SET status = ?, result = ?, ended_at = ? WHERE key = ? AND status = ?`,
+			string(status), result, s.now().UnixMicro(), key, string(store.EffectStarted))
+		if err != nil {
+			return err
+		}
+		return someRows(res, store.ErrConflict)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: end effect %q: %w", key, err)
+	}
+	return nil
+}
+
+// ForgetEffect implements [store.EffectJournal].
+func (s *Store) ForgetEffect(ctx context.Context, key string) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("sqlite: forget effect: %w: effect key %q", store.ErrInvalid, key)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM effects WHERE key = ?`, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: forget effect: %w", err)
 	}
 	return nil
 }

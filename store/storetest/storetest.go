@@ -100,6 +100,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	if _, ok := probe.(store.TailLoader); ok {
 		runChecks(t, "TailLoader", as[tailStore](newStore), tailChecks)
 	}
+	if _, ok := probe.(store.EffectJournal); ok {
+		runChecks(t, "EffectJournal", as[store.EffectJournal](newStore), effectChecks)
+	}
 }
 
 // RunSnapshots checks the [store.Snapshots] newStore makes: revisions,
