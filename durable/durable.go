@@ -745,7 +745,34 @@ func (r *Runner) decode(id string, snap *store.Snapshot, prefix message.History)
 	}
 	m.SetCheckpoints(true)
 	m.SetSuspendIDCheck(r.checkSuspendID)
+	if j, ok := r.store.(store.EffectJournal); ok {
+		m.SetEffectJournal(journal{j, id})
+	}
 	return m, nil
+}
+
+// journal is a store's effect journal bound to one machine, as the
+// machine's effects write it.
+type journal struct {
+	j         store.EffectJournal
+	machineID string
+}
+
+func (j journal) BeginEffect(ctx context.Context, key, name, digest string) (instance.JournalEntry, bool, error) {
+	e, created, err := j.j.BeginEffect(ctx, store.Effect{Key: key, MachineID: j.machineID, Name: name, Digest: digest})
+	return instance.JournalEntry{Status: string(e.Status), Digest: e.Digest, Result: e.Result, StartedAt: e.StartedAt}, created, err
+}
+
+func (j journal) EndEffect(ctx context.Context, key string, failed bool, result []byte) error {
+	status := store.EffectDone
+	if failed {
+		status = store.EffectFailed
+	}
+	return j.j.EndEffect(ctx, key, status, result)
+}
+
+func (j journal) ForgetEffect(ctx context.Context, key string) error {
+	return j.j.ForgetEffect(ctx, key)
 }
 
 // checkSuspendID refuses a suspend ID that a handler chose

@@ -39,6 +39,8 @@ func child(role string) int {
 		return childAccept()
 	case "hooksuspend":
 		return childHookSuspend()
+	case "effect":
+		return childEffect()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

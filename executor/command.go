@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,7 +17,9 @@ import (
 
 // Resume runs the tool's resume handler on the resolution when the tool
 // has one; otherwise the payload is the result. A handler may suspend
-// again: the new call is returned and the slot stays pending.
+// again: the new call is returned and the slot stays pending. A call in
+// doubt (instance.InDoubt) runs again instead, once the decision is in
+// the journal.
 func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResult, error) {
 	call, r := &req.Call, req.Resolution
 	lf, err := e.leaf(req.Root, req.Instance)
@@ -25,17 +28,33 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 	}
 	res := &ResumeResult{State: lf.in.State}
 	ent, ok := lf.tools.lookup(call.Name)
-	if !ok || ent.tool.Resume == nil {
+	doubt, inDoubt := instance.InDoubtOf(call.Metadata)
+	if !ok || (ent.tool.Resume == nil && !inDoubt) {
 		res.Result = message.ToolResult(call.ToolUseID, frame.PayloadText(r.Payload), r.IsError)
 		return res, nil
 	}
+	lf.admit, lf.journal = req.Admit, req.Journal
 	f := e.newFrame(ctx, lf, ent, lf.in.State, nil)
-	f.KeyID = resumeKey(call)
-	f, out, err := e.limit(ctx, f, handlerCall{tool: ent.tool, input: call.Input, resume: &r})
+	hc, keyID := handlerCall{tool: ent.tool, input: call.Input, resume: &r}, resumeKey(call)
+	if inDoubt {
+		if err := decide(ctx, req.Journal, doubt, r); err != nil {
+			res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
+			return res, nil
+		}
+		hc.resume, keyID = nil, call.ToolUseID // the call again, under its own key
+	}
+	f.KeyID = keyID
+	f, out, err := e.limit(ctx, f, hc)
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
+		if _, again := instance.InDoubtOf(sr.Metadata); again && !inDoubt {
+			// A resume handler's effect in doubt: the handler cannot
+			// run again without the resolution it had, so the call
+			// fails rather than run the effect twice.
+			res.Result = message.ToolResult(call.ToolUseID, fmt.Sprintf("%v: %s", instance.ErrEffectInDoubt, sr.Reason), true)
+			return res, nil
+		}
 		c := e.newCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)
 		c.ToolUseID, c.Stage = call.ToolUseID, call.Stage+1
-		lf.admit = req.Admit
 		if err := declarePayload(&c, ent.tool.Payload, sr); err != nil {
 			res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
 			return res, nil
@@ -57,8 +76,44 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 	case f.Dirty && ent.scope == scopePack:
 		res.Pack, res.PackState = ent.pack.Name(), f.State
 	}
-	res.Result = resultPart(call.ToolUseID, out, r.IsError)
+	res.Result = resultPart(call.ToolUseID, out, r.IsError && !inDoubt)
 	return res, nil
+}
+
+// decide writes a person's decision r on effect d, which is in doubt,
+// into journal j: forgotten (retry), done with a result, or failed.
+func decide(ctx context.Context, j instance.EffectJournal, d instance.InDoubt, r instance.Resolution) error {
+	if j == nil {
+		return fmt.Errorf("effect %s: no journal to record the decision in", d.Effect)
+	}
+	if r.IsError {
+		return fmt.Errorf("effect %s: %s", d.Effect, r.Text())
+	}
+	dec, err := instance.Decode[instance.InDoubtDecision](r.Payload)
+	if err != nil {
+		return err
+	}
+	// Forgotten first, then begun and ended anew: a decision applied
+	// again (its run failed to save, and the resume is retried) writes
+	// the same entry.
+	if err := j.ForgetEffect(ctx, d.Key); err != nil || dec.Decision == "retry" {
+		return err
+	}
+	if _, _, err := j.BeginEffect(ctx, d.Key, d.Effect, d.Digest); err != nil {
+		return err
+	}
+	if dec.Decision == "done" {
+		result := dec.Result
+		if len(result) == 0 {
+			result = json.RawMessage("null")
+		}
+		return j.EndEffect(ctx, d.Key, false, result)
+	}
+	text := dec.Error
+	if text == "" {
+		text = "failed by decision"
+	}
+	return j.EndEffect(ctx, d.Key, true, []byte(text))
 }
 
 // resumeKey is the stable ID of a resume handler's call: the suspension
@@ -78,7 +133,7 @@ func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandRe
 	if def == nil {
 		return nil, fmt.Errorf("%w: %q on node %s", command.ErrUnknownCommand, req.Name, lf.node.Name())
 	}
-	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID, KeyScope: lf.root.ID}
+	f := &frame.Frame{Context: ctx, InstanceID: lf.in.ID, KeyScope: lf.root.ID, Journal: req.Journal}
 	if req.InvocationID != "" {
 		f.KeyID = "command/" + req.InvocationID
 	}

@@ -80,6 +80,9 @@ type StepRequest struct {
 	// Admit, when set, admits every suspension a handler of the step asks
 	// for.
 	Admit Admission
+	// Journal is the machine's effect journal, which handlers' effects
+	// (node.Effect) write (nil: effects just run).
+	Journal instance.EffectJournal
 	// Events, when set, hears the step as it happens: the reply's text and
 	// thinking as it streams (llm.Stream: as the model streams it, or one
 	// delta per block from a model that does not stream) and each tool
@@ -139,6 +142,8 @@ type ResumeRequest struct {
 	Resolution instance.Resolution
 	// Admit is as in StepRequest, for a handler that suspends again.
 	Admit Admission
+	// Journal is as in StepRequest.
+	Journal instance.EffectJournal
 }
 
 // Admission is asked about every suspension a handler asks for, once the
@@ -185,6 +190,8 @@ type CommandRequest struct {
 	InvocationID string
 	// Admit is as in StepRequest, for a command that suspends.
 	Admit Admission
+	// Journal is as in StepRequest.
+	Journal instance.EffectJournal
 }
 
 // CommandResult is what a command did, not yet applied.

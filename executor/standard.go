@@ -135,7 +135,7 @@ func (e *standard) stepIn(ctx context.Context, req *StepRequest, s *scratch) (*S
 	}
 	a := new(stepAlloc)
 	a.req.Messages = req.Transcript
-	lf.req, lf.events, lf.frame, lf.admit = &a.req, req.Events, &a.frame, req.Admit
+	lf.req, lf.events, lf.frame, lf.admit, lf.journal = &a.req, req.Events, &a.frame, req.Admit, req.Journal
 	r.State = lf.in.State
 	var err error
 	if req.Reply != nil {

@@ -34,8 +34,10 @@ type leaf struct {
 	tools     *toolset
 	// events hears the step's events (nil: nobody listens).
 	events Sink
-	// admit admits the suspensions handlers ask for (nil: all).
-	admit Admission
+	// admit admits the suspensions handlers ask for (nil: all); journal
+	// is the machine's effect journal (nil: effects just run).
+	admit   Admission
+	journal instance.EffectJournal
 	// prompt is the step's prompt context, req its model request, and
 	// calls holds the suspended calls of a reply of a few tool uses: kept
 	// here, they cost the step no allocations of their own. The request's
@@ -426,7 +428,7 @@ func outcomeOf(err error) string {
 // newFrame returns the frame of a call of ent on state (and packs).
 func (e *standard) newFrame(ctx context.Context, lf *leaf, ent entry, state any, packs map[string]any) *frame.Frame {
 	f := lf.spareFrame(ent)
-	*f = frame.Frame{Context: ctx, InstanceID: lf.in.ID, Messages: lf.transcript(), KeyScope: lf.root.ID}
+	*f = frame.Frame{Context: ctx, InstanceID: lf.in.ID, Messages: lf.transcript(), KeyScope: lf.root.ID, Journal: lf.journal}
 	switch ent.scope {
 	case scopeOwn:
 		f.State, f.Ops = state, access.NodeOf(lf.node).Ops
@@ -509,7 +511,7 @@ func (e *standard) newCall(sr *instance.SuspendRequest, instanceID string, kind 
 // c's on-timeout payload against it, so a deadline cannot resolve the call
 // with a payload a resume would be refused.
 func declarePayload(c *instance.SuspendedCall, s *frame.Schema, sr *instance.SuspendRequest) error {
-	if s == nil && sr.PayloadSchema != nil {
+	if _, doubt := instance.InDoubtOf(sr.Metadata); (s == nil || doubt) && sr.PayloadSchema != nil {
 		var err error
 		if s, err = frame.ParseSchema(sr.PayloadSchema); err != nil {
 			return fmt.Errorf("payload schema: %w", err)

@@ -179,8 +179,10 @@ type Machine struct {
 	listener *listener
 	// checkpoints is checkpoint mode (SetCheckpoints).
 	checkpoints bool
-	// checkID checks suspend IDs beyond the tree (SetSuspendIDCheck).
+	// checkID checks suspend IDs beyond the tree (SetSuspendIDCheck);
+	// journal is the effect journal (SetEffectJournal).
 	checkID func(ctx context.Context, id string) error
+	journal instance.EffectJournal
 	// links are the span links to the suspensions resolved since the
 	// last run started, for the next run's span.
 	links []trace.Link
@@ -281,3 +283,9 @@ func (m *Machine) claimID(ctx context.Context, root *instance.Instance, id strin
 	}
 	return nil
 }
+
+// SetEffectJournal sets the journal the machine's handlers' effects
+// (node.Effect, command.Effect) write; nil, the default, lets effects
+// just run. A durable runner sets one backed by its store when the store
+// is a store.EffectJournal.
+func (m *Machine) SetEffectJournal(j instance.EffectJournal) { m.journal = j }

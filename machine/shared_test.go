@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/node"
@@ -141,4 +142,23 @@ func TestCommandTransitionWhilePending(t *testing.T) {
 	run(t, m, command.Invoke("move", moveIn{Resolve: ids[0]}))
 	require.Equal(t, "done", m.Root().Node)
 	require.Empty(t, m.Pending())
+}
+
+// TestEffectNameTwice: a second effect of one name in one call is refused
+// (the journal tells effects apart by name), and the first ran.
+func TestEffectNameTwice(t *testing.T) {
+	ran := 0
+	twice := node.NewTool("twice", "charge twice", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		for range 2 {
+			if _, err := node.Effect(ctx, "charge", func(context.Context) (int, error) { ran++; return ran, nil }, node.EffectConfig[int]{}); err != nil {
+				return "", err
+			}
+		}
+		return "charged twice", nil
+	})
+	desk := mustNode(t, "desk", node.Config[counter]{Tools: []node.Tool[counter]{twice}})
+	m := newMachine(t, charter(t, scripted.New(scripted.Tool("twice", empty{}), scripted.Text("ok")), desk), "desk")
+	run(t, m, machine.UserText("go"))
+	require.Equal(t, 1, ran)
+	require.Contains(t, toolResult(m.History()), instance.ErrDuplicateEffect.Error())
 }

@@ -167,3 +167,9 @@ func (p *Pack) Tools() []ToolInfo { return toolInfos(p.x.Tools) }
 
 // Commands describes the pack's commands (copies).
 func (p *Pack) Commands() []command.Info { return commandInfos(p.x.Commands) }
+
+// PackEffect runs fn, a pack tool's external effect name, through the
+// machine's effect journal, as Effect does for a node's tool.
+func PackEffect[P, T any](ctx *PackContext[P], name string, fn func(ctx context.Context) (T, error), cfg EffectConfig[T]) (T, error) {
+	return frame.Effect(ctx.f, name, fn, effectSpec(cfg))
+}

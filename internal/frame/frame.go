@@ -52,6 +52,10 @@ type Frame struct {
 	// KeyScope and KeyID make the handler call's idempotency key (Key):
 	// the machine's root ID and the call's stable ID within it.
 	KeyScope, KeyID string
+	// Journal is the machine's effect journal (nil: effects just run);
+	// effects are the names of the effects the call ran (Effect).
+	Journal instance.EffectJournal
+	effects map[string]bool
 }
 
 // Key returns the idempotency key of the handler call: KeyScope/KeyID, or

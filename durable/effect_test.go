@@ -1,0 +1,227 @@
+package durable_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+)
+
+type payIn struct {
+	Amount int `json:"amount"`
+}
+
+type receipt struct {
+	ID string `json:"id"`
+}
+
+// effectCharter is a desk whose tool "pay" charges through a journaled
+// effect: fn appends a line to the file at log (how often the charge
+// ran, across processes), then hang, if set, is called (a child process
+// waits there for its SIGKILL); reconcile, if set, is the effect's hook.
+func effectCharter(log string, hang func(where string), reconcile func(context.Context, string) (receipt, bool, error)) (*machine.Charter, error) {
+	if hang == nil {
+		hang = func(string) {}
+	}
+	pay := node.NewTool("pay", "charge a card", func(ctx *node.ToolContext[desk], in payIn) (receipt, error) {
+		r, err := node.Effect(ctx, "charge", func(ctx context.Context) (receipt, error) {
+			f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				return receipt{}, err
+			}
+			defer f.Close()
+			if _, err := fmt.Fprintln(f, "charged", in.Amount); err != nil {
+				return receipt{}, err
+			}
+			hang("in")
+			return receipt{ID: fmt.Sprint("r-", in.Amount)}, nil
+		}, node.EffectConfig[receipt]{Input: in, Reconcile: reconcile})
+		if err == nil {
+			hang("after")
+		}
+		return r, err
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{pay}})
+	if err != nil {
+		return nil, err
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
+			return scripted.Text("result: " + last.Parts[0].Text), nil
+		}
+		return scripted.Reply{Calls: []scripted.Call{{ID: "t1", Name: "pay", Input: payIn{Amount: 40}}}}, nil
+	})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+}
+
+// childEffect runs machine m1 of the effect charter until the charge
+// reaches MARKOV_EFFECT_HANG ("in": inside the effect, after its side
+// effect and before the journal records it done; "after": once it is
+// recorded done, before the round is saved), says so and waits there for
+// its SIGKILL.
+func childEffect() int {
+	where := os.Getenv("MARKOV_EFFECT_HANG")
+	hang := func(at string) {
+		if at == where {
+			fmt.Println(at)
+			select {}
+		}
+	}
+	return withRunner(func() (*machine.Charter, error) { return effectCharter(os.Getenv("MARKOV_EFFECT_LOG"), hang, nil) },
+		func(r *durable.Runner) int {
+			ctx := context.Background()
+			if _, err := r.Create(ctx, "m1", "desk", nil); err != nil {
+				fmt.Fprintln(os.Stderr, "create:", err)
+				return 1
+			}
+			_, err := drain(r.Run(ctx, "m1", machine.UserText("pay 40")))
+			fmt.Fprintln(os.Stderr, "run ended:", err)
+			return 1
+		})
+}
+
+// crashedCharge runs the effect child on a fresh SQLite file until it
+// hangs at where, SIGKILLs it, and returns a runner on the file (under
+// reconcile) and the charge log.
+func crashedCharge(t *testing.T, where string, reconcile func(context.Context, string) (receipt, bool, error)) (*durable.Runner, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, log := filepath.Join(dir, "effect.db"), filepath.Join(dir, "charges.log")
+	child := childCmd("effect", db, "MARKOV_EFFECT_LOG="+log, "MARKOV_EFFECT_HANG="+where)
+	require.NoError(t, testkit.StartChild(child, where))
+	require.NoError(t, child.Process.Kill())
+	require.Error(t, child.Wait())
+	c, err := effectCharter(log, nil, reconcile)
+	require.NoError(t, err)
+	r, err := durable.New(durable.Config{Store: openSQLite(t, db), Charter: c})
+	require.NoError(t, err)
+	return r, log
+}
+
+func charges(t *testing.T, log string) int {
+	data, err := os.ReadFile(log)
+	require.NoError(t, err)
+	return strings.Count(string(data), "charged")
+}
+
+// finalText runs machine m1 to its end with inputs and returns its final
+// answer.
+func finalText(t *testing.T, r *durable.Runner, inputs ...machine.Input) string {
+	t.Helper()
+	steps, err := drain(r.Run(context.Background(), "m1", inputs...))
+	require.NoError(t, err)
+	last := steps[len(steps)-1]
+	require.False(t, last.NeedsResume(), "still waiting: %v", last.Suspensions)
+	return last.Messages[len(last.Messages)-1].Text()
+}
+
+// A process dies after the charge is journaled done and before its round
+// is saved: the next process runs the tool again, and the charge is not
+// made twice — the journaled receipt is the result.
+func TestEffectDoneIsNotRunAgain(t *testing.T) {
+	r, log := crashedCharge(t, "after", nil)
+	require.Equal(t, `result: {"id":"r-40"}`, finalText(t, r))
+	require.Equal(t, 1, charges(t, log))
+}
+
+// A process dies between the charge and its journal's done: the next
+// process finds the charge in doubt and does not run it blindly; a
+// person's decision settles it — retry runs it again, done takes the
+// given result, fail gives the call up.
+func TestEffectInDoubt(t *testing.T) {
+	for _, tc := range []struct {
+		decision instance.InDoubtDecision
+		answer   string
+		charges  int
+	}{
+		{instance.InDoubtDecision{Decision: "retry"}, `result: {"id":"r-40"}`, 2},
+		{instance.InDoubtDecision{Decision: "done", Result: []byte(`{"id":"r-from-the-bank"}`)}, `result: {"id":"r-from-the-bank"}`, 1},
+		{instance.InDoubtDecision{Decision: "fail", Error: "the bank says no"}, "result: effect charge failed: the bank says no", 1},
+	} {
+		t.Run(tc.decision.Decision, func(t *testing.T) {
+			r, log := crashedCharge(t, "in", nil)
+			ctx := context.Background()
+			steps, err := drain(r.Run(ctx, "m1"))
+			require.NoError(t, err)
+			last := steps[len(steps)-1]
+			require.True(t, last.NeedsResume())
+			call := last.Suspensions[0]
+			d, ok := instance.InDoubtOf(call.Metadata)
+			require.True(t, ok, "an in-doubt suspension: %s", call.Metadata)
+			require.Equal(t, "charge", d.Effect)
+			require.Equal(t, 1, charges(t, log), "not run blindly")
+
+			// A decision that does not fit is refused; the call waits on.
+			_, err = drain(r.ResumeWith(ctx, machine.ResumeInput{SuspendID: call.SuspendID, Payload: map[string]any{"decision": "maybe"}}))
+			var pe *instance.PayloadError
+			require.ErrorAs(t, err, &pe)
+
+			require.Equal(t, tc.answer, finalText(t, r, machine.ResumeInput{SuspendID: call.SuspendID, Payload: tc.decision, By: "ops"}))
+			require.Equal(t, tc.charges, charges(t, log))
+		})
+	}
+}
+
+// A reconcile hook settles an effect in doubt: found, its result is the
+// call's and the charge is not made again; not found, the charge runs;
+// a hook that panics cannot tell, and a person decides.
+func TestEffectReconcile(t *testing.T) {
+	found := func(_ context.Context, key string) (receipt, bool, error) {
+		return receipt{ID: "r-found:" + strings.TrimPrefix(key, strings.Split(key, "/")[0])}, true, nil
+	}
+	r, log := crashedCharge(t, "in", found)
+	require.Equal(t, `result: {"id":"r-found:/t1/charge"}`, finalText(t, r))
+	require.Equal(t, 1, charges(t, log))
+
+	r, log = crashedCharge(t, "in", func(context.Context, string) (receipt, bool, error) { return receipt{}, false, nil })
+	require.Equal(t, `result: {"id":"r-40"}`, finalText(t, r))
+	require.Equal(t, 2, charges(t, log))
+
+	r, log = crashedCharge(t, "in", func(context.Context, string) (receipt, bool, error) { panic("the bank's API is down") })
+	steps, err := drain(r.Run(context.Background(), "m1"))
+	require.NoError(t, err)
+	d, ok := instance.InDoubtOf(steps[len(steps)-1].Suspensions[0].Metadata)
+	require.True(t, ok)
+	require.Contains(t, d.Reconcile, "the bank's API is down")
+	require.Equal(t, 1, charges(t, log))
+}
+
+// On every store, a journaled effect runs once and its entry ends done; a
+// second effect of the same name in one call is refused.
+func TestEffectJournaled(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		if _, ok := s.(store.EffectJournal); !ok {
+			t.Skip("no effect journal")
+		}
+		log := filepath.Join(t.TempDir(), "charges.log")
+		c, err := effectCharter(log, nil, nil)
+		require.NoError(t, err)
+		r, err := durable.New(durable.Config{Store: s, Charter: c})
+		require.NoError(t, err)
+		_, err = r.Create(context.Background(), "m1", "desk", nil)
+		require.NoError(t, err)
+		require.Equal(t, `result: {"id":"r-40"}`, finalText(t, r, machine.UserText("pay 40")))
+		require.Equal(t, 1, charges(t, log))
+		m, _, err := r.Load(context.Background(), "m1")
+		require.NoError(t, err)
+		e, created, err := s.(store.EffectJournal).BeginEffect(context.Background(), store.Effect{Key: m.Root().ID + "/t1/charge", MachineID: "m1"})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, store.EffectDone, e.Status)
+		require.JSONEq(t, `{"id":"r-40"}`, string(e.Result))
+	})
+}
