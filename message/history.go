@@ -47,10 +47,6 @@ type History struct {
 	// more are the messages appended while msgs had no room for them, in
 	// order after msgs, until join moves them to an array with msgs.
 	more []Message
-	// grown is set while msgs is an array the history made (Append,
-	// join): past its end it grows at once, as a machine that ran a
-	// round reads it whole again the next.
-	grown bool
 	// open is how many of the first messages are visible to every
 	// instance: no record, none scoped to an instance.
 	open int
@@ -69,18 +65,22 @@ type History struct {
 	// a history that is only read, never run, does not build it. While
 	// span is set, the view is not a copy but the messages lo to hi,
 	// every message the viewer sees.
-	viewing  bool
 	viewer   string
 	viewFrom int
-	built    bool
 	view     []Message
-	span     bool
 	lo, hi   int
 	// pin is the instance Follow asked for: the view, when it starts,
 	// is its transcript.
 	pin string
 	// records are the positions of the records in msgs, in order.
 	records []int
+	viewing bool
+	built   bool
+	span    bool
+	// grown is set while msgs is an array the history made (Append,
+	// join): past its end it grows at once, as a machine that ran a
+	// round reads it whole again the next.
+	grown bool
 }
 
 // NewHistory returns the history of msgs, reading each message once to
