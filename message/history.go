@@ -87,7 +87,9 @@ type History struct {
 // learn what prefix each instance sees. The history takes msgs over,
 // with their array's spare room, into which it appends; with no room
 // left, it appends into an array of its own and leaves msgs' as it is
-// until a read needs every message in one slice (see History).
+// until a read needs every message in one slice (see History). A slice
+// read into an array made with room past its messages (make(…, 0,
+// n+n/4)) is never copied.
 func NewHistory(msgs []Message) History {
 	h := History{msgs: msgs}
 	h.learn(0)
