@@ -33,8 +33,9 @@ import (
 //     (those it does not see all come before or after them); once one it
 //     does not see lies between two it does, the first Transcript call
 //     copies the messages it sees, once, and from then on keeps them as
-//     messages are appended. (The transcript of any other instance is
-//     built the same way by the machine: the workers of a machine each
+//     messages are appended. (The machine keeps the transcript of any
+//     other instance itself: the history's messages up to the first the
+//     instance does not see, then a copy; the workers of a machine each
 //     have one.)
 //
 // The zero History is empty and ready to use. A History is a small
@@ -100,9 +101,10 @@ func NewHistory(msgs []Message) History {
 // it has none left, into an array of the messages past it, which a read
 // that needs them all in one slice joins to the others; past the end of
 // an array the history made itself (Append, join), it grows that one
-// instead. Arrays double when full (a long history is copied about once per message it
-// holds, where append's growth by a quarter past 256 messages copies it
-// four times, and leaves fewer and smaller arrays behind).
+// instead. Arrays double when full (a long history is copied about once
+// per message it holds, where append's growth by a quarter past 256
+// messages copies it four times, and leaves fewer and smaller arrays
+// behind).
 func (h *History) Append(msgs ...Message) {
 	n := h.Len()
 	switch {
