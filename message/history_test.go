@@ -374,7 +374,7 @@ func FuzzHistory(f *testing.F) {
 // TestHistoryOps runs checkHistoryOps on random operations.
 func TestHistoryOps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for range 300 {
+	for range 150 {
 		ops := make([]byte, rng.IntN(200))
 		for i := range ops {
 			ops[i] = byte(rng.UintN(256))
