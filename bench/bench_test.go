@@ -75,9 +75,14 @@ func oneRound(b testing.TB, m *machine.Machine) {
 }
 
 // roundMachine returns a machine whose leaf calls a tool every round, with
-// size messages of history and its transcript built.
+// size messages of history and its transcript built: two rounds run, as
+// the history, a plain slice with no room, is copied once into an array
+// with room when the second round's transcript reaches past it (the
+// first round's messages wait past it); a round after those is what
+// BenchmarkRunRound measures.
 func roundMachine(t testing.TB, size int) *machine.Machine {
 	m := must(machine.Restore(roundCharter(), &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, message.NewHistory(history(size))))
+	oneRound(t, m)
 	oneRound(t, m)
 	return m
 }
@@ -107,16 +112,49 @@ func BenchmarkRunRound(b *testing.B) {
 func BenchmarkRestoreRound(b *testing.B) {
 	for _, size := range []int{100, 1000, 10_000} {
 		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
-			c := roundCharter()
-			h := message.NewHistory(roomy(history(size)))
-			b.ReportAllocs()
-			start := cpu()
-			for b.Loop() {
-				oneRound(b, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
-			}
-			reportCPU(b, cpu()-start)
+			restoreRounds(b, roundCharter(), message.NewHistory(roomy(history(size))))
 		})
 	}
+}
+
+// BenchmarkRestoreRoundPlain is BenchmarkRestoreRound on a plain slice,
+// as an application that keeps its conversations in its own tables
+// hands one to message.NewHistory: no room past its end. The round
+// appends its messages past the slice without copying it (the history
+// joins them when a contiguous read asks for them: the next round's
+// transcript, Messages), and leaves the slice as it was. NewHistory's
+// own read of the messages is BenchmarkNewHistory.
+func BenchmarkRestoreRoundPlain(b *testing.B) {
+	for _, size := range []int{100, 1000, 10_000} {
+		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
+			restoreRounds(b, roundCharter(), message.NewHistory(history(size)))
+		})
+	}
+}
+
+// BenchmarkNewHistory is message.NewHistory on a plain slice: it reads
+// every message once (what each instance sees), and allocates nothing.
+func BenchmarkNewHistory(b *testing.B) {
+	for _, size := range []int{100, 1000, 10_000} {
+		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
+			h := history(size)
+			b.ReportAllocs()
+			for b.Loop() {
+				message.NewHistory(h)
+			}
+		})
+	}
+}
+
+// restoreRounds runs b's iterations: Restore a machine of c from h, then
+// one round.
+func restoreRounds(b *testing.B, c *machine.Charter, h message.History) {
+	b.ReportAllocs()
+	start := cpu()
+	for b.Loop() {
+		oneRound(b, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
+	}
+	reportCPU(b, cpu()-start)
 }
 
 // BenchmarkRestoreRoundAfterRecord is BenchmarkRestoreRound on a history
@@ -129,13 +167,7 @@ func BenchmarkRestoreRoundAfterRecord(b *testing.B) {
 	for _, size := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
 			c := roundCharter()
-			h := ran(b, c, message.NewHistory(roomy(recorded(history(size)))))
-			b.ReportAllocs()
-			start := cpu()
-			for b.Loop() {
-				oneRound(b, must(machine.Restore(c, &instance.Instance{ID: "root", Node: "chat", State: state{Topic: "bench"}}, h)))
-			}
-			reportCPU(b, cpu()-start)
+			restoreRounds(b, c, ran(b, c, message.NewHistory(roomy(recorded(history(size))))))
 		})
 	}
 }
@@ -149,11 +181,20 @@ func ran(tb testing.TB, c *machine.Charter, h message.History) message.History {
 	return h
 }
 
-// recorded returns h with its second message an instance record.
-func recorded(h []message.Message) []message.Message {
-	h[1] = message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", []byte(`{"suspend_id":"s1"}`))}}
+// recordedLast returns h with its last message an instance record.
+func recordedLast(h []message.Message) []message.Message {
+	h[len(h)-1] = suspendRecord
 	return h
 }
+
+// recorded returns h with its second message an instance record.
+func recorded(h []message.Message) []message.Message {
+	h[1] = suspendRecord
+	return h
+}
+
+// suspendRecord is the record of a suspension.
+var suspendRecord = message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", []byte(`{"suspend_id":"s1"}`))}}
 
 // TestRestoreRoundAllocs keeps the first round after a restore flat in
 // history length: the leaf's transcript shares the history and the
@@ -163,15 +204,22 @@ func recorded(h []message.Message) []message.Message {
 // but 880 KB at 10,000. The same after a record (a suspension, a
 // transition), which no transcript shows, in a history a machine ran (as
 // durable's history cache keeps it): the history keeps the transcript
-// from there on, where a leaf copied it (3 MB at 10,000).
+// from there on, where a leaf copied it (3 MB at 10,000). The same from
+// a plain slice, with no room past its end, as an application hands its
+// own to message.NewHistory: the round's messages wait past it, where
+// appending them copied the slice (1.9 MB at 10,000); and from one whose
+// last message is a record, whose transcript is the messages before it,
+// not a copy of them.
 func TestRestoreRoundAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates too: counts are not the library's")
 	}
 	c := roundCharter()
 	for name, shape := range map[string]func([]message.Message) message.History{
-		"plain":        func(h []message.Message) message.History { return message.NewHistory(roomy(h)) },
+		"with room":    func(h []message.Message) message.History { return message.NewHistory(roomy(h)) },
 		"after record": func(h []message.Message) message.History { return ran(t, c, message.NewHistory(roomy(recorded(h)))) },
+		"plain slice":  message.NewHistory,
+		"record last":  func(h []message.Message) message.History { return message.NewHistory(recordedLast(h)) },
 	} {
 		measure := func(size int) (allocs, bytes float64) {
 			h := shape(history(size))

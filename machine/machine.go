@@ -199,6 +199,7 @@ type Machine struct {
 func init() {
 	access.MachineView = func(v any, fn func(*instance.Instance, message.History)) {
 		m := v.(*Machine)
+		m.history.Messages() // joins, once, what the machine appended past a plain slice: readers of the copy find one array
 		fn(m.root, m.history)
 	}
 }

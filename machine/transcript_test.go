@@ -2,6 +2,8 @@ package machine_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/serialize"
 )
 
 // transcriptRecorder calls the leaf's tool (ask for the instance
@@ -224,4 +227,94 @@ func TestWindowedTranscripts(t *testing.T) {
 		}
 	}
 	require.Len(t, m.History(), 6*4, "history keeps every message: question, calls, results, answer")
+}
+
+// tickRecorder calls tick on every request and keeps the transcript each
+// leaf was sent; the tool use's ID is the leaf's and its transcript's
+// length, whichever leaf asks first.
+type tickRecorder struct {
+	mu   sync.Mutex
+	sent map[string][]message.Message
+}
+
+func (r *tickRecorder) Generate(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent[req.InstanceID] = slices.Clip(req.Messages)
+	if len(req.Messages) == 0 {
+		r.sent[req.InstanceID] = nil // an empty history, decoded or not
+	}
+	use := message.ToolUse("toolu_"+req.InstanceID+"_"+strconv.Itoa(len(req.Messages)), "tick", []byte(`{"what":"x"}`))
+	return &llm.Response{Message: message.Message{Parts: []message.Part{use}}, StopReason: llm.ToolUse}, nil
+}
+
+// TestPlainHistoryTranscripts checks, on random histories of shared
+// messages, exchanges scoped to each leaf and records, that a machine
+// restored from a plain slice (message.NewHistory, no room past its
+// end, as an application hands its own) sends each leaf, round after
+// round, the transcript a machine restored from the same history
+// decoded by serialize sends it, and that the first is the restored
+// history as the leaf sees it (VisibleTo).
+func TestPlainHistoryTranscripts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	kinds := []message.Message{
+		message.UserText("hello"),
+		{Role: message.Assistant, Parts: []message.Part{message.Text("hi")}},
+		{Role: message.Assistant, Parts: []message.Part{message.Text("chat's")}, Source: message.Source{InstanceID: "chat", To: "chat"}},
+		{Role: message.User, Parts: []message.Part{message.Text("w1's")}, Source: message.Source{To: "w1"}},
+		{Role: message.Record, Parts: []message.Part{message.RecordPart("note", nil)}},
+		{Role: message.Record, Parts: []message.Part{message.RecordPart("transition", nil)}, Source: message.Source{InstanceID: "chat", To: "chat"}},
+	}
+	tick := node.NewTool("tick", "tick", func(*node.ToolContext[empty], askIn) (string, error) { return "ticked", nil })
+	charterOf := func(model llm.Model) *machine.Charter {
+		chat := mustNode(t, "chat", node.Config[empty]{Tools: []node.Tool[empty]{tick}})
+		worker := mustNode(t, "worker", node.Config[empty]{Worker: true, Tools: []node.Tool[empty]{tick}})
+		root := mustNode(t, "root", node.Config[empty]{})
+		return charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{root, chat, worker}, MaxSteps: 1 << 20})
+	}
+	tree := func() *instance.Instance {
+		return &instance.Instance{ID: "root", Node: "root", State: empty{}, Children: []*instance.Instance{
+			{ID: "chat", Node: "chat", State: empty{}}, {ID: "w1", Node: "worker", State: empty{}},
+		}}
+	}
+	for try := range 40 {
+		msgs := make([]message.Message, rng.IntN(30))
+		for i := range msgs {
+			msgs[i] = kinds[rng.IntN(len(kinds))]
+		}
+		plainModel, decodedModel := &tickRecorder{sent: map[string][]message.Message{}}, &tickRecorder{sent: map[string][]message.Message{}}
+		plain, err := machine.Restore(charterOf(plainModel), tree(), message.NewHistory(slices.Clip(slices.Clone(msgs))))
+		require.NoError(t, err)
+		dc := charterOf(decodedModel)
+		m, err := machine.Restore(dc, tree(), message.NewHistory(slices.Clone(msgs)))
+		require.NoError(t, err)
+		decoded, err := serialize.Unmarshal(dc, marshal(t, m))
+		require.NoError(t, err)
+		for round := range 4 {
+			var inputs []machine.Input
+			if round == 2 {
+				inputs = append(inputs, machine.UserText("more"))
+			}
+			for _, m := range []*machine.Machine{plain, decoded} {
+				for _, err := range m.Run(context.Background(), inputs...) {
+					require.NoError(t, err)
+					break
+				}
+			}
+			require.Equal(t, decodedModel.sent, plainModel.sent, "try %d, round %d: the transcripts sent from the plain history and the decoded one", try, round)
+			if round == 0 {
+				for id, got := range plainModel.sent {
+					var want []message.Message
+					for _, msg := range msgs {
+						if msg.VisibleTo(id) {
+							want = append(want, msg)
+						}
+					}
+					require.Equal(t, want, got, "try %d: the first transcript of %s", try, id)
+				}
+			}
+			clear(plainModel.sent)
+			clear(decodedModel.sent)
+		}
+	}
 }

@@ -16,9 +16,27 @@ import (
 // from a History starts its leaves' transcripts from what it knows
 // without reading the messages again, so restoring a machine and running
 // its first round cost the same at 10,000 messages as at 100, after a
-// suspension or a transition as before one. (Past that point, the
-// transcript of any other instance is built by reading the messages and
-// copying those it sees: the workers of a machine each have one.)
+// suspension or a transition as before one, whether the messages' array
+// has room to append into or not.
+//
+// What still costs in proportion to the history's length, and why:
+//   - NewHistory reads every message once (a few nanoseconds each, no
+//     allocation): what each instance sees is known only by looking.
+//   - Messages appended past a full array (a plain slice, a clipped
+//     copy) wait in an array of their own; the first read that needs all
+//     the messages in one slice (Messages, or a transcript that reaches
+//     past the array: a machine's second round) copies them, once, into
+//     an array with as much room again. A slice has no room to write
+//     into in place, and a transcript is one slice.
+//   - The transcript kept past the first hidden message is shared with
+//     the history while the messages the instance sees follow each other
+//     (those it does not see all come before or after them); once one it
+//     does not see lies between two it does, the first Transcript call
+//     copies the messages it sees, once, and from then on keeps them as
+//     messages are appended. (The machine keeps the transcript of any
+//     other instance itself: the history's messages up to the first the
+//     instance does not see, then a copy; the workers of a machine each
+//     have one.)
 //
 // The zero History is empty and ready to use. A History is a small
 // value, like a slice: copies share the messages' array (and the
@@ -27,6 +45,9 @@ import (
 // over), or Clip the copies that others may append to.
 type History struct {
 	msgs []Message
+	// more are the messages appended while msgs had no room for them, in
+	// order after msgs, until join moves them to an array with msgs.
+	more []Message
 	// open is how many of the first messages are visible to every
 	// instance: no record, none scoped to an instance.
 	open int
@@ -42,39 +63,97 @@ type History struct {
 	// instance's transcript is then the same). The first messages, up to
 	// viewFrom, are all the viewer's. view is that transcript once a
 	// Transcript call built it (built), kept as messages are appended:
-	// a history that is only read, never run, does not build it.
-	viewing  bool
+	// a history that is only read, never run, does not build it. While
+	// span is set, the view is not a copy but the messages lo to hi,
+	// every message the viewer sees.
 	viewer   string
 	viewFrom int
-	built    bool
 	view     []Message
+	lo, hi   int
 	// pin is the instance Follow asked for: the view, when it starts,
 	// is its transcript.
 	pin string
 	// records are the positions of the records in msgs, in order.
 	records []int
+	viewing bool
+	built   bool
+	span    bool
+	// grown is set while msgs is an array the history made (Append,
+	// join): past its end it grows at once, as a machine that ran a
+	// round reads it whole again the next.
+	grown bool
 }
 
 // NewHistory returns the history of msgs, reading each message once to
 // learn what prefix each instance sees. The history takes msgs over,
-// with their array's spare room, into which it appends.
+// with their array's spare room, into which it appends; with no room
+// left, it appends into an array of its own and leaves msgs' as it is
+// until a read needs every message in one slice (see History). A slice
+// read into an array made with room past its messages (make(…, 0,
+// n+n/4)) is never copied.
 func NewHistory(msgs []Message) History {
 	h := History{msgs: msgs}
 	h.learn(0)
 	return h
 }
 
-// Append adds msgs to the end of h. When the array is full it doubles (a
-// long history is copied about once per message it holds, where append's
-// growth by a quarter past 256 messages copies it four times, and leaves
-// fewer and smaller arrays behind).
+// Append adds msgs to the end of h: into the room of h's array, or, when
+// it has none left, into an array of the messages past it, which a read
+// that needs them all in one slice joins to the others; past the end of
+// an array the history made itself (Append, join), it grows that one
+// instead. Arrays double when full (a long history is copied about once
+// per message it holds, where append's growth by a quarter past 256
+// messages copies it four times, and leaves fewer and smaller arrays
+// behind).
 func (h *History) Append(msgs ...Message) {
-	n := len(h.msgs)
-	if n+len(msgs) > cap(h.msgs) {
-		h.msgs = slices.Grow(h.msgs, max(len(msgs), n))
+	n := h.Len()
+	switch {
+	case len(h.more) == 0 && n+len(msgs) <= cap(h.msgs):
+		h.msgs = append(h.msgs, msgs...)
+	case len(h.more) == 0 && (n == 0 || h.grown):
+		h.msgs, h.grown = grow(h.msgs, msgs), true
+	default:
+		h.more = grow(h.more, msgs)
 	}
-	h.msgs = append(h.msgs, msgs...)
 	h.learn(n)
+}
+
+// grow appends msgs to s, doubling its array when full.
+func grow(s, msgs []Message) []Message {
+	if len(s)+len(msgs) > cap(s) {
+		s = slices.Grow(s, max(len(msgs), len(s)))
+	}
+	return append(s, msgs...)
+}
+
+// join moves the messages appended past a full array (more) into one
+// array with the others, with room for as many again.
+func (h *History) join() {
+	if len(h.more) == 0 {
+		return
+	}
+	h.msgs = append(slices.Grow(h.msgs, max(len(h.more), len(h.msgs))), h.more...)
+	h.more, h.grown = nil, true // copies of h may hold more: it is never written again
+}
+
+// at returns the i-th message of h.
+func (h *History) at(i int) *Message {
+	if i < len(h.msgs) {
+		return &h.msgs[i]
+	}
+	return &h.more[i-len(h.msgs)]
+}
+
+// appendRange appends the messages of h from from to to to dst.
+func (h *History) appendRange(dst []Message, from, to int) []Message {
+	n := len(h.msgs)
+	if from < n {
+		dst = append(dst, h.msgs[from:min(to, n)]...)
+	}
+	if to > n {
+		dst = append(dst, h.more[max(from-n, 0):to-n]...)
+	}
+	return dst
 }
 
 // learn extends the prefixes over the messages from from on, and where
@@ -84,8 +163,8 @@ func (h *History) learn(from int) {
 		h.follow(from)
 		return
 	}
-	for ; h.seen < len(h.msgs); h.seen++ {
-		m := &h.msgs[h.seen]
+	for n := h.Len(); h.seen < n; h.seen++ {
+		m := h.at(h.seen)
 		if m.Role == Record {
 			h.startView()
 			return
@@ -114,10 +193,12 @@ func (h *History) startView() {
 
 // follow takes in the messages from from on: it notes the records, makes
 // the instance of the first scoped message the viewer when there is none
-// yet, and adds to a built view what its viewer sees.
+// yet, and adds to a built view what its viewer sees: a span grows by a
+// message right after it, and is given up when one the viewer does not
+// see lies between (the next Transcript call then copies the view).
 func (h *History) follow(from int) {
-	for i := from; i < len(h.msgs); i++ {
-		m := &h.msgs[i]
+	for i, n := from, h.Len(); i < n; i++ {
+		m := h.at(i)
 		switch {
 		case m.Role == Record:
 			h.records = append(h.records, i)
@@ -125,35 +206,64 @@ func (h *History) follow(from int) {
 		case h.viewer == "":
 			h.viewer = m.Source.To // "" while no message is scoped
 		}
-		if h.built && m.VisibleTo(h.viewer) {
-			if len(h.view) == cap(h.view) {
-				h.view = slices.Grow(h.view, len(h.view)) // doubling, as Append
-			}
+		if !h.built || !m.VisibleTo(h.viewer) {
+			continue
+		}
+		switch {
+		case !h.span:
+			h.view = grow(h.view, []Message{*m})
+		case h.lo == h.hi:
+			h.lo, h.hi = i, i+1
+		case h.hi == i:
+			h.hi++
+		default:
+			h.built, h.span = false, false
+		}
+	}
+}
+
+// build builds the view: the first viewFrom messages, then the messages
+// after them that the viewer sees. While they follow each other, the
+// view is their span; past the first gap, a copy with room for the rest
+// of the history and half as much again.
+func (h *History) build() {
+	n := h.Len()
+	lo, hi, i := 0, h.viewFrom, h.viewFrom
+	for ; i < n; i++ {
+		if !h.at(i).VisibleTo(h.viewer) {
+			continue
+		}
+		if lo == hi {
+			lo = i
+		} else if i != hi {
+			break
+		}
+		hi = i + 1
+	}
+	h.built = true
+	if i == n {
+		h.span, h.lo, h.hi, h.view = true, lo, hi, nil
+		return
+	}
+	h.view = h.appendRange(make([]Message, 0, n+n/2+8), lo, hi)
+	for ; i < n; i++ {
+		if m := h.at(i); m.VisibleTo(h.viewer) {
 			h.view = append(h.view, *m)
 		}
 	}
 }
 
-// build builds the view: the first viewFrom messages, copied with room
-// for the rest of the history and half as much again, then the messages
-// after them that the viewer sees.
-func (h *History) build() {
-	n := len(h.msgs)
-	h.view = append(make([]Message, 0, n+n/2+8), h.msgs[:h.viewFrom]...)
-	for i := h.viewFrom; i < n; i++ {
-		if h.msgs[i].VisibleTo(h.viewer) {
-			h.view = append(h.view, h.msgs[i])
-		}
-	}
-	h.built = true
+// Messages returns the messages of h, capped so that appending to the
+// result copies it. They are h's own: read them, do not modify them. The
+// first call after messages were appended past a full array copies them
+// all into one array (see History).
+func (h *History) Messages() []Message {
+	h.join()
+	return slices.Clip(h.msgs)
 }
 
-// Messages returns the messages of h, capped so that appending to the
-// result copies it. They are h's own: read them, do not modify them.
-func (h History) Messages() []Message { return slices.Clip(h.msgs) }
-
 // Len returns the number of messages in h.
-func (h History) Len() int { return len(h.msgs) }
+func (h History) Len() int { return len(h.msgs) + len(h.more) }
 
 // SeenBy returns how many of the first messages of h the instance id
 // sees every one of (VisibleTo id), as far as h knows without reading
@@ -170,18 +280,29 @@ func (h History) SeenBy(id string) int {
 // Transcript returns the messages the instance id sees (VisibleTo), in
 // order, when h keeps them: ok is false for an instance other than the
 // one h follows, once some message is hidden from one instance and not
-// from another. The first call past that point copies them (once): a
-// history that is only read pays nothing for it. The result is h's own,
-// capped so that appending to it copies it: read it, do not modify it.
+// from another. Past that point they are shared with h while they
+// follow each other, and copied (once) by the first call after one that
+// id does not see came between two it does: a history that is only read
+// pays nothing for it. A transcript that reaches past messages appended
+// beyond a full array joins them first (see History). The result is h's
+// own, capped so that appending to it copies it: read it, do not modify
+// it.
 func (h *History) Transcript(id string) (msgs []Message, ok bool) {
 	switch {
 	case !h.viewing && (h.owner == "" || h.owner == id):
+		h.join()
 		return slices.Clip(h.msgs), true
 	case h.viewing && (h.viewer == "" || h.viewer == id):
 		if !h.built {
 			h.build()
 		}
-		return slices.Clip(h.view), true
+		if !h.span {
+			return slices.Clip(h.view), true
+		}
+		if h.hi > len(h.msgs) {
+			h.join()
+		}
+		return h.msgs[h.lo:h.hi:h.hi], true
 	}
 	return nil, false
 }
@@ -202,7 +323,7 @@ func (h *History) Follow(id string) {
 		return
 	}
 	// Every instance sees the first open messages.
-	h.viewing, h.viewer, h.viewFrom, h.built, h.view = true, id, h.open, false, nil
+	h.viewing, h.viewer, h.viewFrom, h.built, h.span, h.view = true, id, h.open, false, false, nil
 }
 
 // Records returns the positions in h of its records (Role Record), in
@@ -217,7 +338,8 @@ func (h History) Records() []int { return slices.Clip(h.records) }
 // to the result copies the messages instead of writing where h, or
 // another copy, may append.
 func (h History) Clip() History {
-	h.msgs = slices.Clip(h.msgs)
+	h.msgs, h.grown = slices.Clip(h.msgs), false
+	h.more = slices.Clip(h.more)
 	h.view = slices.Clip(h.view)
 	h.records = slices.Clip(h.records)
 	return h

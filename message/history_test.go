@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -236,4 +237,219 @@ func ExampleHistory_Transcript() {
 	// 4 messages, 3 in the agent's transcript: true
 	// records at [1]
 	// another instance's is known: false
+}
+
+// historyKinds are the messages the random histories below are made of:
+// shared ones, exchanges scoped to a, b and root, and records (one
+// scoped to root).
+var historyKinds = []message.Message{
+	message.UserText("hi"),
+	{Role: message.Assistant, Parts: []message.Part{message.Text("hello")}},
+	{Role: message.Tool, Parts: []message.Part{message.ToolResult("t", "a", false)}, Source: message.Source{To: "a"}},
+	{Role: message.Tool, Parts: []message.Part{message.ToolResult("t", "b", false)}, Source: message.Source{To: "b"}},
+	{Role: message.Assistant, Parts: []message.Part{message.Text("root")}, Source: message.Source{To: "root"}},
+	{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", nil)}},
+	{Role: message.Record, Parts: []message.Part{message.RecordPart("transition", nil)}, Source: message.Source{To: "root"}},
+}
+
+// checkHistoryOps plays ops (a byte each, and the bytes they take) on
+// two histories of the same messages: a plain slice with no room past
+// its end, as an application hands one over, and the same messages with
+// room, as serialize decodes them. Both must hold the messages appended,
+// give the same answer to every Transcript call, and that answer must
+// be what the instance sees (VisibleTo); SeenBy must never count a
+// message hidden from the instance; a clipped copy appended to must
+// leave the history as it was.
+func checkHistoryOps(t *testing.T, ops []byte) {
+	ids := []string{"a", "b", "root", "c"}
+	next := func() byte {
+		if len(ops) == 0 {
+			return 0
+		}
+		b := ops[0]
+		ops = ops[1:]
+		return b
+	}
+	var want []message.Message
+	for range int(next()) % 48 {
+		want = append(want, historyKinds[int(next())%len(historyKinds)])
+	}
+	plain := message.NewHistory(slices.Clone(want))
+	roomy := message.NewHistory(append(make([]message.Message, 0, len(want)*2), want...))
+	hs := map[string]*message.History{"plain": &plain, "roomy": &roomy}
+	visible := func(id string) []message.Message {
+		var out []message.Message
+		for _, m := range want {
+			if m.VisibleTo(id) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for step := 0; len(ops) > 0; step++ {
+		switch op := next(); op % 6 {
+		case 0, 1: // append one to four messages
+			add := make([]message.Message, 1+int(next())%4)
+			for i := range add {
+				add[i] = historyKinds[int(next())%len(historyKinds)]
+			}
+			want = append(want, add...)
+			for _, h := range hs {
+				h.Append(add...)
+			}
+		case 2: // the transcript of an instance
+			id := ids[int(next())%len(ids)]
+			pt, pok := plain.Transcript(id)
+			rt, rok := roomy.Transcript(id)
+			if pok != rok {
+				t.Fatalf("step %d: Transcript(%q) known %v from the plain slice, %v with room", step, id, pok, rok)
+			}
+			if !pok {
+				continue
+			}
+			if want := visible(id); !sameMessages(want, pt) {
+				t.Fatalf("step %d: Transcript(%q) of the plain slice (-want +got):\n%s", step, id, cmp.Diff(want, pt, cmpopts.EquateEmpty()))
+			}
+			if !sameMessages(pt, rt) {
+				t.Fatalf("step %d: Transcript(%q), plain (-) and with room (+):\n%s", step, id, cmp.Diff(pt, rt, cmpopts.EquateEmpty()))
+			}
+		case 3:
+			id := ids[int(next())%len(ids)]
+			for _, h := range hs {
+				h.Follow(id)
+			}
+		case 4: // a clipped copy's appends do not reach the history
+			for _, h := range hs {
+				c := h.Clip()
+				c.Append(message.UserText("the copy's"))
+				c.Transcript("a")
+			}
+		case 5:
+			for name, h := range hs {
+				if got := h.Messages(); !sameMessages(want, got) {
+					t.Fatalf("step %d: %s: messages (-want +got):\n%s", step, name, cmp.Diff(want, got, cmpopts.EquateEmpty()))
+				}
+			}
+		}
+		for name, h := range hs {
+			if h.Len() != len(want) {
+				t.Fatalf("step %d: %s: Len %d, want %d", step, name, h.Len(), len(want))
+			}
+			for _, id := range ids {
+				for i, m := range want[:h.SeenBy(id)] {
+					if !m.VisibleTo(id) {
+						t.Fatalf("step %d: %s: message %d is in the prefix %s sees but hidden from it", step, name, i, id)
+					}
+				}
+			}
+		}
+	}
+	for name, h := range hs {
+		if diff := cmp.Diff(want, h.Messages(), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("%s: messages (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// sameMessages reports whether a and b hold the same messages of
+// historyKinds (whose copies share their parts' array), faster than
+// comparing them field by field.
+func sameMessages(a, b []message.Message) bool {
+	return slices.EqualFunc(a, b, func(x, y message.Message) bool {
+		return x.Role == y.Role && x.Source == y.Source && len(x.Parts) == len(y.Parts) && &x.Parts[0] == &y.Parts[0]
+	})
+}
+
+// FuzzHistory plays random operations on a history of a plain slice and
+// one with room (checkHistoryOps).
+func FuzzHistory(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{10, 0, 1, 0, 1, 0, 2, 0, 2, 2, 2, 5})                  // shared, then appended
+	f.Add([]byte{6, 5, 0, 1, 0, 1, 0, 0, 1, 0, 2, 2, 2, 0, 0, 2, 2})    // a record first
+	f.Add([]byte{6, 0, 1, 4, 6, 0, 0, 2, 2, 0, 0, 0, 2, 2, 5, 4, 2, 2}) // a record in between
+	f.Add([]byte{4, 0, 2, 3, 1, 3, 1, 2, 0, 0, 3, 2, 1, 2, 1, 5})       // scoped to others, Follow
+	f.Fuzz(checkHistoryOps)
+}
+
+// TestHistoryOps runs checkHistoryOps on random operations.
+func TestHistoryOps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 150 {
+		ops := make([]byte, rng.IntN(200))
+		for i := range ops {
+			ops[i] = byte(rng.UintN(256))
+		}
+		checkHistoryOps(t, ops)
+	}
+}
+
+// TestHistoryShares checks that a transcript that is one run of the
+// history's messages is the history's own, not a copy, from a plain
+// slice as from one with room: every message, the messages before a
+// record, after records, or before another instance's exchange.
+func TestHistoryShares(t *testing.T) {
+	user, reply := message.UserText("hi"), message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("hello")}}
+	record := message.Message{Role: message.Record, Parts: []message.Part{message.RecordPart("suspended", nil)}}
+	other := message.Message{Role: message.Tool, Parts: []message.Part{message.ToolResult("t", "ok", false)}, Source: message.Source{To: "b"}}
+	tests := []struct {
+		name   string
+		msgs   []message.Message
+		lo, hi int // the span of a's transcript
+	}{
+		{"shared", []message.Message{user, reply, user}, 0, 3},
+		{"records first", []message.Message{record, record, user, reply}, 2, 4},
+		{"record last", []message.Message{user, reply, record}, 0, 2},
+		{"another's last", []message.Message{user, reply, other, record}, 0, 2},
+	}
+	for _, tt := range tests {
+		for how, msgs := range map[string][]message.Message{"plain": slices.Clone(tt.msgs), "with room": append(make([]message.Message, 0, 16), tt.msgs...)} {
+			h := message.NewHistory(msgs)
+			h.Follow("a")
+			var got []message.Message
+			if allocs := testing.AllocsPerRun(10, func() { got, _ = h.Transcript("a") }); allocs != 0 {
+				t.Errorf("%s, %s: Transcript allocates %v times", tt.name, how, allocs)
+			}
+			if len(got) != tt.hi-tt.lo || &got[0] != &msgs[tt.lo] {
+				t.Errorf("%s, %s: the transcript is not messages %d to %d of the history", tt.name, how, tt.lo, tt.hi)
+			}
+		}
+	}
+	// A message a sees after one it does not: the next Transcript call
+	// copies, the history's messages unchanged.
+	msgs := []message.Message{user, record}
+	h := message.NewHistory(msgs)
+	h.Transcript("a")
+	h.Append(reply)
+	got, _ := h.Transcript("a")
+	if want := []message.Message{user, reply}; !cmp.Equal(want, got) {
+		t.Errorf("after a record, the transcript is %v, want %v", got, want)
+	}
+	if !cmp.Equal([]message.Message{user, record}, msgs) {
+		t.Errorf("the plain slice changed: %v", msgs)
+	}
+}
+
+// TestHistoryPlainSlice checks that a history appended to past a plain
+// slice (no room) leaves the slice's array as it was until a read needs
+// every message in one slice, which copies them once.
+func TestHistoryPlainSlice(t *testing.T) {
+	msgs := make([]message.Message, 1000)
+	for i := range msgs {
+		msgs[i] = message.UserText(strconv.Itoa(i))
+	}
+	h := message.NewHistory(msgs)
+	first, _ := h.Transcript("a")
+	for i := range 10 {
+		h.Append(message.UserText("more " + strconv.Itoa(i)))
+	}
+	if &first[0] != &msgs[0] || h.Len() != 1010 {
+		t.Fatalf("the first transcript is not the slice, or the history lost messages (%d)", h.Len())
+	}
+	all := h.Messages()
+	if &all[0] == &msgs[0] || len(all) != 1010 || all[1009].Text() != "more 9" || all[999].Text() != "999" {
+		t.Fatalf("Messages did not join the messages appended past the slice into one array")
+	}
+	if again := h.Messages(); &again[0] != &all[0] {
+		t.Errorf("a second read copied the messages again")
+	}
 }

@@ -57,12 +57,12 @@ func (h History) WindowFits(n int, ids ...string) bool {
 	var seen []int // positions in h of the messages an instance sees
 	for _, id := range ids {
 		seen = seen[:0]
-		for i := range h.msgs {
-			if h.msgs[i].VisibleTo(id) {
+		for i := range h.Len() {
+			if h.at(i).VisibleTo(id) {
 				seen = append(seen, i)
 			}
 		}
-		if windowStart(len(seen), n, func(i int) Role { return h.msgs[seen[i]].Role }) == 0 {
+		if windowStart(len(seen), n, func(i int) Role { return h.at(seen[i]).Role }) == 0 {
 			return false
 		}
 	}

@@ -13,13 +13,18 @@ import (
 	"github.com/markov-agents/markov/serialize"
 )
 
-// TestSharedHistory backs capped: machines restored from one decoded
-// history, run and serialized, leave it as it was.
+// TestSharedHistory backs capped and markovPlainRound: machines restored
+// from one decoded history, or from one plain slice, run and serialized,
+// leave it as it was.
 func TestSharedHistory(t *testing.T) {
 	c, _ := markovCharter(t, newMarkovModel(false), false)
 	h := markovHistory(100)
-	for range 2 {
-		m := ok(machine.Restore(c, deskTree(false), capped(h)))(t)
+	for i := range 4 {
+		history := capped(h)
+		if i >= 2 {
+			history = message.NewHistory(h)
+		}
+		m := ok(machine.Restore(c, deskTree(false), history))(t)
 		for range 3 {
 			ok(markovRoundOf(m))(t)
 		}

@@ -171,13 +171,30 @@ func markovRound(tb testing.TB, n int) run {
 func markovRestoreRound(tb testing.TB, calls, n int) run {
 	c, counter := markovCharter(tb, newMarkovModel(false, calls), false)
 	h := message.NewHistory(roomy(markovHistory(n)))
+	return restoreRun(c, counter, func() message.History { return h })
+}
+
+// markovPlainRound is markovRestoreRound from a plain slice of n
+// messages, as an application that keeps its conversations in its own
+// tables hands one over: each run wraps it with message.NewHistory
+// (which reads every message once) and restores a machine from it. The
+// slice has no room past its end: the round's messages go past it, and
+// it is left as it was for the next run.
+func markovPlainRound(tb testing.TB, n int) run {
+	c, counter := markovCharter(tb, newMarkovModel(false), false)
+	h := markovHistory(n)
+	return restoreRun(c, counter, func() message.History { return message.NewHistory(h) })
+}
+
+// restoreRun restores a machine of c from history() and runs one round.
+func restoreRun(c *machine.Charter, calls *atomic.Int64, history func() message.History) run {
 	return run{do: func() (string, error) {
-		m, err := machine.Restore(c, deskTree(false), h)
+		m, err := machine.Restore(c, deskTree(false), history())
 		if err != nil {
 			return "", err
 		}
 		return markovRoundOf(m)
-	}, calls: counter}
+	}, calls: calls}
 }
 
 func markovUnmarshalRound(tb testing.TB, n int) run {

@@ -123,6 +123,16 @@ func BenchmarkRestoreRound(b *testing.B) {
 	})
 }
 
+// Workload 2c: the first round after taking in a plain slice, as an
+// application that keeps its conversations in its own tables has one:
+// markov wraps it with message.NewHistory and restores a machine from
+// it, eino's ReAct agent is invoked with it (as in workload 2a).
+func BenchmarkPlainRestoreRound(b *testing.B) {
+	sizes(b, []int{100, 10_000}, func(b *testing.B, n int) {
+		compare(b, func(tb testing.TB) run { return markovPlainRound(tb, n) }, func(tb testing.TB) run { return einoInputRound(tb, n) })
+	})
+}
+
 // Workload 2b: the first round after a restore from bytes: markov
 // decodes a serialized machine (serialize.Unmarshal), eino resumes its
 // ReAct graph from a checkpoint in its CheckPointStore.
@@ -165,6 +175,7 @@ func TestWorkloads(t *testing.T) {
 	}{
 		{"round", func(tb testing.TB) run { return markovRound(tb, 100) }, func(tb testing.TB) run { return einoRound(tb, 100) }, 1, toolResult},
 		{"restore round", func(tb testing.TB) run { return markovRestoreRound(tb, 1, 1000) }, func(tb testing.TB) run { return einoInputRound(tb, 1000) }, 1, toolResult},
+		{"plain restore round", func(tb testing.TB) run { return markovPlainRound(tb, 1000) }, func(tb testing.TB) run { return einoInputRound(tb, 1000) }, 1, toolResult},
 		{"checkpoint round", func(tb testing.TB) run { return markovUnmarshalRound(tb, 1000) }, func(tb testing.TB) run { return einoCheckpointRound(tb, 1000) }, 1, toolResult},
 		{"suspend resume", func(tb testing.TB) run { return markovCycle(tb, 1000) }, func(tb testing.TB) run { return einoCycle(tb, 1000) }, 1, finalAnswer},
 		{"workers", func(tb testing.TB) run { return markovWorkers(tb, 100, 100) }, func(tb testing.TB) run { return einoWorkers(tb, 100, 100) }, 101, toolResult},
