@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
@@ -44,6 +46,7 @@ type fixture struct {
 func suspended(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
+	// testing:clock:begin
 	clock := &Clock{now: start}
 	charter, err := NewCharter(ScriptedModel(), clock.Now)
 	require.NoError(t, err)
@@ -52,6 +55,7 @@ func suspended(t *testing.T) fixture {
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	r, err := durable.New(durable.Config{Store: s, Charter: charter})
 	require.NoError(t, err)
+	// testing:clock:end
 	id, err := r.Create(ctx, "", NodeName, nil)
 	require.NoError(t, err)
 	steps, err := testkit.Collect(r.Run(ctx, id, machine.UserText("file it")))
@@ -76,6 +80,7 @@ func (f fixture) ledger(t *testing.T) Ledger {
 func TestTheSweeperUsesTheCharterClock(t *testing.T) {
 	ctx := context.Background()
 	f := suspended(t)
+	// testing:advance:begin
 	f.clock.Advance(ApprovalWindow - time.Minute)
 	n, err := f.runner.Sweep(ctx, 0)
 	require.NoError(t, err)
@@ -87,6 +92,7 @@ func TestTheSweeperUsesTheCharterClock(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "due at the deadline itself")
 	require.Equal(t, "rejected", f.ledger(t).Expenses[0].Status, "the on-timeout payload went through the resume handler")
+	// testing:advance:end
 	sp, err := f.runner.Suspension(ctx, f.susID)
 	require.NoError(t, err)
 	require.Equal(t, "expired", string(sp.Status))
@@ -120,6 +126,49 @@ func TestAMalformedDecisionChangesNothing(t *testing.T) {
 	require.Equal(t, "pending", f.ledger(t).Expenses[0].Status)
 
 	f.clock.Advance(ApprovalWindow)
+	n, err := f.runner.Sweep(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, "rejected", f.ledger(t).Expenses[0].Status)
+}
+
+// TestTheDeadlineInABubble moves time with testing/synctest instead of a
+// clock of its own: the charter reads time.Now, which inside the bubble is
+// the bubble's clock, and time.Sleep jumps it forward at once.
+func TestTheDeadlineInABubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// testing:synctest:begin
+		ctx := context.Background()
+		charter, err := NewCharter(ScriptedModel(), nil) // time.Now: the bubble's clock
+		require.NoError(t, err)
+		r, err := durable.New(durable.Config{Store: memstore.New(), Charter: charter})
+		require.NoError(t, err)
+		id, err := r.Create(ctx, "", NodeName, nil)
+		require.NoError(t, err)
+		_, err = testkit.Collect(r.Run(ctx, id, machine.UserText("file it")))
+		require.NoError(t, err)
+
+		time.Sleep(ApprovalWindow) // no wait: the bubble's clock jumps 48 hours
+		n, err := r.Sweep(ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		m, _, err := r.Load(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "rejected", m.Root().State.(Ledger).Expenses[0].Status)
+		// testing:synctest:end
+	})
+}
+
+// TestADecisionAfterTheDeadlineIsRefused: once the deadline has passed on
+// the charter's clock, a manager's decision is refused even before any
+// sweep, and changes nothing; the sweep then applies the on-timeout action.
+func TestADecisionAfterTheDeadlineIsRefused(t *testing.T) {
+	ctx := context.Background()
+	f := suspended(t)
+	f.clock.Advance(ApprovalWindow)
+	_, err := testkit.Collect(f.runner.Resume(ctx, f.susID, Decision{Approved: true}, false))
+	require.ErrorIs(t, err, machine.ErrDeadlinePassed)
+	require.Equal(t, "pending", f.ledger(t).Expenses[0].Status)
 	n, err := f.runner.Sweep(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
