@@ -1,6 +1,7 @@
 package doccheck_test
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"os"
@@ -109,4 +110,12 @@ func TestBrokenLinksFindsAMissingFileAndHeading(t *testing.T) {
 func TestSlug(t *testing.T) {
 	require.Equal(t, "5-suspend-and-resume", doccheck.Slug("5. Suspend and resume"))
 	require.Equal(t, "acp-markov-in-your-editor", doccheck.Slug("ACP: markov in your editor"))
+}
+
+// TestREADMEIsAFrontDoor: the README stays short; detail goes to docs/.
+func TestREADMEIsAFrontDoor(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	lines := bytes.Count(readme, []byte("\n"))
+	require.LessOrEqual(t, lines, 300, "README.md has %d lines; move detail to a guide in docs/", lines)
 }
