@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/internal/testkit"
 )
 
 // tsClientDir is the Node project of the official TypeScript ACP client
@@ -86,15 +88,9 @@ type tsResult struct {
 // — and prints what it saw.
 func TestTypeScriptClient(t *testing.T) {
 	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node is not installed: CI must install Node.js for the ACP end-to-end test")
-		}
-		t.Skip("node is not installed")
-	}
-	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@agentclientprotocol", "sdk", "package.json")); err != nil {
-		t.Fatalf("the TypeScript ACP client is not installed: run 'npm ci' in acp/testdata/tsclient (.ci/run does): %v", err)
-	}
+	testkit.Require(t, err, "Node.js", "apt-get install nodejs npm, then cd acp/testdata/tsclient && npm ci (or .ci/run)")
+	_, err = os.Stat(filepath.Join(tsClientDir, "node_modules", "@agentclientprotocol", "sdk", "package.json"))
+	testkit.Require(t, err, "the TypeScript ACP client", "cd acp/testdata/tsclient && npm ci (or .ci/run)")
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "markov")

@@ -23,7 +23,8 @@ import (
 var updateScreenshots = flag.Bool("update-screenshots", false, "write the console screenshots under docs/")
 
 // chromiumPath finds Debian's chromium. Without one the browser tests
-// skip, unless CI is set: there they fail (.ci/run installs it).
+// skip, unless CI is set: there they fail (testkit.Require; .ci/run
+// installs it).
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
@@ -31,13 +32,11 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	if p, err := exec.LookPath("chromium"); err == nil {
+	p, err := exec.LookPath("chromium")
+	if err == nil {
 		return p
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is missing: .ci/run installs it with apt-get install -y chromium")
-	}
-	t.Skip("chromium is not installed (apt-get install -y chromium); CI runs these tests")
+	testkit.Require(t, err, "chromium", "apt-get install -y chromium (or .ci/run)")
 	return ""
 }
 

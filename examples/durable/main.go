@@ -84,6 +84,7 @@ func withRunner(ctx context.Context, path string, fn func(*durable.Runner) error
 	if err != nil {
 		return err
 	}
+	// durable:open:begin
 	s, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 	if err != nil {
 		return err
@@ -93,6 +94,7 @@ func withRunner(ctx context.Context, path string, fn func(*durable.Runner) error
 	if err != nil {
 		return err
 	}
+	// durable:open:end
 	return fn(r)
 }
 
@@ -101,6 +103,7 @@ func withRunner(ctx context.Context, path string, fn func(*durable.Runner) error
 func start(ctx context.Context, path string, w io.Writer) error {
 	var suspendID string
 	err := withRunner(ctx, path, func(r *durable.Runner) error {
+		// durable:run:begin
 		id, err := r.Create(ctx, "", refund.NodeName, nil)
 		if err != nil {
 			return err
@@ -119,6 +122,7 @@ func start(ctx context.Context, path string, w io.Writer) error {
 				suspendID = call.SuspendID
 			}
 		}
+		// durable:run:end
 		if suspendID == "" {
 			return errors.New("the run ended without suspending")
 		}
@@ -150,6 +154,7 @@ func resume(ctx context.Context, path, suspendID string, w io.Writer) error {
 		return err // sqlite.Open would create an empty database
 	}
 	return withRunner(ctx, path, func(r *durable.Runner) error {
+		// durable:resume:begin
 		sp, err := r.Suspension(ctx, suspendID)
 		if err != nil {
 			return err
@@ -165,6 +170,7 @@ func resume(ctx context.Context, path, suspendID string, w io.Writer) error {
 				}
 			}
 		}
+		// durable:resume:end
 		m, _, err := r.Load(ctx, sp.MachineID)
 		if err != nil {
 			return err

@@ -94,6 +94,7 @@ func demo(ctx context.Context, w io.Writer, model llm.Model) error {
 // newCharter returns the research charter: a lead node that dispatches
 // researcher workers and summarizes what they cede.
 func newCharter(model llm.Model) (*machine.Charter, error) {
+	// research:spawn:begin
 	dispatch := node.NewTransition("dispatch", "Spawn one researcher per topic. They report back when done.",
 		func(ctx *node.TransitionContext[struct{}], args DispatchArgs) (instance.Effect, error) {
 			if len(args.Topics) == 0 {
@@ -108,6 +109,7 @@ func newCharter(model llm.Model) (*machine.Charter, error) {
 			}
 			return instance.Spawn(children...), nil
 		}, node.Targets(researcherNode))
+	// research:spawn:end
 	lead, err := node.New(leadNode, node.Config[struct{}]{
 		Instructions: "Split the user's question into topics, dispatch a researcher per topic, then summarize their findings.",
 		Transitions:  []node.Transition[struct{}]{dispatch},
@@ -124,12 +126,14 @@ func newCharter(model llm.Model) (*machine.Charter, error) {
 			}
 			return found, nil
 		}, node.Concurrent())
+	// research:worker:begin
 	researcher, err := node.New(researcherNode, node.Config[Assignment]{
 		Instructions: "Research your topic with search, then cede a one-line finding to the lead.",
 		Tools:        []node.Tool[Assignment]{search},
 		Transitions:  []node.Transition[Assignment]{node.Ceder[Assignment]("Hand your finding to the lead and finish.")},
 		Worker:       true,
 	})
+	// research:worker:end
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 // Package tour is the README's short tour as a program. The README shows
-// the lines between this file's "tour:" marker comments, in order; the
-// package's test runs the tour and checks that the README still shows
-// exactly those lines.
+// the region "tour" of this file (the lines between its "tour:begin" and
+// "tour:end" comments, in order); docs/first-agent.md shows the regions
+// nested in it. The package's test runs the tour and checks that the
+// README still shows exactly those lines; internal/doccheck's test checks
+// the guide.
 package tour
 
 import (
@@ -18,6 +20,7 @@ import (
 )
 
 // tour:begin
+// tour:types:begin
 
 type ledger struct {
 	Refunded []string `json:"refunded"`
@@ -29,12 +32,14 @@ type approval struct {
 	OK bool `json:"ok"`
 }
 
+// tour:types:end
 // tour:end
 
 // NewCharter returns the tour's charter around model: one node, support,
 // with one tool, request_refund, that suspends until a manager decides.
 func NewCharter(model llm.Model) *machine.Charter {
 	// tour:begin
+	// tour:tool:begin
 
 	// A tool with typed input (JSON Schema inferred, input validated) that
 	// suspends until a manager decides — with an approval: a resume payload
@@ -44,7 +49,9 @@ func NewCharter(model llm.Model) *machine.Charter {
 			return "", ctx.Suspend("needs approval",
 				instance.WithMetadata(in), instance.WithTimeout(48*time.Hour))
 		}, node.ResumeWith[approval]())
+	// tour:tool:end
 
+	// tour:charter:begin
 	support, _ := node.New("support", node.Config[ledger]{
 		Instructions: "Help customers. Refunds need a manager's approval.",
 		Tools:        []node.Tool[ledger]{requestRefund},
@@ -53,6 +60,7 @@ func NewCharter(model llm.Model) *machine.Charter {
 		Model: model, // llm/anthropic, llm/openai, or llm/scripted
 		Nodes: []*node.Node{support},
 	})
+	// tour:charter:end
 	// tour:end
 	return charter
 }
@@ -61,6 +69,7 @@ func NewCharter(model llm.Model) *machine.Charter {
 // it suspends, and hands the machine's bytes and pending calls to save.
 func Park(ctx context.Context, charter *machine.Charter, save func([]byte, []instance.SuspendedCall) error) error {
 	// tour:begin
+	// tour:run:begin
 	m, _ := charter.NewMachine("support", nil)
 
 	for step, err := range m.Run(ctx, machine.UserText("refund order 42")) {
@@ -72,6 +81,7 @@ func Park(ctx context.Context, charter *machine.Charter, save func([]byte, []ins
 			return save(data, step.Suspensions)
 		}
 	}
+	// tour:run:end
 	// tour:end
 	return nil
 }
@@ -80,6 +90,7 @@ func Park(ctx context.Context, charter *machine.Charter, save func([]byte, []ins
 // with an approval, and writes the text of each message the run adds to w.
 func Resume(ctx context.Context, charter *machine.Charter, data []byte, id string, w io.Writer) error {
 	// tour:begin
+	// tour:resume:begin
 
 	// …hours later, maybe in another process:
 	m, err := serialize.Unmarshal(charter, data)
@@ -94,6 +105,7 @@ func Resume(ctx context.Context, charter *machine.Charter, data []byte, id strin
 			fmt.Fprintln(w, msg.Text())
 		}
 	}
+	// tour:resume:end
 	// tour:end
 	return nil
 }

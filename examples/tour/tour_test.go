@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/doccheck"
 	"github.com/markov-agents/markov/llm/scripted"
 )
 
@@ -20,6 +21,7 @@ import (
 // approval resumes it in a fresh charter to the model's final answer.
 func TestTour(t *testing.T) {
 	ctx := context.Background()
+	// testing:scripted:begin
 	model := scripted.New(
 		scripted.Tool("request_refund", refund{OrderID: "42"}),
 		scripted.Text("Your refund for order 42 is approved."),
@@ -39,12 +41,14 @@ func TestTour(t *testing.T) {
 	require.NoError(t, Resume(ctx, NewCharter(model), data, pending[0].SuspendID, &out))
 	require.Contains(t, out.String(), "Your refund for order 42 is approved.")
 	require.Equal(t, 2, len(model.Requests()), "one model call before the suspension, one after")
+	// testing:scripted:end
 }
 
 var update = flag.Bool("update", false, "rewrite the README's tour from tour.go")
 
-// TestREADMEShowsTheTour: the README's first Go block is the marked lines
-// of tour.go, in order, dedented.
+// TestREADMEShowsTheTour: the README's first Go block is the region
+// "tour" of tour.go (doccheck.Region: the marked lines, in order,
+// dedented).
 func TestREADMEShowsTheTour(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
@@ -52,7 +56,8 @@ func TestREADMEShowsTheTour(t *testing.T) {
 	require.NoError(t, err)
 	block := regexp.MustCompile("(?s)## A short tour\n\n```go\n(.*?)```").FindSubmatch(readme)
 	require.NotNil(t, block, "README has no Go block under \"## A short tour\"")
-	want := marked(string(src))
+	want, err := doccheck.Region(string(src), "tour")
+	require.NoError(t, err)
 	if *update {
 		i := bytes.Index(readme, block[1])
 		out := slices.Concat(readme[:i], []byte(want), readme[i+len(block[1]):])
@@ -60,30 +65,4 @@ func TestREADMEShowsTheTour(t *testing.T) {
 		return
 	}
 	require.Equal(t, want, string(block[1]), "README's tour differs from examples/tour/tour.go; go test ./examples/tour -update rewrites it")
-}
-
-// marked returns the lines between "tour:begin" and "tour:end" marker
-// comments, dedented by the markers' indentation, with runs of blank lines
-// collapsed to one.
-func marked(src string) string {
-	var b strings.Builder
-	indent, in, blank := "", false, true
-	for line := range strings.Lines(src) {
-		trim := strings.TrimSpace(line)
-		switch {
-		case trim == "// tour:begin":
-			in, indent = true, line[:strings.Index(line, "//")]
-		case trim == "// tour:end":
-			in = false
-		case in && trim == "":
-			if !blank {
-				b.WriteString("\n")
-			}
-			blank = true
-		case in:
-			b.WriteString(strings.TrimPrefix(line, indent))
-			blank = false
-		}
-	}
-	return strings.TrimRight(b.String(), "\n") + "\n"
 }

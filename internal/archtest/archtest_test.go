@@ -59,6 +59,8 @@ var layers = map[string]rule{
 	"llm":                 {layer: 0, also: []string{"message"}, stdlib: true},
 	"internal/mergepatch": {layer: 0, stdlib: true},
 	"internal/archtest":   {layer: 0, stdlib: true},
+	// doccheck checks the docs' quoted code and links; only tests import it.
+	"internal/doccheck": {layer: 0, stdlib: true},
 	// errtext words bad-input errors alike (clipped values, one-of names).
 	"internal/errtext": {layer: 0, stdlib: true},
 	// schematype reads a JSON Schema's type (console, acp).
@@ -74,7 +76,8 @@ var layers = map[string]rule{
 	"internal/oteltest": {layer: 1, restricted: true},
 	// livehub fans live notices out within a process, for the stores.
 	"internal/livehub": {layer: 0, stdlib: true},
-	// testkit is the helpers tests share; only _test.go files import it.
+	// testkit is the helpers tests share; only _test.go files (and
+	// pgtest, which only tests import) import it.
 	"internal/testkit": {layer: 1, stdlib: true},
 	// access hands executor and machine the plumbing node and command keep
 	// unexported; node and command install it, so it sits below them.
@@ -95,7 +98,7 @@ var layers = map[string]rule{
 	"store/internal/backend": {layer: 6, restricted: true, only: []string{"store"}},
 	// pgtest gives tests a PostgreSQL schema of their own; only tests
 	// import it.
-	"store/postgres/pgtest": {layer: topLayer, restricted: true, only: []string{"store/postgres"}},
+	"store/postgres/pgtest": {layer: topLayer, restricted: true, only: []string{"store/postgres", "internal/testkit"}},
 	// sqlitetest opens SQLite stores for tests; only tests import it.
 	"store/sqlite/sqlitetest": {layer: topLayer, restricted: true, only: []string{"store/sqlite"}},
 	"durable":                 {layer: 7},

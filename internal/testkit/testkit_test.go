@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -143,5 +144,42 @@ func TestMap(t *testing.T) {
 	}
 	if got := testkit.Map(nil, strconv.Itoa); len(got) != 0 {
 		t.Fatalf("Map(nil) = %q, want empty", got)
+	}
+}
+
+// stopper records how Require stopped a test, in place of a *testing.T
+// whose failure would fail this test.
+type stopper struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (s *stopper) Helper()                      {}
+func (s *stopper) Fatalf(f string, args ...any) { s.fatal = fmt.Sprintf(f, args...) }
+func (s *stopper) Skipf(f string, args ...any)  { s.skip = fmt.Sprintf(f, args...) }
+
+func TestRequire(t *testing.T) {
+	missing := errors.New("exec: \"node\": executable file not found")
+	for _, tc := range []struct {
+		ci          string
+		err         error
+		fatal, skip bool
+	}{
+		{ci: "", err: missing, skip: true},
+		{ci: "false", err: missing, skip: true},
+		{ci: "true", err: missing, fatal: true},
+		{ci: "1", err: missing, fatal: true},
+		{ci: "true", err: nil},
+		{ci: "", err: nil},
+	} {
+		t.Setenv("CI", tc.ci)
+		s := &stopper{TB: t}
+		testkit.Require(s, tc.err, "node", "apt-get install nodejs")
+		if (s.fatal != "") != tc.fatal || (s.skip != "") != tc.skip {
+			t.Fatalf("CI=%q err=%v: fatal %q, skip %q", tc.ci, tc.err, s.fatal, s.skip)
+		}
+		if msg := s.fatal + s.skip; tc.err != nil && !strings.Contains(msg, "node is missing") || tc.err != nil && !strings.Contains(msg, "apt-get install nodejs") {
+			t.Fatalf("the message %q names neither what is missing nor the command", msg)
+		}
 	}
 }

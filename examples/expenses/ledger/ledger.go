@@ -128,6 +128,7 @@ func NewPack() *node.Pack {
 				instance.WithTimeout(ApprovalTimeout),
 				instance.OnTimeoutResume(Approval{Approved: false, Manager: "nobody", Note: "no decision within 48 hours"}, false))
 		},
+		// expenses:resume:begin
 		node.OnPackResume(func(ctx *node.PackContext[Ledger], in ApprovalInput, r node.Resumed[Approval]) (string, error) {
 			status := Rejected
 			switch {
@@ -147,6 +148,7 @@ func NewPack() *node.Pack {
 			})
 			return fmt.Sprintf("expense %s %s", in.ExpenseID, status), err
 		}))
+	// expenses:resume:end
 	withdraw := node.PackCommand(command.New("withdraw", "Withdraw an expense whose approval is pending.",
 		func(ctx *command.Context[Ledger], in ApprovalInput) (string, error) {
 			l := ctx.State()
@@ -165,6 +167,7 @@ func NewPack() *node.Pack {
 // NewCharter builds the charter on model; clock, when set, tells the time
 // (tests move it through the deadline).
 func NewCharter(model llm.Model, clock func() time.Time) (*machine.Charter, error) {
+	// expenses:nodes:begin
 	pack := NewPack()
 	assistant, err := node.New(Assistant, node.Config[struct{}]{
 		Instructions: fmt.Sprintf("File the employee's expenses and ask a manager to approve each. Hand expenses of $%d or more to the senior node.", Large),
@@ -179,6 +182,7 @@ func NewCharter(model llm.Model, clock func() time.Time) (*machine.Charter, erro
 		Packs:        []*node.Pack{pack},
 		Transitions:  []node.Transition[struct{}]{node.To[struct{}](Assistant, "Hand back to the assistant.")},
 	})
+	// expenses:nodes:end
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 // Package pgtest gives tests a PostgreSQL schema of their own: the database
-// named by MARKOV_TEST_POSTGRES (the test skips when it is unset; .ci/run
-// sets it), a fresh schema dropped when the test ends, and a store opened
+// named by MARKOV_TEST_POSTGRES (the test skips when it is unset, and
+// fails when CI is set; .ci/run sets it), a fresh schema dropped when the test ends, and a store opened
 // in it. It is imported only by tests.
 package pgtest
 
@@ -8,11 +8,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/store/postgres"
 )
 
@@ -20,14 +22,19 @@ import (
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
 const EnvVar = "MARKOV_TEST_POSTGRES"
 
-// URL returns the test database's connection string, or skips tb when
-// EnvVar is unset.
+// errNotSet is why a PostgreSQL test cannot run.
+var errNotSet = errors.New(EnvVar + " is not set")
+
+// URL returns the test database's connection string. When EnvVar is unset
+// it skips tb, or fails it in CI (testkit.Require), naming how to set it.
 func URL(tb testing.TB) string {
 	tb.Helper()
 	url := os.Getenv(EnvVar)
+	var unset error
 	if url == "" {
-		tb.Skipf("%s is not set: skipping PostgreSQL tests (source .ci/pg.sh to set it)", EnvVar)
+		unset = errNotSet
 	}
+	testkit.Require(tb, unset, "a PostgreSQL database", ". .ci/pg.sh (or set "+EnvVar+" to a database URL)")
 	return url
 }
 
