@@ -37,6 +37,7 @@ func effectCharter(log string, hang func(where string), reconcile func(context.C
 	if hang == nil {
 		hang = func(string) {}
 	}
+	// effects:pay:begin
 	pay := node.NewTool("pay", "charge a card", func(ctx *node.ToolContext[desk], in payIn) (receipt, error) {
 		r, err := node.Effect(ctx, "charge", func(ctx context.Context) (receipt, error) {
 			f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
@@ -53,8 +54,9 @@ func effectCharter(log string, hang func(where string), reconcile func(context.C
 		if err == nil {
 			hang("after")
 		}
-		return r, err
+		return r, err // an effect in doubt is a suspension: return it
 	})
+	// effects:pay:end
 	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{pay}})
 	if err != nil {
 		return nil, err

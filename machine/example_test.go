@@ -346,6 +346,7 @@ func ExampleMachine_CheckPayload() {
 // files a ticket for every question (its number goes into the
 // suspension's metadata) and OnResolved hears who answered.
 func ExampleHooks() {
+	// hooks:example:begin
 	desk, _ := node.New("desk", node.Config[struct{}]{
 		Tools: []node.Tool[struct{}]{node.AskUser[struct{}](node.AskUserConfig{Timeout: 48 * time.Hour})},
 	})
@@ -367,6 +368,7 @@ func ExampleHooks() {
 			},
 		},
 	})
+	// hooks:example:end
 	m, _ := charter.NewMachine("desk", nil)
 	for range m.Run(context.Background(), machine.UserText("I want a shirt")) {
 	}
