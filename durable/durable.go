@@ -64,6 +64,15 @@ type Config struct {
 	// leaves a job that finds nothing to do, and no deadline is ever
 	// missed.
 	BeforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
+	// ExternalDeadlines leaves every deadline to Hold.Expire: the
+	// runner's runs neither expire a suspension whose deadline passed on
+	// the charter's clock nor refuse a result for one
+	// (machine.Machine.SetExpiry off). A coordinator that judges deadlines
+	// on one clock sets it: package fleet accepts a result only before
+	// the deadline on the database's clock, applies it whenever its run
+	// comes, and expires a call with no accepted result from a job that
+	// runs at the deadline.
+	ExternalDeadlines bool
 	// MeterProvider records the runner's OpenTelemetry metrics: the
 	// latency of saves (markov.durable.save.duration) and the pending
 	// suspensions of the store's index, an observable gauge
@@ -94,6 +103,8 @@ type Runner struct {
 	lease      time.Duration
 	log        *slog.Logger
 	beforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
+	// external is Config.ExternalDeadlines.
+	external bool
 	local      *localLocks
 	met        *telemetry.Metrics
 	// bg are the runs that accepted inputs left in the background;
@@ -110,7 +121,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Store == nil || cfg.Charter == nil {
 		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
-	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, local: localLocksOf(cfg.Store)}
+	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store)}
 	if _, ok := cfg.Store.(store.TailLoader); ok {
 		r.histories = newHistories(cfg.HistoryCache)
 	}
@@ -743,6 +754,7 @@ func (r *Runner) decode(id string, snap *store.Snapshot, prefix message.History)
 		return nil, fmt.Errorf("decode machine %s: %w", id, err)
 	}
 	m.SetCheckpoints(true)
+	m.SetExpiry(!r.external)
 	return m, nil
 }
 

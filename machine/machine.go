@@ -178,6 +178,9 @@ type Machine struct {
 	listener *listener
 	// checkpoints is checkpoint mode (SetCheckpoints).
 	checkpoints bool
+	// noExpiry turns the machine's own judging of deadlines off
+	// (SetExpiry).
+	noExpiry bool
 	// links are the span links to the suspensions resolved since the
 	// last run started, for the next run's span.
 	links []trace.Link
