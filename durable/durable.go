@@ -105,8 +105,8 @@ type Runner struct {
 	beforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
 	// external is Config.ExternalDeadlines.
 	external bool
-	local      *localLocks
-	met        *telemetry.Metrics
+	local    *localLocks
+	met      *telemetry.Metrics
 	// bg are the runs that accepted inputs left in the background;
 	// applied wakes the acceptances waiting for their machine.
 	bg      backgroundRuns
