@@ -49,7 +49,7 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), nil))
 	}
-	c.fleet.Workers = cfg.work.workers
+	cfg.work.apply(&c.fleet)
 	db, err := c.Open(ctx, false)
 	if err != nil {
 		return err

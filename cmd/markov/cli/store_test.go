@@ -43,6 +43,8 @@ func TestFleetCommandLine(t *testing.T) {
 		{"worker without workers", []string{"worker", "--workers", "0"}, ExitUsage, "markov worker: --workers must be at least 1"},
 		{"serve negative workers", []string{"serve", "--workers", "-1"}, ExitUsage, "markov serve: --workers must be at least 0"},
 		{"worker bad timeout", []string{"worker", "--shutdown-timeout", "0s"}, ExitUsage, "--shutdown-timeout must be positive"},
+		{"worker bad take-over", []string{"worker", "--take-over-after", "0s"}, ExitUsage, "markov worker: --take-over-after and --rescue-after must be positive"},
+		{"serve bad rescue", []string{"serve", "--rescue-after", "-1s"}, ExitUsage, "markov serve: --take-over-after and --rescue-after must be positive"},
 		{"max-wait over write-timeout", []string{"serve", "--write-timeout", "10s"}, ExitUsage, "markov serve: --max-wait 1m0s must be under --write-timeout 10s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

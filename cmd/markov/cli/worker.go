@@ -21,13 +21,21 @@ import (
 // workFlags are the flags of serve and worker about the runs in the
 // background.
 type workFlags struct {
-	workers  int
-	shutdown time.Duration
+	workers               int
+	shutdown              time.Duration
+	takeOver, rescueAfter time.Duration
 }
 
 func (f *workFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "workers", fleet.DefaultWorkers, "on PostgreSQL, how many machines this process runs at once for the fleet")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", ShutdownTimeout, "once told to stop (SIGTERM, SIGINT), how long to let the runs in progress (and requests in flight) finish; runs still going are then cancelled and continue in another worker from their last save")
+	fs.DurationVar(&f.takeOver, "take-over-after", fleet.DefaultTakeOverAfter, "on PostgreSQL, how long a job may run while no process holds its machine's lock (its worker died) before this process takes it over; looked at every half of it")
+	fs.DurationVar(&f.rescueAfter, "rescue-after", fleet.DefaultRescueAfter, "on PostgreSQL, how long a run may go on before River's rescuer hands its job to another worker, which waits for the machine (the backstop behind --take-over-after)")
+}
+
+// apply sets the fleet's configuration from the flags.
+func (f *workFlags) apply(cfg *fleet.Config) {
+	cfg.Workers, cfg.TakeOverAfter, cfg.RescueAfter = f.workers, f.takeOver, f.rescueAfter
 }
 
 // check reports bad values as a UsageError of command; workers must be at
@@ -38,6 +46,9 @@ func (f *workFlags) check(command string, minWorkers int) error {
 	}
 	if f.shutdown <= 0 {
 		return Usagef(command, "--shutdown-timeout must be positive")
+	}
+	if f.takeOver <= 0 || f.rescueAfter <= 0 {
+		return Usagef(command, "--take-over-after and --rescue-after must be positive")
 	}
 	return nil
 }
@@ -136,7 +147,7 @@ func Worker(ctx context.Context, c *CLI, args []string) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), nil))
 	}
-	c.fleet.Workers = work.workers
+	work.apply(&c.fleet)
 	db, err := c.Open(ctx, false)
 	if err != nil {
 		return err
