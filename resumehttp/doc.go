@@ -123,8 +123,9 @@
 // run said), "event_seq" (the event log's last entry at the read: GET
 // /machines/{id}/events?after=<event_seq> follows the machine from there)
 // and, on a fleet, "queued" (inputs accepted, not applied yet).
-// An unknown machine is 404 unknown_machine. GET /parked lists a fleet's
-// parked machines with their errors ([ParkedLister]; 501 without one).
+// An unknown machine is 404 unknown_machine. GET /parked lists the parked
+// machines with their errors — a fleet's, or those the sweeper could not
+// run on SQLite ([ParkedLister]; 501 without one).
 // The runner's or acceptor's [Statuser] serves GET /machines/{id}.
 //
 // # Idempotency-Key

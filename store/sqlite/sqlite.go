@@ -99,6 +99,12 @@
 //	    machine_id TEXT PRIMARY KEY,
 //	    seq        INTEGER NOT NULL               -- the last seq of its deleted logs
 //	) WITHOUT ROWID;
+//	CREATE TABLE parked (                         -- store.Parker: machines the sweeper could not run
+//	    machine_id TEXT PRIMARY KEY REFERENCES machines(id) ON DELETE CASCADE,
+//	    revision   INTEGER NOT NULL,              -- the machine's when parked; a save since unparks it
+//	    errors     BLOB NOT NULL,                 -- a JSON array of strings, oldest first
+//	    at         INTEGER NOT NULL               -- unix microseconds
+//	) WITHOUT ROWID;
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -408,6 +414,13 @@ var migrations = [...]string{
 	`CREATE TABLE event_floors (
 		machine_id TEXT PRIMARY KEY,
 		seq        INTEGER NOT NULL
+	) WITHOUT ROWID;`,
+	// 9: the machines the sweeper could not run (store.Parker).
+	`CREATE TABLE parked (
+		machine_id TEXT PRIMARY KEY REFERENCES machines(id) ON DELETE CASCADE,
+		revision   INTEGER NOT NULL,
+		errors     BLOB NOT NULL,
+		at         INTEGER NOT NULL
 	) WITHOUT ROWID;`,
 }
 
@@ -784,7 +797,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		// ON DELETE CASCADE covers these; delete explicitly all the same, in
 		// case foreign keys are off on this connection.
 		for _, q := range []string{`DELETE FROM history WHERE machine_id = ?`, `DELETE FROM history_blocks WHERE machine_id = ?`, `DELETE FROM suspend_requests WHERE machine_id = ?`, `DELETE FROM suspensions WHERE machine_id = ?`,
-			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`} {
+			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`, `DELETE FROM parked WHERE machine_id = ?`} {
 			if _, err := tx.ExecContext(ctx, q, machineID); err != nil {
 				return err
 			}

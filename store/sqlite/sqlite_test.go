@@ -327,6 +327,7 @@ func TestMigrateHistoryRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db := olderDatabase(t, path,
 		`PRAGMA user_version = 6`, // as version 6 left it
+		`DROP TABLE parked`,
 		`DROP TABLE event_floors`,
 		`DROP TABLE history_blocks`, `ALTER TABLE machines DROP COLUMN packed`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 300, 0, 7)`,
@@ -373,6 +374,7 @@ func TestMigrateEventFloors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	olderDatabase(t, path,
 		`PRAGMA user_version = 7`, // as version 7 left it
+		`DROP TABLE parked`,
 		`DROP TABLE event_floors`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 0, 0, 7)`,
 		`INSERT INTO events (machine_id, seq, data, at) VALUES ('m', 1, x'61', 0), ('m', 2, x'62', 0)`,
@@ -390,6 +392,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	olderDatabase(t, path,
 		`PRAGMA user_version = 1`, // as version 1 left it
+		`DROP TABLE parked`,
 		`DROP TABLE replays`,
 		`DROP TABLE suspend_requests`,
 		`DROP INDEX suspensions_event`,

@@ -20,6 +20,7 @@ import (
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
+	"github.com/markov-agents/markov/store/sqlite"
 )
 
 // A bad store choice is a usage error that shows no password; an
@@ -39,7 +40,6 @@ func TestFleetCommandLine(t *testing.T) {
 		{"schema on SQLite", []string{"pending", "--db", db, "--schema", "x"}, ExitUsage, "markov pending: --schema is for a PostgreSQL store (--store postgres://…), not the SQLite file " + db},
 		{"unreachable", []string{"pending", "--store", "postgres://u:s3cret@127.0.0.1:" + closedPort(t) + "/db?sslmode=disable"}, ExitError, "markov: open postgres://u@127.0.0.1:"},
 		{"worker on SQLite", []string{"worker", "--db", db}, ExitError, "markov: there is no fleet on SQLite (" + db + "): worker needs a PostgreSQL store (--store postgres://…)\n"},
-		{"parked on SQLite", []string{"parked", "--db", db}, ExitError, "markov: there is no fleet on SQLite (" + db + "): parked needs a PostgreSQL store"},
 		{"worker without workers", []string{"worker", "--workers", "0"}, ExitUsage, "markov worker: --workers must be at least 1"},
 		{"serve negative workers", []string{"serve", "--workers", "-1"}, ExitUsage, "markov serve: --workers must be at least 0"},
 		{"worker bad timeout", []string{"worker", "--shutdown-timeout", "0s"}, ExitUsage, "--shutdown-timeout must be positive"},
@@ -112,6 +112,26 @@ func TestCommandsOnPostgres(t *testing.T) {
 	res = pg("parked", "-o", "json")
 	require.Equal(t, ExitOK, res.code, res.stderr)
 	require.Equal(t, "[]\n", res.stdout)
+}
+
+// On SQLite, parked lists the machines the sweeper could not run.
+func TestParkedOnSQLite(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, _ := parked(t, charter)
+	res := run(t, charter, "parked", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Equal(t, "no parked machines in "+db+"\n", res.stdout)
+
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: db})
+	require.NoError(t, err)
+	require.NoError(t, st.Park(ctx, machineID, "decode machine: bad tree", time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)))
+	require.NoError(t, st.Close())
+	res = run(t, charter, "parked", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	require.Len(t, lines, 2, res.stdout)
+	require.Regexp(t, `^`+machineID+`\s+sweep\s+2026-11-28T12:00:00Z\s+1\s+decode machine: bad tree$`, lines[1])
 }
 
 // parked lists the machines a fleet gave up on, with their errors.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/markov-agents/markov/durable/fleet"
@@ -181,8 +182,9 @@ func Worker(ctx context.Context, c *CLI, args []string) error {
 	return c.runUntilDone(ctx, work.shutdown, db, srv, ln, stopWork)
 }
 
-// Parked lists the machines a fleet parked — those whose job failed its
-// attempts — with their errors, most recent first.
+// Parked lists the parked machines with their errors, most recent first:
+// on PostgreSQL those whose fleet job failed its attempts, on SQLite those
+// the sweeper could not run since their last save.
 func Parked(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("parked")
 	n := fs.Int("n", 100, "list at most `N` machines")
@@ -194,15 +196,16 @@ func Parked(ctx context.Context, c *CLI, args []string) error {
 	if *n <= 0 {
 		return Usagef("parked", "-n must be positive")
 	}
-	if err := c.needFleet("parked"); err != nil {
-		return err
-	}
 	db, err := c.OpenReadOnly(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	list, err := db.Fleet.Parked(ctx, *n)
+	var lister resumehttp.ParkedLister = db.Runner
+	if db.Fleet != nil {
+		lister = db.Fleet
+	}
+	list, err := lister.Parked(ctx, *n)
 	if err != nil {
 		return err
 	}
@@ -221,7 +224,11 @@ func Parked(ctx context.Context, c *CLI, args []string) error {
 		if len(p.Errors) > 0 {
 			last = p.Errors[len(p.Errors)-1]
 		}
-		fmt.Fprintf(tw, "%s\t%s %d\t%s\t%d\t%s\n", p.MachineID, p.Kind, p.Job, formatTime(p.At), len(p.Errors), steptext.OneLine(last, 120))
+		job := p.Kind
+		if p.Job != 0 {
+			job += " " + strconv.FormatInt(p.Job, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.MachineID, job, formatTime(p.At), len(p.Errors), steptext.OneLine(last, 120))
 	}
 	return tw.Flush()
 }
