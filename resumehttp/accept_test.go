@@ -402,9 +402,12 @@ func TestMachineStatusRunningFleet(t *testing.T) {
 	a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
 }
 
-// GET /parked lists a fleet's parked machines; 501 without a fleet.
+// GET /parked lists a fleet's parked machines, or those the sweeper
+// parked on SQLite; 501 on a store that keeps none (memstore).
 func TestParkedEndpoint(t *testing.T) {
-	requireError(t, embeddedEnv(t, nil).call(t, "GET", "/parked", ""), http.StatusNotImplemented, "not_implemented")
+	requireError(t, memEnv(t).call(t, "GET", "/parked", ""), http.StatusNotImplemented, "not_implemented")
+	require.Equal(t, resumehttp.ParkedList{Parked: []resumehttp.ParkedMachine{}},
+		requireOK[resumehttp.ParkedList](t, embeddedEnv(t, nil).call(t, "GET", "/parked", "")))
 	a := fleetEnv(t, nil)
 	require.Equal(t, resumehttp.ParkedList{Parked: []resumehttp.ParkedMachine{}},
 		requireOK[resumehttp.ParkedList](t, a.call(t, "GET", "/parked?limit=5", "")))

@@ -287,11 +287,15 @@
 //     most Config.MaxClients addresses (default 10000) are remembered; the
 //     forgiven ones are forgotten first.
 //   - The signature headers are checked before the body is read: a
-//     request without well-formed, current ones, a limited address and a
-//     body declared larger than Config.MaxBody (default 1 MiB) are refused
-//     without reading the body, and the connection is closed.
-//   - The body is read up to Config.MaxBody (413 beyond it), and the
-//     signature is checked over it before anything else happens. Until it
+//     request without well-formed, current ones and a limited address are
+//     refused without reading the body, and the connection is closed.
+//   - The body is read up to Config.MaxBody, and the signature is checked
+//     over it before anything else happens. A body larger than MaxBody
+//     (default 1 MiB) is answered 413 body_too_large once it has been
+//     read to its end and discarded, up to 16 MiB (a body declared larger
+//     is not read), and the connection is closed: a client that writes
+//     its whole request before it reads the answer gets the 413, not a
+//     connection reset. It counts as a failed authentication. Until it
 //     is verified, a body counts as a failed authentication of its
 //     address: an address has at most Config.FailureBurst unverified
 //     bodies in the air at once, and so holds at most that many times

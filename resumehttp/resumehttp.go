@@ -329,9 +329,10 @@ func (h *Handler) routes() *http.ServeMux {
 
 // ServeHTTP authenticates the request, then serves it. A client address
 // over its failure limit, and unsigned, stale or malformed requests, are
-// refused before their body is read, as is a body declared larger than
-// MaxBody; the signature is then checked over the body read up to MaxBody,
-// before any other work.
+// refused before their body is read; the signature is then checked over
+// the body read up to MaxBody, before any other work. A body over MaxBody
+// is answered 413 once read to its end (up to 16 MiB; one declared larger
+// is not read), so that the client reads the answer.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
 	defer h.recoverPanic(jw, r)
@@ -347,18 +348,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(jw, r, http.StatusUnauthorized, aerr.code, aerr.msg)
 		return
 	}
-	if r.ContentLength > h.maxBody {
-		h.refuse(jw, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
-		return
-	}
 	// A body is a failure until its signature checks out: a client has at
 	// most its burst of unverified bodies in the air, and it gets the token
 	// back once verified.
 	h.limit.fail(client, h.now())
+	if r.ContentLength > h.maxBody {
+		h.refuseTooLarge(jw, r)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			h.writeError(jw, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
+			h.refuseTooLarge(jw, r)
 			return
 		}
 		h.refuse(jw, r, http.StatusBadRequest, "bad_request", "cannot read the request body")
@@ -416,6 +417,23 @@ func (h *Handler) tooLarge() string {
 
 // refuse answers a request whose body is left unread, and closes the
 // connection rather than let the server drain the body.
+// drainLimit is how much of a body over MaxBody the handler reads before it
+// answers 413: a client that writes its whole request before it reads
+// the answer would otherwise meet a connection reset (the server closing
+// with the body unread) instead of the answer. A body declared larger is
+// not read at all.
+const drainLimit = 16 << 20
+
+// refuseTooLarge answers 413 body_too_large and closes the connection,
+// having read what is left of the body first, up to drainLimit (bounded
+// in time by the server's ReadTimeout).
+func (h *Handler) refuseTooLarge(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength <= drainLimit {
+		_, _ = io.CopyN(io.Discard, r.Body, drainLimit)
+	}
+	h.refuse(w, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
+}
+
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	w.Header().Set("Connection", "close")
 	h.writeError(w, r, status, code, msg)

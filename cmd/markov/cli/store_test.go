@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/markov-agents/markov/store/sqlite"
 )
@@ -189,4 +191,37 @@ func TestServeConsoleWithoutFleet(t *testing.T) {
 	defer srv.Close()
 	require.Equal(t, http.StatusNotFound, getStatus(t, srv.URL+"/ui/fleet", http.Header{"X-Test-User": {"dana"}}))
 	require.Equal(t, http.StatusOK, getStatus(t, srv.URL+"/ui/", http.Header{"X-Test-User": {"dana"}}))
+}
+
+// serve's every API answer is JSON, a redirect of an unclean path too:
+// the probes and the console are routed in front of the API without a
+// ServeMux of serve's own, whose redirects have HTML bodies.
+func TestServeRedirectsAreJSON(t *testing.T) {
+	c := &CLI{Charter: refundCharter(t)}
+	c.SetDB(filepath.Join(t.TempDir(), "test.db"))
+	db, err := c.Open(context.Background(), false)
+	require.NoError(t, err)
+	defer db.Close()
+	for _, ui := range []bool{false, true} {
+		h, err := c.serveHandler(&serveConfig{secret: []byte(childSecret), ui: consoleFlags{enabled: ui, header: "X-Test-User"}}, db)
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for _, path := range []string{"//suspensions", "/machines/../suspensions", "/healthz/../suspensions"} {
+			req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			require.NoError(t, err)
+			resumehttp.SignRequest([]byte(childSecret), req, nil, time.Now())
+			resp, err := noFollow.Do(req)
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.True(t, resp.StatusCode >= 300 && resp.StatusCode < 400, "console %v, %s: %d", ui, path, resp.StatusCode)
+			require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "console %v, %s", ui, path)
+			var eb resumehttp.ErrorBody
+			require.NoError(t, json.Unmarshal(b, &eb), "console %v, %s: %s", ui, path, b)
+			require.Equal(t, "redirect", eb.Code)
+		}
+		srv.Close()
+	}
 }
