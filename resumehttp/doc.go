@@ -279,13 +279,18 @@
 // The handler does no work for a request it cannot authenticate, and
 // bounds what such a request costs:
 //
-//   - A client address that failed authentication (any 401)
-//     Config.FailureBurst times in a row (default 10) is refused with 429
-//     until it earns another try: one per Config.FailureRefill (default
-//     6 s), a token bucket per address (Config.ClientKey, default the IP of
-//     the connection; behind a proxy, key by the address it forwards). At
-//     most Config.MaxClients addresses (default 10000) are remembered; the
-//     forgiven ones are forgotten first.
+//   - A client address that failed authentication (a bad or missing
+//     signature, a body over the cap) Config.FailureBurst times in a row
+//     (default 10) is refused with 429 until it earns another try: one per
+//     Config.FailureRefill (default 6 s), a token bucket per address
+//     (Config.ClientKey, default the IP of the connection; behind reverse
+//     proxies, [TrustedProxies] keys a request from one of them by the
+//     client address it forwards in Forwarded or X-Forwarded-For, and
+//     ignores those headers from anyone else). A second delivery of a
+//     correctly signed request is refused (401 replayed_request) but is no
+//     failure: a sender retrying is not limited. At most Config.MaxClients
+//     addresses (default 10000) are remembered; the forgiven ones are
+//     forgotten first.
 //   - The signature headers are checked before the body is read: a
 //     request without well-formed, current ones and a limited address are
 //     refused without reading the body, and the connection is closed.

@@ -141,7 +141,7 @@ type Config struct {
 	// ClientKey names the client of a request for the failure limit (the
 	// IP address of r.RemoteAddr if nil). Behind a reverse proxy every
 	// request comes from the proxy's address: return the client address
-	// the proxy forwards, from a header only it can set.
+	// the proxy forwards, from a header only it can set (TrustedProxies).
 	ClientKey func(r *http.Request) string
 	// Clock tells the time for the replay window and the failure limit
 	// (time.Now if nil). A shared replay guard (Replays) decides on its
@@ -369,10 +369,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(jw, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
 		return
 	}
+	// Verified: not a failed authentication, a second delivery of a
+	// signed request neither (a sender retrying is not an attacker).
+	h.limit.forgive(client, h.now())
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.firstDelivery(jw, r, sig) {
 		return
 	}
-	h.limit.forgive(client, h.now())
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	h.mux.ServeHTTP(jw, r)

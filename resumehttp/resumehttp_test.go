@@ -537,3 +537,23 @@ func TestReplayedRequestsAreRefused(t *testing.T) {
 	again := get.Clone(context.Background())
 	requireOK[resumehttp.SuspensionList](t, do(t, again))
 }
+
+// Redeliveries of a signed request are refused, but are no failed
+// authentications: a sender that delivers one request many times is not
+// rate-limited, and its next request is served.
+func TestRedeliveriesAreNotFailures(t *testing.T) {
+	e := newEnvWith(t, memstore.New(), func(c *resumehttp.Config) {
+		c.FailureBurst, c.FailureRefill = 2, time.Hour
+	})
+	mid := e.create(t)
+	path := "/machines/" + mid + "/commands/bump"
+	body := `{"input": {"by": 1}}`
+	first := e.signed(t, "POST", path, body)
+	requireOK[resumehttp.Summary](t, do(t, first))
+	for range 10 {
+		replay := first.Clone(context.Background())
+		replay.Body = io.NopCloser(strings.NewReader(body))
+		requireError(t, do(t, replay), http.StatusUnauthorized, "replayed_request")
+	}
+	requireOK[resumehttp.Summary](t, e.call(t, "POST", path, `{"input": {"by": 1}, "request_id": "2"}`))
+}

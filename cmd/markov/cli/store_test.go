@@ -48,6 +48,8 @@ func TestFleetCommandLine(t *testing.T) {
 		{"worker bad take-over", []string{"worker", "--take-over-after", "0s"}, ExitUsage, "markov worker: --take-over-after and --rescue-after must be positive"},
 		{"serve bad rescue", []string{"serve", "--rescue-after", "-1s"}, ExitUsage, "markov serve: --take-over-after and --rescue-after must be positive"},
 		{"max-wait over write-timeout", []string{"serve", "--write-timeout", "10s"}, ExitUsage, "markov serve: --max-wait 1m0s must be under --write-timeout 10s"},
+		{"bad trusted proxy", []string{"serve", "--trusted-proxies", "10.0.0.0/8, proxy.local"}, ExitUsage, `markov serve: --trusted-proxies: "proxy.local" is neither a CIDR nor an address`},
+		{"bad failure burst", []string{"serve", "--failure-burst", "0"}, ExitUsage, "markov serve: --max-body, --failure-burst and --failure-refill must be positive"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res := run(t, charter, tt.args...)
@@ -224,4 +226,36 @@ func TestServeRedirectsAreJSON(t *testing.T) {
 		}
 		srv.Close()
 	}
+}
+
+// serve's limits are its flags': behind a trusted proxy, the failure limit
+// keys each forwarded client apart; a client over its burst gets 429, the
+// proxy's other clients are served; and the body cap is --max-body.
+func TestServeLimitFlags(t *testing.T) {
+	c := &CLI{Charter: refundCharter(t), Getenv: func(string) string { return childSecret }}
+	c.SetDB(filepath.Join(t.TempDir(), "test.db"))
+	cfg, err := c.parseServe([]string{"--trusted-proxies", "127.0.0.1, 10.0.0.0/8", "--failure-burst", "1", "--failure-refill", "1h", "--max-body", "100"})
+	require.NoError(t, err)
+	db, err := c.Open(context.Background(), false)
+	require.NoError(t, err)
+	defer db.Close()
+	h, err := c.serveHandler(cfg, db)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	send := func(client string, secret []byte, body string) int {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/suspensions/s1/resume", strings.NewReader(body))
+		require.NoError(t, err)
+		resumehttp.SignRequest(secret, req, []byte(body), time.Now())
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	wrong := []byte("another secret, just as long as the real one")
+	require.Equal(t, http.StatusUnauthorized, send("198.51.100.1", wrong, "{}"))
+	require.Equal(t, http.StatusTooManyRequests, send("198.51.100.1", wrong, "{}"))
+	require.Equal(t, http.StatusNotFound, send("198.51.100.2", []byte(childSecret), `{"payload":1}`), "another client of the proxy is served")
+	require.Equal(t, http.StatusRequestEntityTooLarge, send("198.51.100.3", []byte(childSecret), `{"payload":"`+strings.Repeat("x", 100)+`"}`))
 }
