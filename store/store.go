@@ -473,6 +473,21 @@ type ReplayGuard interface {
 	Forget(ctx context.Context, key string) error
 }
 
+// OutcomeKeeper is the optional capability of a [ReplayGuard] that keeps,
+// with a live record of a key, the outcome of the request the key stands
+// for, so that a second delivery of the request is answered with the
+// first one's outcome (resumehttp). The outcome goes with the record:
+// when it expires, or is forgotten.
+type OutcomeKeeper interface {
+	// KeepOutcome stores outcome with the live record of key; with none
+	// (expired, forgotten) it does nothing. A key that is not a
+	// [ValidID] is ErrInvalid.
+	KeepOutcome(ctx context.Context, key string, outcome []byte) error
+	// Outcome returns the outcome kept with the live record of key: nil
+	// while it has none; ErrNotFound without a live record.
+	Outcome(ctx context.Context, key string) ([]byte, error)
+}
+
 // ParkedMachine is a machine a sweeper could not run, as a [Parker]
 // keeps it.
 type ParkedMachine struct {

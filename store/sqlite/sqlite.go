@@ -105,6 +105,7 @@
 //	    errors     BLOB NOT NULL,                 -- a JSON array of strings, oldest first
 //	    at         INTEGER NOT NULL               -- unix microseconds
 //	) WITHOUT ROWID;
+//	ALTER TABLE replays ADD COLUMN outcome BLOB;  -- store.OutcomeKeeper
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -422,6 +423,8 @@ var migrations = [...]string{
 		errors     BLOB NOT NULL,
 		at         INTEGER NOT NULL
 	) WITHOUT ROWID;`,
+	// 10: the outcome kept with a replay record (store.OutcomeKeeper).
+	`ALTER TABLE replays ADD COLUMN outcome BLOB;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -983,6 +986,37 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 		return false, fmt.Errorf("sqlite: remember: %w", err)
 	}
 	return fresh, nil
+}
+
+// KeepOutcome implements [store.OutcomeKeeper], on the store's clock.
+func (s *Store) KeepOutcome(ctx context.Context, key string, outcome []byte) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("sqlite: keep outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE replays SET outcome = ? WHERE key = ? AND expires_at > ?`, outcome, key, s.now().UnixMicro())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: keep outcome: %w", err)
+	}
+	return nil
+}
+
+// Outcome implements [store.OutcomeKeeper], on the store's clock.
+func (s *Store) Outcome(ctx context.Context, key string) ([]byte, error) {
+	if !store.ValidID(key) {
+		return nil, fmt.Errorf("sqlite: outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	var out []byte
+	err := s.db.QueryRowContext(ctx, `SELECT outcome FROM replays WHERE key = ? AND expires_at > ?`, key, s.now().UnixMicro()).Scan(&out)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: outcome: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: outcome: %w", err)
+	}
+	return out, nil
 }
 
 // Forget implements [store.ReplayGuard].
