@@ -198,13 +198,15 @@
 //	    unknown command, a command whose update fails the state's
 //	    validation)
 //	401 missing_signature, malformed_signature, stale_timestamp, bad_signature,
-//	    replayed_request
+//	    replayed_request (a redelivery, with a Config.Replays that keeps no
+//	    outcomes)
 //	404 not_found (no such endpoint), unknown_suspension, unknown_machine, no_target;
 //	    an ID no store can hold (store.ValidID: empty, over 256 bytes, not
 //	    UTF-8, with a NUL byte) is unknown, whatever the store
 //	405 method_not_allowed (with an Allow header)
 //	409 already_resolved (resumed, cancelled or expired before, or a result
-//	    already accepted), idempotency_key_reused,
+//	    already accepted), idempotency_key_reused, redelivery_pending (with
+//	    Retry-After: a redelivery while the first delivery is served),
 //	    conflict (another process saved the machine first), duplicate_id,
 //	    no_primary (a suspend of a machine with no primary leaf)
 //	410 deadline_passed: the suspension's deadline passed before the resume;
@@ -258,9 +260,17 @@
 // handler compares signatures in constant time and refuses timestamps more
 // than Config.Window away from its clock, in either direction. A handler
 // also remembers the signatures of the POST and DELETE requests it served
-// within the window and refuses a second delivery of the same one (401
-// replayed_request): two identical commands signed in the same second are
-// one request, so give them a distinguishing request_id. The memory is the
+// within the window, with their outcome, and answers a second delivery of
+// the same one with the first one's outcome, running nothing, as webhook
+// senders expect: 200 with the first body when it succeeded (202
+// Accepted, or a run's summary), the first status and body when it was
+// refused; 409 redelivery_pending with Retry-After: 1 while the first is
+// still being served, or when its outcome is unknown (a 5xx, or a body
+// over 256 KiB). The outcome is kept by a replay guard that is a
+// store.OutcomeKeeper (every store of this module; the handler's own
+// memory); with another, a redelivery is 401 replayed_request. Two
+// identical commands signed in the same second are one request, so give
+// them a distinguishing request_id. The memory is the
 // store's when it is a store.ReplayGuard (every store of this module is;
 // Config.Replays, or the runner's ReplayGuard method), so a signed request
 // is accepted once by all the handlers that share the database. Only for a
@@ -287,8 +297,8 @@
 //     proxies, [TrustedProxies] keys a request from one of them by the
 //     client address it forwards in Forwarded or X-Forwarded-For, and
 //     ignores those headers from anyone else). A second delivery of a
-//     correctly signed request is refused (401 replayed_request) but is no
-//     failure: a sender retrying is not limited. At most Config.MaxClients
+//     correctly signed request is no failure: a sender retrying is not
+//     limited. At most Config.MaxClients
 //     addresses (default 10000) are remembered; the forgiven ones are
 //     forgotten first.
 //   - The signature headers are checked before the body is read: a

@@ -372,12 +372,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Verified: not a failed authentication, a second delivery of a
 	// signed request neither (a sender retrying is not an attacker).
 	h.limit.forgive(client, h.now())
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.firstDelivery(jw, r, sig) {
-		return
-	}
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	h.mux.ServeHTTP(jw, r)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		h.mux.ServeHTTP(jw, r)
+		return
+	}
+	key := replayKey(sig)
+	if first, ok := h.firstDelivery(jw, r, key); ok {
+		if first {
+			h.serveFirst(jw, r, key)
+		} else {
+			h.redelivered(jw, r, key)
+		}
+	}
 }
 
 // needs serves an endpoint with the capability C of the handler's
@@ -397,20 +405,18 @@ func needs[C any](h *Handler, serve func(http.ResponseWriter, *http.Request, C))
 	return func(w http.ResponseWriter, r *http.Request) { serve(w, r, c) }
 }
 
-// firstDelivery records the signature of a state-changing request with the
-// replay guard and reports whether this is its first delivery; otherwise
-// it has answered 401 replayed_request (or 500 if the guard failed). A
+// firstDelivery records key, the signature of a state-changing request,
+// with the replay guard and reports whether this is its first delivery;
+// ok is false when the guard failed, and it has answered 500. A
 // request's timestamp is at most window in the future, so it stays
 // acceptable for at most 2×window from now: that long is remembered.
-func (h *Handler) firstDelivery(w http.ResponseWriter, r *http.Request, sig []byte) bool {
-	fresh, err := h.replays.Remember(r.Context(), replayKey(sig), h.now().Add(2*h.window))
-	switch {
-	case err != nil:
+func (h *Handler) firstDelivery(w http.ResponseWriter, r *http.Request, key string) (first, ok bool) {
+	fresh, err := h.replays.Remember(r.Context(), key, h.now().Add(2*h.window))
+	if err != nil {
 		h.fail(w, r, fmt.Errorf("replay guard: %w", err))
-	case !fresh:
-		h.writeError(w, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
+		return false, false
 	}
-	return err == nil && fresh
+	return fresh, true
 }
 
 func (h *Handler) tooLarge() string {
