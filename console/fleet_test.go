@@ -13,6 +13,7 @@ import (
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
+	"github.com/markov-agents/markov/store/sqlite"
 )
 
 // TestFleetView: on a fleet, a message accepted while no worker runs shows
@@ -63,4 +64,20 @@ func TestFleetViewWithoutFleet(t *testing.T) {
 	require.Contains(t, body, "needs markov on PostgreSQL")
 	_, body = c.get("/ui/machines")
 	require.NotContains(t, body, `href="/ui/fleet"`)
+}
+
+// TestParkedWithoutFleet: on SQLite, the machines page lists the machines
+// the sweeper parked, with their errors.
+func TestParkedWithoutFleet(t *testing.T) {
+	s, _ := parked(t, "m1", 7)
+	c := signedIn(t, s, "ops")
+	_, body := c.get("/ui/machines")
+	require.NotContains(t, body, `id="parked"`)
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: s.path})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Park(context.Background(), "m1", "decode machine m1: bad tree", time.Now()))
+	status, body := c.get("/ui/machines")
+	require.Equal(t, http.StatusOK, status)
+	require.Regexp(t, `(?s)id="parked">.*<a href="machines/m1">m1</a>.*<pre class="error">decode machine m1: bad tree</pre>`, body)
 }

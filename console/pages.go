@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/steptext"
@@ -107,6 +108,14 @@ func (d inboxData) matches(r Row) bool {
 		(text == "" || strings.Contains(strings.ToLower(r.Reason+"\n"+r.Name+"\n"+r.Input+"\n"+r.Metadata+"\n"+r.MachineID), text))
 }
 
+// machinesData is the machines page's data: the machines, and those a
+// sweep parked (a store that keeps them: SQLite; a fleet shows its own in
+// the fleet view).
+type machinesData struct {
+	IDs    []string
+	Parked []durable.Parked
+}
+
 func (c *Console) machines(w http.ResponseWriter, r *http.Request, who string) {
 	ids, err := c.runner.Machines(r.Context())
 	if err != nil {
@@ -114,7 +123,12 @@ func (c *Console) machines(w http.ResponseWriter, r *http.Request, who string) {
 		return
 	}
 	slices.Sort(ids)
-	c.render(w, r, http.StatusOK, "machines", page{Title: "Machines", Data: ids}, who)
+	parked, err := c.runner.Parked(r.Context(), fleetLimit)
+	if err != nil && !errors.Is(err, durable.ErrUnsupported) {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "machines", page{Title: "Machines", Data: machinesData{ids, parked}}, who)
 }
 
 // suspensionData is the suspension page's data.

@@ -65,6 +65,15 @@ type Config struct {
 	// leaves a job that finds nothing to do, and no deadline is ever
 	// missed.
 	BeforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
+	// ExternalDeadlines leaves every deadline to Hold.Expire: the
+	// runner's runs neither expire a suspension whose deadline passed on
+	// the charter's clock nor refuse a result for one
+	// (machine.Machine.SetExpiry off). A coordinator that judges deadlines
+	// on one clock sets it: package fleet accepts a result only before
+	// the deadline on the database's clock, applies it whenever its run
+	// comes, and expires a call with no accepted result from a job that
+	// runs at the deadline.
+	ExternalDeadlines bool
 	// MeterProvider records the runner's OpenTelemetry metrics: the
 	// latency of saves (markov.durable.save.duration) and the pending
 	// suspensions of the store's index, an observable gauge
@@ -95,8 +104,10 @@ type Runner struct {
 	lease      time.Duration
 	log        *slog.Logger
 	beforeSave func(ctx context.Context, machineID string, added []store.Suspension) error
-	local      *localLocks
-	met        *telemetry.Metrics
+	// external is Config.ExternalDeadlines.
+	external bool
+	local    *localLocks
+	met      *telemetry.Metrics
 	// bg are the runs that accepted inputs left in the background;
 	// applied wakes the acceptances waiting for their machine.
 	bg      backgroundRuns
@@ -111,7 +122,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Store == nil || cfg.Charter == nil {
 		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
-	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, local: localLocksOf(cfg.Store)}
+	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store)}
 	if _, ok := cfg.Store.(store.TailLoader); ok {
 		r.histories = newHistories(cfg.HistoryCache)
 	}
@@ -414,21 +425,29 @@ func (r *Runner) Delete(ctx context.Context, id string) error {
 // Sweep claims up to limit expired suspensions (limit ≤ 0: all) and runs
 // their machines, which resolves each by its on-timeout action. Claims are
 // exclusive across processes for the lease, so concurrent sweepers never
-// handle the same suspension twice. It returns the number of suspensions
-// swept; a machine another process saved meanwhile is skipped (its claim
-// lapses and a later sweep retries it). A store that is not a
-// store.ExpiryClaimer fails with ErrUnsupported.
+// handle the same suspension twice. Deadlines are judged on the charter's
+// clock (machine.CharterConfig.Clock, time.Now by default): on SQLite, the
+// clock of the host every process sharing the file runs on. It returns
+// the number of suspensions swept; a machine another process saved
+// meanwhile is skipped (its claim lapses and a later sweep retries it). A
+// machine that fails (one that does not load) is skipped too, and the
+// others are swept: it is parked when the store is a store.Parker
+// ([Runner.Parked] lists it until its next save), logged, and its error
+// is returned, joined with the other failures, after the sweep. A store
+// that is not a store.ExpiryClaimer fails with ErrUnsupported.
 func (r *Runner) Sweep(ctx context.Context, limit int) (int, error) {
 	c, ok := r.store.(store.ExpiryClaimer)
 	if !ok {
 		return 0, fmt.Errorf("sweep: %w", ErrUnsupported)
 	}
-	claimed, err := c.ClaimExpired(ctx, r.charter.Now(), limit, r.lease)
+	now := r.charter.Now()
+	claimed, err := c.ClaimExpired(ctx, now, limit, r.lease)
 	if err != nil {
 		return 0, err
 	}
 	done := map[string]bool{}
 	swept := 0
+	var failed []error
 	for _, c := range claimed {
 		if done[c.MachineID] {
 			swept++
@@ -438,14 +457,56 @@ func (r *Runner) Sweep(ctx context.Context, limit int) (int, error) {
 		switch runErr := r.drain(ctx, c.MachineID); {
 		case runErr == nil:
 			swept++
+		case ctx.Err() != nil:
+			return swept, errors.Join(append(failed, ctx.Err())...)
 		case errors.Is(runErr, store.ErrConflict) || errors.Is(runErr, store.ErrNotFound):
 			r.log.LogAttrs(ctx, slog.LevelInfo, "sweep skipped", slog.String("machine", c.MachineID), slog.String("error", runErr.Error()))
 		default:
-			return swept, fmt.Errorf("sweep machine %s: %w", c.MachineID, runErr)
+			failed = append(failed, fmt.Errorf("sweep machine %s: %w", c.MachineID, runErr))
+			r.park(ctx, c.MachineID, runErr, now)
 		}
 	}
-	return swept, nil
+	return swept, errors.Join(failed...)
 }
+
+// park records that a sweep of machine id failed with err, when the store
+// is a store.Parker, and logs it.
+func (r *Runner) park(ctx context.Context, id string, err error, at time.Time) {
+	attrs := []slog.Attr{slog.String("machine", id), slog.String("error", err.Error())}
+	if p, ok := r.store.(store.Parker); ok {
+		if perr := p.Park(ctx, id, err.Error(), at); perr != nil {
+			attrs = append(attrs, slog.String("park_error", perr.Error()))
+		}
+	}
+	r.log.LogAttrs(ctx, slog.LevelError, "sweep failed on a machine: parked, the others are swept", attrs...)
+}
+
+// Parked lists the machines a sweep could not run since their last save
+// (see Sweep), most recently parked first (at most limit; limit ≤ 0: 100),
+// each with the errors of its failed sweeps. A store that is not a
+// store.Parker fails with ErrUnsupported; a fleet lists its own
+// (durable/fleet.Fleet.Parked).
+func (r *Runner) Parked(ctx context.Context, limit int) ([]Parked, error) {
+	p, ok := r.store.(store.Parker)
+	if !ok {
+		return nil, fmt.Errorf("parked: %w", ErrUnsupported)
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	list, err := p.ListParked(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Parked, len(list))
+	for i, m := range list {
+		out[i] = Parked{MachineID: m.MachineID, Kind: KindSweep, Errors: m.Errors, At: m.At}
+	}
+	return out, nil
+}
+
+// KindSweep is the Kind of a machine a sweep parked ([Runner.Parked]).
+const KindSweep = "sweep"
 
 // RunSweeper sweeps every interval until ctx is done, logging failures. It
 // returns ctx.Err(), or ErrUnsupported at once if the store is not a
@@ -457,10 +518,12 @@ func (r *Runner) RunSweeper(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if n, err := r.Sweep(ctx, 0); err != nil {
-			r.log.LogAttrs(ctx, slog.LevelError, "sweep failed", slog.String("error", err.Error()))
-		} else if n > 0 {
+		n, err := r.Sweep(ctx, 0)
+		if n > 0 {
 			r.log.LogAttrs(ctx, slog.LevelInfo, "swept expired suspensions", slog.Int("count", n))
+		}
+		if err != nil {
+			r.log.LogAttrs(ctx, slog.LevelError, "sweep failed", slog.String("error", err.Error()))
 		}
 		select {
 		case <-ctx.Done():
@@ -748,6 +811,7 @@ func (r *Runner) decode(id string, snap *store.Snapshot, prefix message.History)
 	if j, ok := r.store.(store.EffectJournal); ok {
 		m.SetEffectJournal(journal{j, id})
 	}
+	m.SetExpiry(!r.external)
 	return m, nil
 }
 

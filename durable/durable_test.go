@@ -2,10 +2,12 @@ package durable_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,17 +261,8 @@ func TestConcurrentResumeExactlyOnce(t *testing.T) {
 func TestSweeperExpires(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		var mu sync.Mutex
-		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		work := node.NewTool("work", "", func(ctx *node.ToolContext[desk], _ empty) (int, error) { return 0, nil })
-		ask := node.NewTool("ask", "", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
-			return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour), instance.OnTimeoutResume("auto-approved", false))
-		})
-		n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
-		require.NoError(t, err)
-		c, err := machine.NewCharter(machine.CharterConfig{Model: agentModel(0), Nodes: []*node.Node{n}, Clock: clock})
-		require.NoError(t, err)
+		clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		c := expiringCharter(t, clock.Now)
 		newR := func() *durable.Runner {
 			r, err := durable.New(durable.Config{Store: s, Charter: c})
 			require.NoError(t, err)
@@ -282,9 +275,7 @@ func TestSweeperExpires(t *testing.T) {
 		swept, err := r.Sweep(ctx, 0)
 		require.NoError(t, err)
 		require.Zero(t, swept, "nothing has expired yet")
-		mu.Lock()
-		now = now.Add(2 * time.Hour)
-		mu.Unlock()
+		clock.Advance(2 * time.Hour)
 		// Two sweepers at once never handle the same suspension twice.
 		var wg sync.WaitGroup
 		counts := make([]int, 2)
@@ -308,6 +299,91 @@ func TestSweeperExpires(t *testing.T) {
 			require.True(t, finished)
 		}
 	})
+}
+
+// expiringCharter's ask suspends for an hour, then resumes itself with
+// "auto-approved"; its clock is now.
+func expiringCharter(t *testing.T, now func() time.Time) *machine.Charter {
+	t.Helper()
+	work := node.NewTool("work", "", func(ctx *node.ToolContext[desk], _ empty) (int, error) { return 0, nil })
+	ask := node.NewTool("ask", "", func(ctx *node.ToolContext[desk], _ empty) (string, error) {
+		return "", ctx.Suspend("approval", instance.WithTimeout(time.Hour), instance.OnTimeoutResume("auto-approved", false))
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{work, ask}})
+	require.NoError(t, err)
+	c, err := machine.NewCharter(machine.CharterConfig{Model: agentModel(0), Nodes: []*node.Node{n}, Clock: now})
+	require.NoError(t, err)
+	return c
+}
+
+// A machine that does not load is skipped by the sweep, which sweeps the
+// others, and parked with its error (Runner.Parked) until its next save;
+// the sweep returns its error.
+func TestSweepParksABrokenMachine(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sweep.db")
+	s := openSQLite(t, path)
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	r, err := durable.New(durable.Config{Store: s, Charter: expiringCharter(t, clock.Now), Lease: time.Minute})
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "broken", "c"} {
+		suspended(t, r, id)
+	}
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	var tree []byte
+	require.NoError(t, db.QueryRow(`SELECT tree FROM machines WHERE id = 'broken'`).Scan(&tree))
+	_, err = db.Exec(`UPDATE machines SET tree = x'7b' WHERE id = 'broken'`)
+	require.NoError(t, err)
+	parked, err := r.Parked(ctx, 0)
+	require.NoError(t, err)
+	require.Empty(t, parked)
+
+	clock.Advance(2 * time.Hour)
+	swept, err := r.Sweep(ctx, 0)
+	require.Equal(t, 3, swept, "the healthy machines are swept")
+	require.ErrorContains(t, err, "sweep machine broken")
+	for _, id := range []string{"a", "b", "c"} {
+		m, _, err := r.Load(ctx, id)
+		require.NoError(t, err)
+		_, finished := checkHistory(t, m.History())
+		require.True(t, finished, id)
+	}
+	parked, err = r.Parked(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, parked, 1)
+	require.Equal(t, "broken", parked[0].MachineID)
+	require.Equal(t, durable.KindSweep, parked[0].Kind)
+	require.Equal(t, clock.Now(), parked[0].At)
+	require.Len(t, parked[0].Errors, 1)
+	require.Contains(t, parked[0].Errors[0], "decode machine broken")
+
+	// Its claim lapses; the next sweep fails again and adds its error.
+	clock.Advance(2 * time.Minute)
+	swept, err = r.Sweep(ctx, 0)
+	require.Zero(t, swept)
+	require.Error(t, err)
+	parked, err = r.Parked(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, parked[0].Errors, 2)
+
+	// Mended, it is swept, and its save unparks it.
+	_, err = db.Exec(`UPDATE machines SET tree = ? WHERE id = 'broken'`, tree)
+	require.NoError(t, err)
+	clock.Advance(2 * time.Minute)
+	swept, err = r.Sweep(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, swept)
+	parked, err = r.Parked(ctx, 0)
+	require.NoError(t, err)
+	require.Empty(t, parked)
+}
+
+// Parked needs a store.Parker.
+func TestParkedUnsupported(t *testing.T) {
+	_, err := newRunner(t, memstore.New(), agentModel(0)).Parked(context.Background(), 0)
+	require.ErrorIs(t, err, durable.ErrUnsupported)
 }
 
 func TestCreateConflictAndCommands(t *testing.T) {

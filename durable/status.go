@@ -63,11 +63,13 @@ type Status struct {
 }
 
 // Parked is a machine whose job a fleet gave up after its last attempt
-// (package fleet): its inputs or deadline wait until the machine is fixed
-// and sent a new input.
+// (package fleet), or that a sweep could not run ([Runner.Parked]): its
+// inputs or deadline wait until the machine is fixed and sent a new
+// input.
 type Parked struct {
 	MachineID string
-	// Job is the River job ID; Kind its kind (markov_run, markov_expire).
+	// Job is the River job ID (0 for a sweep); Kind its kind
+	// (markov_run, markov_expire, or KindSweep).
 	Job  int64
 	Kind string
 	// Errors are the errors of the attempts, oldest first.

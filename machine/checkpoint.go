@@ -5,6 +5,7 @@ package machine
 
 import (
 	"context"
+	"time"
 
 	"github.com/markov-agents/markov/llm"
 )
@@ -21,6 +22,25 @@ import (
 // (node.ToolContext.IdempotencyKey). Off by default: a round is then one
 // step, as before.
 func (m *Machine) SetCheckpoints(on bool) { m.checkpoints = on }
+
+// SetExpiry turns the machine's own judging of deadlines on (the default)
+// or off. Off, Run and Apply neither expire a suspension whose deadline
+// has passed on the charter's clock nor refuse a result or a signal for
+// one: only Expire, at the time it is given, expires suspensions. An
+// acceptor that judges deadlines itself, on one clock, turns it off: in
+// package durable/fleet an input accepted before the deadline on the
+// database's clock is applied whenever its run comes, and the deadline
+// expires only a call with no accepted input.
+func (m *Machine) SetExpiry(on bool) { m.noExpiry = !on }
+
+// deadlineClock is the time a run judges deadlines at: the charter's
+// clock, or the zero time (no deadline passed) with expiry off.
+func (m *Machine) deadlineClock() time.Time {
+	if m.noExpiry {
+		return time.Time{}
+	}
+	return m.charter.now()
+}
 
 // replies runs the first half of a checkpointed round: every active leaf
 // with no recorded reply gets one from the model (ReplyOnly), recorded on

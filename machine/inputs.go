@@ -23,7 +23,7 @@ import (
 // expired suspensions and commits. It returns the command steps and the
 // transaction whose messages the first round step reports.
 func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *report, error) {
-	now := m.charter.now()
+	now := m.deadlineClock()
 	if len(inputs) == 0 && !m.anyExpired(now) {
 		return nil, nil, nil
 	}
@@ -228,7 +228,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	steps := []Step{}
 	for _, r := range co.Resumes {
 		ri := ResumeInput{SuspendID: r.SuspendID, Payload: r.Payload, IsError: r.IsError}
-		if err := t.m.checkResumable(t.root, r.SuspendID, t.now()); err != nil {
+		if err := t.m.checkResumable(t.root, r.SuspendID, t.m.deadlineClock()); err != nil {
 			return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 		}
 		if err := checkPayload(t.root, ri); err != nil {

@@ -183,6 +183,9 @@ type Machine struct {
 	// journal is the effect journal (SetEffectJournal).
 	checkID func(ctx context.Context, id string) error
 	journal instance.EffectJournal
+	// noExpiry turns the machine's own judging of deadlines off
+	// (SetExpiry).
+	noExpiry bool
 	// links are the span links to the suspensions resolved since the
 	// last run started, for the next run's span.
 	links []trace.Link

@@ -589,6 +589,32 @@ func TestDeadlineExpiry(t *testing.T) {
 	}
 }
 
+// TestExpiryOff: with the machine's own expiry off, a run after the
+// deadline neither expires the call nor refuses its result; Expire still
+// expires at the time it is given.
+func TestExpiryOff(t *testing.T) {
+	clk := newClock()
+	n := mustNode(t, "desk", node.Config[counter]{Tools: []node.Tool[counter]{node.NewTool("wait", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {
+		return "", ctx.Suspend("w", instance.WithDeadline(clk.Now().Add(time.Minute)))
+	})}})
+	model := scripted.New(scripted.Tool("wait", nil), scripted.Text("moved on"), scripted.Tool("wait", nil), scripted.Text("again"))
+	m := newMachine(t, charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: clk.Now}), "desk")
+	m.SetExpiry(false)
+	id := pendingIDs(run(t, m, machine.UserText("go")))[0]
+	clk.Advance(time.Hour)
+	require.Empty(t, run(t, m)[0].Events, "no expiry on the run's clock")
+	require.Len(t, m.Pending(), 1)
+	steps := run(t, m, machine.ResumeInput{SuspendID: id, Payload: "late but accepted"})
+	require.Equal(t, instance.EventResumed, steps[0].Events[0].Type)
+	require.Equal(t, "late but accepted", lastToolResults(model.Requests()[1].Messages)[0].Text)
+
+	run(t, m, machine.UserText("once more"))
+	events, err := m.Expire(clk.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Len(t, events, 1, "Expire judges at the time it is given")
+	require.Empty(t, m.Pending())
+}
+
 func TestExpireSweep(t *testing.T) {
 	clk := newClock()
 	n := mustNode(t, "desk", node.Config[counter]{Tools: []node.Tool[counter]{node.NewTool("wait", "", func(ctx *node.ToolContext[counter], _ empty) (string, error) {

@@ -167,7 +167,8 @@ type Statuser interface {
 }
 
 // ParkedLister is the optional capability of a [Runner] or an
-// [Acceptor] that serves GET /parked: *fleet.Fleet.
+// [Acceptor] that serves GET /parked: *fleet.Fleet, and *durable.Runner
+// (the machines its sweeps parked; 501 on a store that keeps none).
 type ParkedLister interface {
 	// Parked lists the parked machines, most recent first (at most
 	// limit).

@@ -402,9 +402,12 @@ func TestMachineStatusRunningFleet(t *testing.T) {
 	a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
 }
 
-// GET /parked lists a fleet's parked machines; 501 without a fleet.
+// GET /parked lists a fleet's parked machines, or those the sweeper
+// parked on SQLite; 501 on a store that keeps none (memstore).
 func TestParkedEndpoint(t *testing.T) {
-	requireError(t, embeddedEnv(t, nil).call(t, "GET", "/parked", ""), http.StatusNotImplemented, "not_implemented")
+	requireError(t, memEnv(t).call(t, "GET", "/parked", ""), http.StatusNotImplemented, "not_implemented")
+	require.Equal(t, resumehttp.ParkedList{Parked: []resumehttp.ParkedMachine{}},
+		requireOK[resumehttp.ParkedList](t, embeddedEnv(t, nil).call(t, "GET", "/parked", "")))
 	a := fleetEnv(t, nil)
 	require.Equal(t, resumehttp.ParkedList{Parked: []resumehttp.ParkedMachine{}},
 		requireOK[resumehttp.ParkedList](t, a.call(t, "GET", "/parked?limit=5", "")))
@@ -485,6 +488,73 @@ func TestTypedResumeRefusedOnAcceptance(t *testing.T) {
 
 			sum := requireOK[resumehttp.Summary](t, a.post(t, resumePath(sid), `{"payload": {"approved":true}}`, "Prefer", "wait=60"))
 			require.Equal(t, `result: {"approved":true}`, sum.Text)
+		})
+	}
+}
+
+// A signed resume delivered again — to the same server or, on a fleet,
+// through any server of the database — gets the first delivery's outcome
+// (200 with its Acceptance and Location) and runs nothing; while the first
+// is still being served, a redelivery is told to retry (409
+// redelivery_pending, Retry-After). A refused first delivery's refusal is
+// its outcome too.
+func TestRedeliveryGetsTheFirstOutcome(t *testing.T) {
+	for name, open := range acceptEnvs {
+		t.Run(name, func(t *testing.T) {
+			a := open(t, func(c *resumehttp.Config) { c.MaxWait = 2 * time.Minute; c.Clock = time.Now })
+			mid, sid := a.start(t, "refund")
+			body := `{"payload":"yes"}`
+			at := time.Now()
+			deliver := func(header ...string) response {
+				req := a.request(t, "POST", resumePath(sid), body)
+				for i := 0; i+1 < len(header); i += 2 {
+					req.Header.Add(header[i], header[i+1])
+				}
+				resumehttp.SignRequest(secret, req, []byte(body), at)
+				return do(t, req)
+			}
+			first := deliver()
+			require.Equal(t, http.StatusAccepted, first.Status, "body: %s", first.Body)
+			for range 3 {
+				again := deliver()
+				require.Equal(t, http.StatusOK, again.Status, "body: %s", again.Body)
+				require.JSONEq(t, string(first.Body), string(again.Body))
+				require.Equal(t, "/machines/"+mid, again.Header.Get("Location"))
+			}
+			a.awaitRun(t, durable.Accepted{MachineID: mid, SuspendID: sid})
+			require.EqualValues(t, 1, a.handled.Load(), "the resume handler ran once")
+
+			// A refusal is an outcome too.
+			other := `{"payload":"again"}`
+			req := a.request(t, "POST", resumePath(sid), other)
+			resumehttp.SignRequest(secret, req, []byte(other), at)
+			refused := do(t, req)
+			requireError(t, refused, http.StatusConflict, "already_resolved")
+			req = a.request(t, "POST", resumePath(sid), other)
+			resumehttp.SignRequest(secret, req, []byte(other), at)
+			require.Equal(t, refused.Body, do(t, req).Body)
+
+			// In progress: a first delivery waiting for its run.
+			mid2, sid2 := a.start(t, "refund")
+			open := a.gate.close()
+			defer open()
+			sid = sid2
+			waiting := make(chan response, 1)
+			go func() { waiting <- deliver("Prefer", "wait=120") }()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for e, err := range a.runner.Watch(ctx, mid2, 0) {
+				require.NoError(t, err)
+				if e.Kind == machine.EventResumed {
+					break
+				}
+			}
+			pending := deliver("Prefer", "wait=120")
+			requireError(t, pending, http.StatusConflict, "redelivery_pending")
+			require.Equal(t, "1", pending.Header.Get("Retry-After"))
+			open()
+			sum := requireOK[resumehttp.Summary](t, <-waiting)
+			require.Equal(t, sum, requireOK[resumehttp.Summary](t, deliver("Prefer", "wait=120")))
 		})
 	}
 }

@@ -123,8 +123,9 @@
 // run said), "event_seq" (the event log's last entry at the read: GET
 // /machines/{id}/events?after=<event_seq> follows the machine from there)
 // and, on a fleet, "queued" (inputs accepted, not applied yet).
-// An unknown machine is 404 unknown_machine. GET /parked lists a fleet's
-// parked machines with their errors ([ParkedLister]; 501 without one).
+// An unknown machine is 404 unknown_machine. GET /parked lists the parked
+// machines with their errors — a fleet's, or those the sweeper could not
+// run on SQLite ([ParkedLister]; 501 without one).
 // The runner's or acceptor's [Statuser] serves GET /machines/{id}.
 //
 // # Idempotency-Key
@@ -197,13 +198,15 @@
 //	    unknown command, a command whose update fails the state's
 //	    validation)
 //	401 missing_signature, malformed_signature, stale_timestamp, bad_signature,
-//	    replayed_request
+//	    replayed_request (a redelivery, with a Config.Replays that keeps no
+//	    outcomes)
 //	404 not_found (no such endpoint), unknown_suspension, unknown_machine, no_target;
 //	    an ID no store can hold (store.ValidID: empty, over 256 bytes, not
 //	    UTF-8, with a NUL byte) is unknown, whatever the store
 //	405 method_not_allowed (with an Allow header)
 //	409 already_resolved (resumed, cancelled or expired before, or a result
-//	    already accepted), idempotency_key_reused,
+//	    already accepted), idempotency_key_reused, redelivery_pending (with
+//	    Retry-After: a redelivery while the first delivery is served),
 //	    conflict (another process saved the machine first), duplicate_id,
 //	    no_primary (a suspend of a machine with no primary leaf)
 //	410 deadline_passed: the suspension's deadline passed before the resume;
@@ -257,9 +260,17 @@
 // handler compares signatures in constant time and refuses timestamps more
 // than Config.Window away from its clock, in either direction. A handler
 // also remembers the signatures of the POST and DELETE requests it served
-// within the window and refuses a second delivery of the same one (401
-// replayed_request): two identical commands signed in the same second are
-// one request, so give them a distinguishing request_id. The memory is the
+// within the window, with their outcome, and answers a second delivery of
+// the same one with the first one's outcome, running nothing, as webhook
+// senders expect: 200 with the first body when it succeeded (202
+// Accepted, or a run's summary), the first status and body when it was
+// refused; 409 redelivery_pending with Retry-After: 1 while the first is
+// still being served, or when its outcome is unknown (a 5xx, or a body
+// over 256 KiB). The outcome is kept by a replay guard that is a
+// store.OutcomeKeeper (every store of this module; the handler's own
+// memory); with another, a redelivery is 401 replayed_request. Two
+// identical commands signed in the same second are one request, so give
+// them a distinguishing request_id. The memory is the
 // store's when it is a store.ReplayGuard (every store of this module is;
 // Config.Replays, or the runner's ReplayGuard method), so a signed request
 // is accepted once by all the handlers that share the database. Only for a
@@ -278,19 +289,28 @@
 // The handler does no work for a request it cannot authenticate, and
 // bounds what such a request costs:
 //
-//   - A client address that failed authentication (any 401)
-//     Config.FailureBurst times in a row (default 10) is refused with 429
-//     until it earns another try: one per Config.FailureRefill (default
-//     6 s), a token bucket per address (Config.ClientKey, default the IP of
-//     the connection; behind a proxy, key by the address it forwards). At
-//     most Config.MaxClients addresses (default 10000) are remembered; the
-//     forgiven ones are forgotten first.
+//   - A client address that failed authentication (a bad or missing
+//     signature, a body over the cap) Config.FailureBurst times in a row
+//     (default 10) is refused with 429 until it earns another try: one per
+//     Config.FailureRefill (default 6 s), a token bucket per address
+//     (Config.ClientKey, default the IP of the connection; behind reverse
+//     proxies, [TrustedProxies] keys a request from one of them by the
+//     client address it forwards in Forwarded or X-Forwarded-For, and
+//     ignores those headers from anyone else). A second delivery of a
+//     correctly signed request is no failure: a sender retrying is not
+//     limited. At most Config.MaxClients
+//     addresses (default 10000) are remembered; the forgiven ones are
+//     forgotten first.
 //   - The signature headers are checked before the body is read: a
-//     request without well-formed, current ones, a limited address and a
-//     body declared larger than Config.MaxBody (default 1 MiB) are refused
-//     without reading the body, and the connection is closed.
-//   - The body is read up to Config.MaxBody (413 beyond it), and the
-//     signature is checked over it before anything else happens. Until it
+//     request without well-formed, current ones and a limited address are
+//     refused without reading the body, and the connection is closed.
+//   - The body is read up to Config.MaxBody, and the signature is checked
+//     over it before anything else happens. A body larger than MaxBody
+//     (default 1 MiB) is answered 413 body_too_large once it has been
+//     read to its end and discarded, up to 16 MiB (a body declared larger
+//     is not read), and the connection is closed: a client that writes
+//     its whole request before it reads the answer gets the 413, not a
+//     connection reset. It counts as a failed authentication. Until it
 //     is verified, a body counts as a failed authentication of its
 //     address: an address has at most Config.FailureBurst unverified
 //     bodies in the air at once, and so holds at most that many times

@@ -172,8 +172,8 @@ func (zeros) Read(p []byte) (int, error) {
 
 // A request is authenticated over a bounded body read: one without a
 // well-formed signature header is refused before its body is read, and so
-// is a body declared over MaxBody; an undeclared one is read up to MaxBody
-// only. The server's reads are counted on its connections. (The refused
+// is a body declared over 16 MiB; one over MaxBody is read to its end, up
+// to 16 MiB, then refused. The server's reads are counted on its connections. (The refused
 // bodies are over the 256 KiB net/http would otherwise drain after the
 // handler to reuse the connection.)
 func TestBodyReadIsBounded(t *testing.T) {
@@ -201,10 +201,14 @@ func TestBodyReadIsBounded(t *testing.T) {
 			http.StatusUnauthorized, "missing_signature", slack},
 		{"malformed signature", bigBody(withSig(e.request(t, "POST", resumePath(sid), ""), "sha256=zz"), 512<<10, true),
 			http.StatusUnauthorized, "malformed_signature", slack},
+		// Over the cap, a body is read to its end (up to 16 MiB) before the
+		// 413, so that the client reads the answer (TestTooLargeArrivesAs413).
 		{"declared over the cap", bigBody(wrongSecret(e.request(t, "POST", resumePath(sid), "")), 8<<20, true),
+			http.StatusRequestEntityTooLarge, "body_too_large", 8<<20 + slack},
+		{"declared over the drain limit", bigBody(wrongSecret(e.request(t, "POST", resumePath(sid), "")), 64<<20, true),
 			http.StatusRequestEntityTooLarge, "body_too_large", slack},
-		{"undeclared over the cap", bigBody(wrongSecret(e.request(t, "POST", resumePath(sid), "")), 8<<20, false),
-			http.StatusRequestEntityTooLarge, "body_too_large", resumehttp.DefaultMaxBody + postHandlerDrain + slack},
+		{"undeclared over the drain limit", bigBody(wrongSecret(e.request(t, "POST", resumePath(sid), "")), 64<<20, false),
+			http.StatusRequestEntityTooLarge, "body_too_large", resumehttp.DefaultMaxBody + 16<<20 + postHandlerDrain + slack},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -444,4 +448,30 @@ func TestStalledUploadsAreLimited(t *testing.T) {
 	r, read := rawRequest(t, ln, bigBody(e.signed(t, "POST", resumePath(sid), ""), 512<<10, true))
 	requireError(t, r, http.StatusTooManyRequests, "rate_limited")
 	require.Less(t, read, int64(64<<10))
+}
+
+// An oversized body is answered 413, read by the client, never a
+// connection reset: the server reads the body (up to a bound) before it
+// answers and closes, so a client that writes its whole request before
+// reading the answer reads it. Declared or not.
+func TestTooLargeArrivesAs413(t *testing.T) {
+	// Each refused body counts as a failed authentication: 20 of them.
+	e := newEnvWith(t, memstore.New(), func(c *resumehttp.Config) { c.FailureBurst = 20 })
+	_, sid := e.start(t, "x")
+	ln := serve(t, e.handler, resumehttp.ServerConfig{})
+	for _, declare := range []bool{true, false} {
+		for i := range 10 {
+			req := bigBody(e.signed(t, "POST", resumePath(sid), ""), 12<<20, declare)
+			conn := dial(t, ln)
+			// The whole request first, as a simple client writes it.
+			err := req.Write(conn)
+			require.NoError(t, err, "declared %v, try %d: the server read the body", declare, i)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+			require.NoError(t, err, "declared %v, try %d", declare, i)
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			requireError(t, response{Status: resp.StatusCode, Header: resp.Header, Body: b}, http.StatusRequestEntityTooLarge, "body_too_large")
+			conn.Close()
+		}
+	}
 }

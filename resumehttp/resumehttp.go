@@ -141,7 +141,7 @@ type Config struct {
 	// ClientKey names the client of a request for the failure limit (the
 	// IP address of r.RemoteAddr if nil). Behind a reverse proxy every
 	// request comes from the proxy's address: return the client address
-	// the proxy forwards, from a header only it can set.
+	// the proxy forwards, from a header only it can set (TrustedProxies).
 	ClientKey func(r *http.Request) string
 	// Clock tells the time for the replay window and the failure limit
 	// (time.Now if nil). A shared replay guard (Replays) decides on its
@@ -329,9 +329,10 @@ func (h *Handler) routes() *http.ServeMux {
 
 // ServeHTTP authenticates the request, then serves it. A client address
 // over its failure limit, and unsigned, stale or malformed requests, are
-// refused before their body is read, as is a body declared larger than
-// MaxBody; the signature is then checked over the body read up to MaxBody,
-// before any other work.
+// refused before their body is read; the signature is then checked over
+// the body read up to MaxBody, before any other work. A body over MaxBody
+// is answered 413 once read to its end (up to 16 MiB; one declared larger
+// is not read), so that the client reads the answer.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
 	defer h.recoverPanic(jw, r)
@@ -347,18 +348,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(jw, r, http.StatusUnauthorized, aerr.code, aerr.msg)
 		return
 	}
-	if r.ContentLength > h.maxBody {
-		h.refuse(jw, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
-		return
-	}
 	// A body is a failure until its signature checks out: a client has at
 	// most its burst of unverified bodies in the air, and it gets the token
 	// back once verified.
 	h.limit.fail(client, h.now())
+	if r.ContentLength > h.maxBody {
+		h.refuseTooLarge(jw, r)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			h.writeError(jw, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
+			h.refuseTooLarge(jw, r)
 			return
 		}
 		h.refuse(jw, r, http.StatusBadRequest, "bad_request", "cannot read the request body")
@@ -368,13 +369,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(jw, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !h.firstDelivery(jw, r, sig) {
-		return
-	}
+	// Verified: not a failed authentication, a second delivery of a
+	// signed request neither (a sender retrying is not an attacker).
 	h.limit.forgive(client, h.now())
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	h.mux.ServeHTTP(jw, r)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		h.mux.ServeHTTP(jw, r)
+		return
+	}
+	key := replayKey(sig)
+	if first, ok := h.firstDelivery(jw, r, key); ok {
+		if first {
+			h.serveFirst(jw, r, key)
+		} else {
+			h.redelivered(jw, r, key)
+		}
+	}
 }
 
 // needs serves an endpoint with the capability C of the handler's
@@ -394,20 +405,18 @@ func needs[C any](h *Handler, serve func(http.ResponseWriter, *http.Request, C))
 	return func(w http.ResponseWriter, r *http.Request) { serve(w, r, c) }
 }
 
-// firstDelivery records the signature of a state-changing request with the
-// replay guard and reports whether this is its first delivery; otherwise
-// it has answered 401 replayed_request (or 500 if the guard failed). A
+// firstDelivery records key, the signature of a state-changing request,
+// with the replay guard and reports whether this is its first delivery;
+// ok is false when the guard failed, and it has answered 500. A
 // request's timestamp is at most window in the future, so it stays
 // acceptable for at most 2×window from now: that long is remembered.
-func (h *Handler) firstDelivery(w http.ResponseWriter, r *http.Request, sig []byte) bool {
-	fresh, err := h.replays.Remember(r.Context(), replayKey(sig), h.now().Add(2*h.window))
-	switch {
-	case err != nil:
+func (h *Handler) firstDelivery(w http.ResponseWriter, r *http.Request, key string) (first, ok bool) {
+	fresh, err := h.replays.Remember(r.Context(), key, h.now().Add(2*h.window))
+	if err != nil {
 		h.fail(w, r, fmt.Errorf("replay guard: %w", err))
-	case !fresh:
-		h.writeError(w, r, http.StatusUnauthorized, "replayed_request", "this signed request was already received")
+		return false, false
 	}
-	return err == nil && fresh
+	return fresh, true
 }
 
 func (h *Handler) tooLarge() string {
@@ -416,6 +425,23 @@ func (h *Handler) tooLarge() string {
 
 // refuse answers a request whose body is left unread, and closes the
 // connection rather than let the server drain the body.
+// drainLimit is how much of a body over MaxBody the handler reads before it
+// answers 413: a client that writes its whole request before it reads
+// the answer would otherwise meet a connection reset (the server closing
+// with the body unread) instead of the answer. A body declared larger is
+// not read at all.
+const drainLimit = 16 << 20
+
+// refuseTooLarge answers 413 body_too_large and closes the connection,
+// having read what is left of the body first, up to drainLimit (bounded
+// in time by the server's ReadTimeout).
+func (h *Handler) refuseTooLarge(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength <= drainLimit {
+		_, _ = io.CopyN(io.Discard, r.Body, drainLimit)
+	}
+	h.refuse(w, r, http.StatusRequestEntityTooLarge, "body_too_large", h.tooLarge())
+}
+
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	w.Header().Set("Connection", "close")
 	h.writeError(w, r, status, code, msg)

@@ -514,7 +514,7 @@ func TestSecretCopied(t *testing.T) {
 	requireOK[resumehttp.Suspension](t, do(t, req))
 }
 
-func TestReplayedRequestsAreRefused(t *testing.T) {
+func TestRedeliveriesRunNothing(t *testing.T) {
 	e := memEnv(t)
 	mid := e.create(t)
 	path := "/machines/" + mid + "/commands/bump"
@@ -522,13 +522,14 @@ func TestReplayedRequestsAreRefused(t *testing.T) {
 	first := e.signed(t, "POST", path, body)
 	replay := first.Clone(context.Background())
 	replay.Body = io.NopCloser(strings.NewReader(body))
-	requireOK[resumehttp.Summary](t, do(t, first))
+	sum := requireOK[resumehttp.Summary](t, do(t, first))
 	before := e.fingerprint(t, mid)
-	requireError(t, do(t, replay), http.StatusUnauthorized, "replayed_request")
+	// A second delivery runs nothing: it gets the first one's outcome.
+	require.Equal(t, sum, requireOK[resumehttp.Summary](t, do(t, replay)))
 	e.requireUnchanged(t, before, mid)
 
 	// The same invocation again, told apart by a request ID, runs.
-	sum := requireOK[resumehttp.Summary](t, e.call(t, "POST", path, `{"input": {"by": 1}, "request_id": "2"}`))
+	sum = requireOK[resumehttp.Summary](t, e.call(t, "POST", path, `{"input": {"by": 1}, "request_id": "2"}`))
 	require.JSONEq(t, "2", string(sum.Command.Value))
 
 	// Reads may repeat.
@@ -536,4 +537,25 @@ func TestReplayedRequestsAreRefused(t *testing.T) {
 	requireOK[resumehttp.SuspensionList](t, do(t, get))
 	again := get.Clone(context.Background())
 	requireOK[resumehttp.SuspensionList](t, do(t, again))
+}
+
+// Redeliveries of a signed request run nothing and are no failed
+// authentications: a sender that delivers one request many times gets
+// the first outcome each time, is not rate-limited, and its next request
+// is served.
+func TestRedeliveriesAreNotFailures(t *testing.T) {
+	e := newEnvWith(t, memstore.New(), func(c *resumehttp.Config) {
+		c.FailureBurst, c.FailureRefill = 2, time.Hour
+	})
+	mid := e.create(t)
+	path := "/machines/" + mid + "/commands/bump"
+	body := `{"input": {"by": 1}}`
+	first := e.signed(t, "POST", path, body)
+	sum := requireOK[resumehttp.Summary](t, do(t, first))
+	for range 10 {
+		replay := first.Clone(context.Background())
+		replay.Body = io.NopCloser(strings.NewReader(body))
+		require.Equal(t, sum, requireOK[resumehttp.Summary](t, do(t, replay)))
+	}
+	requireOK[resumehttp.Summary](t, e.call(t, "POST", path, `{"input": {"by": 1}, "request_id": "2"}`))
 }

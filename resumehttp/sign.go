@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/markov-agents/markov/store"
 )
 
 // The headers that authenticate a request.
@@ -91,6 +93,7 @@ type replayCache struct {
 	now       func() time.Time
 	mu        sync.Mutex
 	seen      map[string]time.Time // key → when it may be forgotten
+	outcomes  map[string][]byte    // key → the outcome kept with it
 	lastPrune int
 }
 
@@ -106,10 +109,12 @@ func (c *replayCache) Remember(_ context.Context, key string, expiresAt time.Tim
 		return false, nil
 	}
 	c.seen[key] = expiresAt
+	delete(c.outcomes, key)
 	if len(c.seen) > 2*c.lastPrune+64 {
 		for k, until := range c.seen {
 			if !now.Before(until) {
 				delete(c.seen, k)
+				delete(c.outcomes, k)
 			}
 		}
 		c.lastPrune = len(c.seen)
@@ -117,11 +122,39 @@ func (c *replayCache) Remember(_ context.Context, key string, expiresAt time.Tim
 	return true, nil
 }
 
+// KeepOutcome keeps outcome with the live record of key
+// (store.OutcomeKeeper).
+func (c *replayCache) KeepOutcome(_ context.Context, key string, outcome []byte) error {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if until, ok := c.seen[key]; ok && now.Before(until) {
+		if c.outcomes == nil {
+			c.outcomes = map[string][]byte{}
+		}
+		c.outcomes[key] = outcome
+	}
+	return nil
+}
+
+// Outcome returns the outcome kept with the live record of key
+// (store.OutcomeKeeper).
+func (c *replayCache) Outcome(_ context.Context, key string) ([]byte, error) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if until, ok := c.seen[key]; !ok || !now.Before(until) {
+		return nil, store.ErrNotFound
+	}
+	return c.outcomes[key], nil
+}
+
 // Forget deletes the record of key.
 func (c *replayCache) Forget(_ context.Context, key string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.seen, key)
+	delete(c.outcomes, key)
 	return nil
 }
 

@@ -473,6 +473,51 @@ type ReplayGuard interface {
 	Forget(ctx context.Context, key string) error
 }
 
+// OutcomeKeeper is the optional capability of a [ReplayGuard] that keeps,
+// with a live record of a key, the outcome of the request the key stands
+// for, so that a second delivery of the request is answered with the
+// first one's outcome (resumehttp). The outcome goes with the record:
+// when it expires, or is forgotten.
+type OutcomeKeeper interface {
+	// KeepOutcome stores outcome with the live record of key; with none
+	// (expired, forgotten) it does nothing. A key that is not a
+	// [ValidID] is ErrInvalid.
+	KeepOutcome(ctx context.Context, key string, outcome []byte) error
+	// Outcome returns the outcome kept with the live record of key: nil
+	// while it has none; ErrNotFound without a live record.
+	Outcome(ctx context.Context, key string) ([]byte, error)
+}
+
+// ParkedMachine is a machine a sweeper could not run, as a [Parker]
+// keeps it.
+type ParkedMachine struct {
+	MachineID string
+	// Errors are the errors of the sweeps that failed on it since its
+	// last save, oldest first (at most MaxParkedErrors).
+	Errors []string
+	// At is when it was last parked.
+	At time.Time
+}
+
+// MaxParkedErrors is how many errors a [Parker] keeps per machine: the
+// latest.
+const MaxParkedErrors = 10
+
+// Parker is the optional capability of a [Store] that keeps the machines
+// a timeout sweeper could not run (durable.Runner.Sweep: a machine that
+// does not load), so that an operator sees them from any process. A
+// machine stays parked until it is saved again (a parked entry records
+// the revision it failed at) or deleted.
+type Parker interface {
+	// Park records that machineID, at its current revision, failed with
+	// reason at at; parking it again at the same revision adds the
+	// reason to its errors. An unknown machine is ErrNotFound.
+	Park(ctx context.Context, machineID, reason string, at time.Time) error
+	// ListParked lists the parked machines not saved since, most recently
+	// parked first, at most limit (no cap if limit <= 0).
+	ListParked(ctx context.Context, limit int) ([]ParkedMachine, error)
+}
+
 // ExpiryClaimer is the optional capability of a [Store] that hands expired
 // pending suspensions to one timeout sweeper at a time, across processes.
 type ExpiryClaimer interface {

@@ -21,9 +21,9 @@
 //     accepted while the job finishes is either seen (the job goes on) or
 //     gets a job of its own.
 //
-// A worker that dies mid-run leaves its job running until River's rescuer
-// (Config.RescueAfter) hands it to another process, which continues the
-// machine from its last save. Deadlines are River jobs ("markov_expire")
+// A worker that dies mid-run leaves its job running with its machine's
+// lock released: another process takes it over (Config.TakeOverAfter,
+// seconds) and continues the machine from its last save. Deadlines are River jobs ("markov_expire")
 // scheduled at the deadline when the save that creates the suspension is
 // made; they expire the suspension on the database's clock. A machine
 // that fails to load or run is retried with backoff and parked after
@@ -64,6 +64,8 @@ const (
 	DefaultRescueAfter = time.Minute
 	DefaultMaxAttempts = 10
 	DefaultBusySnooze  = time.Second
+	// DefaultTakeOverAfter is Config.TakeOverAfter's default.
+	DefaultTakeOverAfter = 2 * time.Second
 )
 
 // Config configures a Fleet.
@@ -75,10 +77,20 @@ type Config struct {
 	// Workers is how many machines this process runs at once once
 	// started (DefaultWorkers if zero).
 	Workers int
-	// RescueAfter is how long a run may go without finishing before its
-	// job is handed to another process, which waits for the machine's
-	// lock: a live run keeps it, a dead process has lost it
-	// (DefaultRescueAfter if zero).
+	// TakeOverAfter is how long a job may be running while no session
+	// holds its machine's lock before another process takes it over
+	// (DefaultTakeOverAfter if zero). A worker holds the lock for the
+	// whole of a job once it has fetched it, and PostgreSQL releases it
+	// the moment the worker's process dies (its session ends): a dead
+	// worker's machines continue elsewhere about TakeOverAfter after the
+	// job started, or at most 1.5 × TakeOverAfter after the death. Every
+	// started process looks every TakeOverAfter / 2.
+	TakeOverAfter time.Duration
+	// RescueAfter is how long a run may go without finishing before
+	// River's rescuer (every 30 s) hands its job to another process,
+	// which waits for the machine's lock: a live run keeps it
+	// (DefaultRescueAfter if zero). TakeOverAfter acts first on the jobs
+	// of dead workers; RescueAfter is the backstop.
 	RescueAfter time.Duration
 	// MaxAttempts is how many times a failing machine is tried, with
 	// backoff, before it is parked (DefaultMaxAttempts if zero).
@@ -101,6 +113,8 @@ type Fleet struct {
 	client *river.Client[pgx.Tx]
 	log    *slog.Logger
 	q      queries
+	// stopTakeOver ends the take-over loop Start began, and waits for it.
+	stopTakeOver func()
 }
 
 // Job kinds.
@@ -138,6 +152,9 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.RescueAfter <= 0 {
 		cfg.RescueAfter = DefaultRescueAfter
 	}
+	if cfg.TakeOverAfter <= 0 {
+		cfg.TakeOverAfter = DefaultTakeOverAfter
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
@@ -151,7 +168,7 @@ func New(cfg Config) (*Fleet, error) {
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
-	r, err := durable.New(durable.Config{Store: cfg.Store, Charter: cfg.Charter, Logger: cfg.Logger, BeforeSave: f.scheduleDeadlines})
+	r, err := durable.New(durable.Config{Store: cfg.Store, Charter: cfg.Charter, Logger: cfg.Logger, BeforeSave: f.scheduleDeadlines, ExternalDeadlines: true})
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +216,15 @@ func (f *Fleet) Start(ctx context.Context) error {
 	if err := f.client.Start(ctx); err != nil {
 		return fmt.Errorf("fleet: start: %w", err)
 	}
+	if f.stopTakeOver == nil {
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.takeOverLoop(lctx)
+		}()
+		f.stopTakeOver = func() { cancel(); <-done }
+	}
 	pending, err := f.runner.Pending(ctx, store.Filter{})
 	if err != nil {
 		return fmt.Errorf("fleet: start: %w", err)
@@ -219,6 +245,10 @@ func (f *Fleet) Start(ctx context.Context) error {
 // ctx ends first, it cancels them (their jobs are retried elsewhere, and
 // their machines continue from the last save) and returns ctx's error.
 func (f *Fleet) Stop(ctx context.Context) error {
+	if f.stopTakeOver != nil {
+		f.stopTakeOver()
+		f.stopTakeOver = nil
+	}
 	err := f.client.Stop(ctx)
 	if err != nil && ctx.Err() != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -440,12 +470,20 @@ func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (du
 			// Checked under the lock: a result accepted and applied since
 			// has left the inbox (its row is removed after the save that
 			// resolved the suspension), so the unique row cannot tell.
+			// The deadline is judged here, on the database's clock, under
+			// the lock the expiry's decision takes too (workExpire): a
+			// result accepted before it is applied whenever its run comes.
 			var st store.Status
-			if err := tx.QueryRow(ctx, f.q.status, *suspendID).Scan(&st); err != nil {
+			var deadline *time.Time
+			var now time.Time
+			if err := tx.QueryRow(ctx, f.q.status, *suspendID).Scan(&st, &deadline, &now); err != nil {
 				return err
 			}
 			if st != store.StatusPending {
 				return fmt.Errorf("suspension %s is %s: %w", *suspendID, st, instance.ErrAlreadyResolved)
+			}
+			if kind != inCancel && deadline != nil && !now.Before(*deadline) {
+				return fmt.Errorf("suspension %s (deadline %s): %w", *suspendID, deadline.UTC().Format(time.RFC3339), machine.ErrDeadlinePassed)
 			}
 		}
 		if err := tx.QueryRow(ctx, f.q.insert, machineID, suspendID, kind, body).Scan(&a.InboxID); err != nil {

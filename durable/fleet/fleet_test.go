@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,7 +83,14 @@ func charter() (*machine.Charter, error) {
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
 		return "", ctx.Suspend("approval", instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond))
 	}, node.OnResume(func(ctx *node.ToolContext[desk], _ askIn, r node.Resumed[json.RawMessage]) (string, error) {
-		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.handler_runs (suspend_id) VALUES ($1)`), r.SuspendID); err != nil {
+		if os.Getenv(hangEnv) != "" {
+			return hang(ctx, r.SuspendID)
+		}
+		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.handler_runs (suspend_id, pid) VALUES ($1, $2)`), r.SuspendID, os.Getpid()); err != nil {
+			return "", err
+		}
+		// Heard by tests that wait for handler runs (listenHandlers).
+		if _, err := sideEffects.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, sideEffects.schema+"_handler", r.SuspendID); err != nil {
 			return "", err
 		}
 		return instance.Decode[string](r.Payload)
@@ -120,6 +128,10 @@ func model() llm.Model {
 			timeout := time.Hour
 			if mode == "expire" {
 				timeout = 1500 * time.Millisecond
+			}
+			if ms, ok := strings.CutPrefix(mode, "timeout "); ok {
+				n, _ := strconv.Atoi(ms)
+				timeout = time.Duration(n) * time.Millisecond
 			}
 			r.Calls = []scripted.Call{{ID: id, Name: "ask", Input: askIn{TimeoutMS: int(timeout.Milliseconds())}}}
 		case 2:
@@ -361,7 +373,7 @@ func startFleet(t *testing.T) (*fleet.Fleet, *postgres.Store) {
 func createSideTables(ctx context.Context, s *postgres.Store) error {
 	_, err := s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
 		CREATE TABLE {s}.effects (key text PRIMARY KEY);
-		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL)`))
+		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL, pid int NOT NULL)`))
 	return err
 }
 

@@ -23,26 +23,49 @@ import (
 // queries holds the fleet's SQL with the store's schema filled in.
 type queries struct {
 	exists, insert, revision, inbox, consume, remove string
-	pending, clear, dbNow, pendingFor, retention     string
-	logSeq, queued, status                           string
+	pending, clear, expiry, retention                string
+	logSeq, queued, status, stuck, takeOver          string
 }
 
 func newQueries(schema string) queries {
 	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())
 	return queries{
-		exists:     r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.machines WHERE id = $1)`),
-		insert:     r.Replace(`INSERT INTO {s}.inbox (machine_id, suspend_id, kind, body) VALUES ($1, $2, $3, $4) RETURNING id`),
-		revision:   r.Replace(`SELECT revision FROM {s}.machines WHERE id = $1`),
-		inbox:      r.Replace(`SELECT id, kind, body, consumed_rev FROM {s}.inbox WHERE machine_id = $1 ORDER BY id`),
-		consume:    r.Replace(`UPDATE {s}.inbox SET consumed_rev = $2 WHERE id = $1`),
-		remove:     r.Replace(`DELETE FROM {s}.inbox WHERE id = $1`),
-		pending:    r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE machine_id = $1)`),
-		clear:      r.Replace(`DELETE FROM {s}.inbox WHERE machine_id = $1`),
-		dbNow:      `SELECT now()`,
-		logSeq:     r.Replace(`SELECT coalesce((SELECT max(seq) FROM {s}.events WHERE machine_id = $1), (SELECT seq FROM {s}.event_floors WHERE machine_id = $1), 0)`),
-		queued:     r.Replace(`SELECT count(*) FROM {s}.inbox WHERE machine_id = $1`),
-		status:     r.Replace(`SELECT status FROM {s}.suspensions WHERE id = $1`),
-		pendingFor: r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE suspend_id = $1)`),
+		exists:   r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.machines WHERE id = $1)`),
+		insert:   r.Replace(`INSERT INTO {s}.inbox (machine_id, suspend_id, kind, body) VALUES ($1, $2, $3, $4) RETURNING id`),
+		revision: r.Replace(`SELECT revision FROM {s}.machines WHERE id = $1`),
+		inbox:    r.Replace(`SELECT id, kind, body, consumed_rev FROM {s}.inbox WHERE machine_id = $1 ORDER BY id`),
+		consume:  r.Replace(`UPDATE {s}.inbox SET consumed_rev = $2 WHERE id = $1`),
+		remove:   r.Replace(`DELETE FROM {s}.inbox WHERE id = $1`),
+		pending:  r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE machine_id = $1)`),
+		clear:    r.Replace(`DELETE FROM {s}.inbox WHERE machine_id = $1`),
+		logSeq:   r.Replace(`SELECT coalesce((SELECT max(seq) FROM {s}.events WHERE machine_id = $1), (SELECT seq FROM {s}.event_floors WHERE machine_id = $1), 0)`),
+		queued:   r.Replace(`SELECT count(*) FROM {s}.inbox WHERE machine_id = $1`),
+		status:   r.Replace(`SELECT status, deadline, clock_timestamp() FROM {s}.suspensions WHERE id = $1`),
+		// expiry is the database's clock, and whether a pending
+		// suspension of the machine expired by it has an accepted input.
+		expiry: r.Replace(`WITH c AS (SELECT clock_timestamp() AS now)
+			SELECT c.now, EXISTS (SELECT 1 FROM {s}.inbox i JOIN {s}.suspensions s ON s.id = i.suspend_id
+				WHERE i.machine_id = $1 AND s.status = 'pending' AND s.deadline <= c.now) FROM c`),
+		// stuck are the run and deadline jobs running for longer than
+		// $1 seconds; takeOver makes those of them named by $1 that are
+		// still so available again (or discards those out of attempts),
+		// recording the error $3, and wakes the workers with River's
+		// insert notification on channel $4.
+		stuck: r.Replace(`SELECT id, args->>'machine_id' FROM {s}.river_job
+			WHERE state = 'running' AND kind IN ('` + kindRun + `', '` + kindExpire + `')
+			  AND attempted_at < now() - make_interval(secs => $1)`),
+		takeOver: r.Replace(`WITH t AS (
+				UPDATE {s}.river_job SET
+					state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'available' END::{s}.river_job_state,
+					finalized_at = CASE WHEN attempt >= max_attempts THEN now() END,
+					scheduled_at = now(),
+					errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', $3::text, 'trace', ''))
+				WHERE id = ANY($1) AND state = 'running' AND attempted_at < now() - make_interval(secs => $2)
+				RETURNING state
+			), n AS (
+				SELECT pg_notify($4, '{"queue": "` + river.QueueDefault + `"}') WHERE EXISTS (SELECT 1 FROM t WHERE state = 'available')
+			)
+			SELECT count(*) FROM t, (SELECT count(*) FROM n) AS w`),
 		// logSeq is the log's end, the ID's floor when the log is empty;
 		// retention deletes as store.Delete does: the machines' entries of
 		// the suspension feed and the effect journal go too, and the last sequence number of each
@@ -244,13 +267,8 @@ func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) erro
 	if err != nil {
 		return err
 	}
-	pool := f.cfg.Store.Pool()
-	var now time.Time
-	var accepted bool
-	if err := pool.QueryRow(ctx, f.q.dbNow).Scan(&now); err != nil {
-		return err
-	}
-	if err := pool.QueryRow(ctx, f.q.pendingFor, sus.ID).Scan(&accepted); err != nil {
+	now, accepted, err := f.expiry(ctx, sus.MachineID)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -269,6 +287,21 @@ func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) erro
 	defer h.Release()
 	_, err = drain(h.Expire(ctx, now))
 	return err
+}
+
+// expiry reads the database's clock under the machine's inbox lock, and
+// whether an input was accepted for a suspension of the machine expired by
+// it. None was: then none can be any more (acceptance judges the deadline
+// under the same lock, on the same clock), and every suspension expired
+// by now may be expired.
+func (f *Fleet) expiry(ctx context.Context, machineID string) (now time.Time, accepted bool, err error) {
+	err = pgx.BeginFunc(ctx, f.cfg.Store.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, f.inboxKey(machineID)); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, f.q.expiry, machineID).Scan(&now, &accepted)
+	})
+	return now, accepted, err
 }
 
 // workRetention deletes the machines that have nothing pending and were

@@ -8,6 +8,7 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -32,8 +33,10 @@ type Store struct {
 	machines map[string]*machine
 	// suspensions indexes every machine's suspensions by suspend ID.
 	suspensions map[string]*store.Suspension
-	// replays maps each remembered key to when it expires.
-	replays map[string]time.Time
+	// replays maps each remembered key to when it expires; outcomes to
+	// the outcome kept with it (store.OutcomeKeeper).
+	replays  map[string]time.Time
+	outcomes map[string][]byte
 	// requests are the suspend requests of each machine, oldest first.
 	requests map[string][]store.SuspendRequest
 	// feed is the suspension feed, oldest first; cursor is the last
@@ -80,6 +83,7 @@ func New() *Store {
 		suspensions: make(map[string]*store.Suspension),
 		replays:     make(map[string]time.Time),
 		effects:     make(map[string]store.Effect),
+		outcomes:    make(map[string][]byte),
 		requests:    make(map[string][]store.SuspendRequest),
 		floors:      make(map[string]int64),
 	}
@@ -363,6 +367,7 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 	for k, until := range s.replays {
 		if !until.After(now) {
 			delete(s.replays, k)
+			delete(s.outcomes, k)
 		}
 	}
 	if _, live := s.replays[key]; live {
@@ -382,7 +387,38 @@ func (s *Store) Forget(ctx context.Context, key string) error {
 	}
 	defer s.mu.Unlock()
 	delete(s.replays, key)
+	delete(s.outcomes, key)
 	return nil
+}
+
+// KeepOutcome implements [store.OutcomeKeeper].
+func (s *Store) KeepOutcome(ctx context.Context, key string, outcome []byte) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("memstore: keep outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if until, ok := s.replays[key]; ok && until.After(s.now()) {
+		s.outcomes[key] = bytes.Clone(outcome)
+	}
+	return nil
+}
+
+// Outcome implements [store.OutcomeKeeper].
+func (s *Store) Outcome(ctx context.Context, key string) ([]byte, error) {
+	if !store.ValidID(key) {
+		return nil, fmt.Errorf("memstore: outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if until, ok := s.replays[key]; !ok || !until.After(s.now()) {
+		return nil, fmt.Errorf("memstore: outcome: %w", store.ErrNotFound)
+	}
+	return bytes.Clone(s.outcomes[key]), nil
 }
 
 // Close makes every later call fail with an error.

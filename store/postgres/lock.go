@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -119,15 +120,37 @@ func (s *Store) lockKey(machineID string) int64 {
 // machineID's lock (package durable's LockProber: a machine's status is
 // running while it is held), by looking the advisory lock up in pg_locks.
 func (s *Store) MachineLocked(ctx context.Context, machineID string) (bool, error) {
-	key := uint64(s.lockKey(machineID))
-	var held bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND objsubid = 1
-		  AND classid::bigint = $1 AND objid::bigint = $2
-		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`,
-		int64(key>>32), int64(key&0xffffffff)).Scan(&held)
+	held, err := s.MachinesLocked(ctx, []string{machineID})
 	if err != nil {
-		return false, fmt.Errorf("postgres: is machine %q locked: %w", machineID, err)
+		return false, err
+	}
+	return len(held) == 1, nil
+}
+
+// MachinesLocked returns those of machineIDs whose lock some session of
+// the database holds, as MachineLocked, in one query. A process that died
+// holds none: its session ended, which released its locks.
+func (s *Store) MachinesLocked(ctx context.Context, machineIDs []string) ([]string, error) {
+	hi, lo := make([]int64, len(machineIDs)), make([]int64, len(machineIDs))
+	for i, id := range machineIDs {
+		key := uint64(s.lockKey(id))
+		hi[i], lo[i] = int64(key>>32), int64(key&0xffffffff)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT k.i FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS k(hi, lo, i)
+		WHERE EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND objsubid = 1
+			  AND classid::bigint = k.hi AND objid::bigint = k.lo
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, hi, lo)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: are machines locked: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var i int64
+		err := r.Scan(&i)
+		return machineIDs[i-1], err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: are machines locked: %w", err)
 	}
 	return held, nil
 }

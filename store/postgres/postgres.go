@@ -87,6 +87,7 @@
 //	    machine_id text PRIMARY KEY,
 //	    seq        bigint NOT NULL                  -- the last seq of its deleted logs
 //	);
+//	ALTER TABLE replays ADD COLUMN outcome bytea;   -- store.OutcomeKeeper
 //
 // Watchers ([Store.Subscribe]) LISTEN on a dedicated connection each: a
 // save NOTIFYs, in its transaction, the channel of its machine when it
@@ -315,7 +316,9 @@ var migrations = [...]string{
 		machine_id text PRIMARY KEY,
 		seq        bigint NOT NULL
 	);`,
-	// 10: the effect journal (store.EffectJournal).
+	// 10: the outcome kept with a replay record (store.OutcomeKeeper).
+	`ALTER TABLE {s}.replays ADD COLUMN outcome bytea;`,
+	// 11: the effect journal (store.EffectJournal).
 	`CREATE TABLE {s}.effects (
 		key        text PRIMARY KEY,
 		machine_id text NOT NULL,
@@ -374,6 +377,7 @@ type queries struct {
 	deleteSuspensions, insertSuspensions         string
 	deleteMachine, listMachines, findSuspension  string
 	listSuspensions, claimExpired, remember      string
+	keepOutcome, outcome                         string
 	forget, beginEffect, endEffect, forgetEffect string
 	addRequest, requests, dropRequest            string
 	lockMachine, appendEvents                    string
@@ -497,8 +501,10 @@ func newQueries(schema string) queries {
 				LIMIT 100 FOR UPDATE SKIP LOCKED)
 		)
 		INSERT INTO {s}.replays AS r (key, expires_at) VALUES ($1, $2)
-		ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE r.expires_at <= now()
+		ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at, outcome = NULL WHERE r.expires_at <= now()
 		RETURNING true`)
+	q.keepOutcome = q.expand(`UPDATE {s}.replays SET outcome = $2 WHERE key = $1 AND expires_at > now()`)
+	q.outcome = q.expand(`SELECT outcome FROM {s}.replays WHERE key = $1 AND expires_at > now()`)
 	return q
 }
 
@@ -865,6 +871,33 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 		return false, fmt.Errorf("postgres: remember: %w", err)
 	}
 	return fresh, nil
+}
+
+// KeepOutcome implements [store.OutcomeKeeper].
+func (s *Store) KeepOutcome(ctx context.Context, key string, outcome []byte) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("postgres: keep outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	if _, err := s.pool.Exec(ctx, s.q.keepOutcome, key, outcome); err != nil {
+		return fmt.Errorf("postgres: keep outcome: %w", err)
+	}
+	return nil
+}
+
+// Outcome implements [store.OutcomeKeeper].
+func (s *Store) Outcome(ctx context.Context, key string) ([]byte, error) {
+	if !store.ValidID(key) {
+		return nil, fmt.Errorf("postgres: outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	var out []byte
+	err := s.pool.QueryRow(ctx, s.q.outcome, key).Scan(&out)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: outcome: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: outcome: %w", err)
+	}
+	return out, nil
 }
 
 // Forget implements [store.ReplayGuard].

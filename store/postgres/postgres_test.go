@@ -173,6 +173,7 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 	// Back to version 7, as an older package left it: machine m with 300
 	// entries and n with 200, a row each; entry 7 of m is empty.
 	for _, sql := range []string{
+		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
 		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 7`,
@@ -292,6 +293,7 @@ func TestMigrateEventFloors(t *testing.T) {
 	s, _, _ := upgraded(t,
 		// Back to version 8, as an older package left it.
 		`DROP TABLE {s}.effects`,
+		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
 		`DROP TABLE {s}.event_floors`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 8`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, '\x74', 0, now(), 7)`,

@@ -99,6 +99,13 @@
 //	    machine_id TEXT PRIMARY KEY,
 //	    seq        INTEGER NOT NULL               -- the last seq of its deleted logs
 //	) WITHOUT ROWID;
+//	CREATE TABLE parked (                         -- store.Parker: machines the sweeper could not run
+//	    machine_id TEXT PRIMARY KEY REFERENCES machines(id) ON DELETE CASCADE,
+//	    revision   INTEGER NOT NULL,              -- the machine's when parked; a save since unparks it
+//	    errors     BLOB NOT NULL,                 -- a JSON array of strings, oldest first
+//	    at         INTEGER NOT NULL               -- unix microseconds
+//	) WITHOUT ROWID;
+//	ALTER TABLE replays ADD COLUMN outcome BLOB;  -- store.OutcomeKeeper
 //	CREATE TABLE effects (                        -- store.EffectJournal
 //	    key        TEXT PRIMARY KEY,
 //	    machine_id TEXT NOT NULL,
@@ -420,7 +427,16 @@ var migrations = [...]string{
 		machine_id TEXT PRIMARY KEY,
 		seq        INTEGER NOT NULL
 	) WITHOUT ROWID;`,
-	// 9: the effect journal (store.EffectJournal).
+	// 9: the machines the sweeper could not run (store.Parker).
+	`CREATE TABLE parked (
+		machine_id TEXT PRIMARY KEY REFERENCES machines(id) ON DELETE CASCADE,
+		revision   INTEGER NOT NULL,
+		errors     BLOB NOT NULL,
+		at         INTEGER NOT NULL
+	) WITHOUT ROWID;`,
+	// 10: the outcome kept with a replay record (store.OutcomeKeeper).
+	`ALTER TABLE replays ADD COLUMN outcome BLOB;`,
+	// 11: the effect journal (store.EffectJournal).
 	`CREATE TABLE effects (
 		key        TEXT PRIMARY KEY,
 		machine_id TEXT NOT NULL,
@@ -807,7 +823,7 @@ func (s *Store) Delete(ctx context.Context, machineID string) error {
 		// ON DELETE CASCADE covers these; delete explicitly all the same, in
 		// case foreign keys are off on this connection.
 		for _, q := range []string{`DELETE FROM history WHERE machine_id = ?`, `DELETE FROM history_blocks WHERE machine_id = ?`, `DELETE FROM suspend_requests WHERE machine_id = ?`, `DELETE FROM suspensions WHERE machine_id = ?`,
-			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`, `DELETE FROM effects WHERE machine_id = ?`} {
+			`DELETE FROM events WHERE machine_id = ?`, `DELETE FROM suspension_feed WHERE machine_id = ?`, `DELETE FROM live_events WHERE machine_id = ?`, `DELETE FROM effects WHERE machine_id = ?`, `DELETE FROM parked WHERE machine_id = ?`} {
 			if _, err := tx.ExecContext(ctx, q, machineID); err != nil {
 				return err
 			}
@@ -993,6 +1009,37 @@ func (s *Store) Remember(ctx context.Context, key string, expiresAt time.Time) (
 		return false, fmt.Errorf("sqlite: remember: %w", err)
 	}
 	return fresh, nil
+}
+
+// KeepOutcome implements [store.OutcomeKeeper], on the store's clock.
+func (s *Store) KeepOutcome(ctx context.Context, key string, outcome []byte) error {
+	if !store.ValidID(key) {
+		return fmt.Errorf("sqlite: keep outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE replays SET outcome = ? WHERE key = ? AND expires_at > ?`, outcome, key, s.now().UnixMicro())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: keep outcome: %w", err)
+	}
+	return nil
+}
+
+// Outcome implements [store.OutcomeKeeper], on the store's clock.
+func (s *Store) Outcome(ctx context.Context, key string) ([]byte, error) {
+	if !store.ValidID(key) {
+		return nil, fmt.Errorf("sqlite: outcome: %w: the key is not a valid ID", store.ErrInvalid)
+	}
+	var out []byte
+	err := s.db.QueryRowContext(ctx, `SELECT outcome FROM replays WHERE key = ? AND expires_at > ?`, key, s.now().UnixMicro()).Scan(&out)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: outcome: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: outcome: %w", err)
+	}
+	return out, nil
 }
 
 // Forget implements [store.ReplayGuard].

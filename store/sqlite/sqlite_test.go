@@ -328,6 +328,8 @@ func TestMigrateHistoryRows(t *testing.T) {
 	db := olderDatabase(t, path,
 		`PRAGMA user_version = 6`, // as version 6 left it
 		`DROP TABLE effects`,
+		`DROP TABLE parked`,
+		`ALTER TABLE replays DROP COLUMN outcome`,
 		`DROP TABLE event_floors`,
 		`DROP TABLE history_blocks`, `ALTER TABLE machines DROP COLUMN packed`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 300, 0, 7)`,
@@ -375,6 +377,8 @@ func TestMigrateEventFloors(t *testing.T) {
 	olderDatabase(t, path,
 		`PRAGMA user_version = 7`, // as version 7 left it
 		`DROP TABLE effects`,
+		`DROP TABLE parked`,
+		`ALTER TABLE replays DROP COLUMN outcome`,
 		`DROP TABLE event_floors`,
 		`INSERT INTO machines (id, revision, tree, history_len, updated_at, incarnation) VALUES ('m', 1, x'74', 0, 0, 7)`,
 		`INSERT INTO events (machine_id, seq, data, at) VALUES ('m', 1, x'61', 0), ('m', 2, x'62', 0)`,
@@ -393,6 +397,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	olderDatabase(t, path,
 		`PRAGMA user_version = 1`, // as version 1 left it
 		`DROP TABLE effects`,
+		`DROP TABLE parked`,
 		`DROP TABLE replays`,
 		`DROP TABLE suspend_requests`,
 		`DROP INDEX suspensions_event`,

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ var replayChecks = []check[store.ReplayGuard]{
 	{"Invalid", testRememberInvalid},
 	{"Concurrent", testRememberConcurrent},
 	{"Forget", testForget},
+	{"Outcome", testOutcome},
 }
 
 func remember(t testing.TB, g store.ReplayGuard, key string, expiresAt time.Time) bool {
@@ -127,5 +129,62 @@ func testForget(t *testing.T, g store.ReplayGuard) {
 	}
 	for _, key := range append([]string{""}, maps(malformedIDs)...) {
 		wantErr(t, fmt.Sprintf("Forget(%q)", key), g.Forget(ctx, key), store.ErrInvalid)
+	}
+}
+
+// testOutcome checks a guard that is a store.OutcomeKeeper: an outcome is
+// kept with a live record only, read back as kept, and goes with the
+// record (forgotten, expired and taken again).
+func testOutcome(t *testing.T, g store.ReplayGuard) {
+	k, ok := g.(store.OutcomeKeeper)
+	if !ok {
+		t.Skip("not a store.OutcomeKeeper")
+	}
+	ctx := context.Background()
+	past, later := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	outcome := func(key string) ([]byte, error) { return k.Outcome(ctx, key) }
+	if _, err := outcome("none"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Outcome of a key never remembered: %v, want ErrNotFound", err)
+	}
+	if err := k.KeepOutcome(ctx, "none", []byte("x")); err != nil {
+		t.Fatalf("KeepOutcome of a key never remembered: %v", err)
+	}
+	if _, err := outcome("none"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("KeepOutcome made a record: %v", err)
+	}
+	remember(t, g, "done", later)
+	if got, err := outcome("done"); err != nil || got != nil {
+		t.Fatalf("Outcome before one is kept = %q, %v; want nil, nil", got, err)
+	}
+	if err := k.KeepOutcome(ctx, "done", []byte(`{"status":202}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := outcome("done"); err != nil || string(got) != `{"status":202}` {
+		t.Fatalf("Outcome = %q, %v", got, err)
+	}
+	if err := g.Forget(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outcome("done"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Outcome of a forgotten key: %v, want ErrNotFound", err)
+	}
+	remember(t, g, "done", later)
+	if got, err := outcome("done"); err != nil || got != nil {
+		t.Fatalf("a record taken again kept the old outcome: %q, %v", got, err)
+	}
+	remember(t, g, "lapsed", past)
+	if err := k.KeepOutcome(ctx, "lapsed", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outcome("lapsed"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Outcome of an expired record: %v, want ErrNotFound", err)
+	}
+	remember(t, g, "lapsed", later)
+	if got, err := outcome("lapsed"); err != nil || got != nil {
+		t.Fatalf("an expired record taken again kept an outcome: %q, %v", got, err)
+	}
+	wantErr(t, "KeepOutcome(\"\")", k.KeepOutcome(ctx, "", nil), store.ErrInvalid)
+	if _, err := outcome(""); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Outcome(\"\"): %v, want ErrInvalid", err)
 	}
 }

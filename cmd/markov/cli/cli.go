@@ -31,7 +31,8 @@
 // workers, and stop on SIGTERM by letting the runs in progress finish
 // within --shutdown-timeout, then cancelling them (another worker
 // continues them from their last save); parked lists the machines the
-// fleet gave up on.
+// fleet gave up on. On SQLite, parked lists the machines serve's sweeper
+// could not run.
 //
 // The markov command wires it to the refund demo's charter. A real
 // application builds its own binary with its own charter (the charter

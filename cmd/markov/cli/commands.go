@@ -38,7 +38,7 @@ func builtins() []Command {
 		{Name: "graph", Args: "[--format mermaid|graphviz]", Summary: "print the charter's node graph (Mermaid or Graphviz)", Run: Graph},
 		{Name: "serve", Args: "[--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION] [--workers N] [--shutdown-timeout D] [--max-wait D] [--console] [--read-timeout D] [--write-timeout D] [--idle-timeout D]", Summary: "serve the signed HTTP resume endpoint, and run machines in the background (SQLite: the sweeper; PostgreSQL: fleet workers)", Run: Serve},
 		{Name: "worker", Args: "--store postgres://… [--schema S] [--workers N] [--shutdown-timeout D] [--health HOST:PORT]", Summary: "run a fleet's workers on PostgreSQL, with no HTTP API", Run: Worker},
-		{Name: "parked", Args: "[-n N] [-o text|json]", Summary: "list the machines a fleet parked after their runs kept failing, with their errors (PostgreSQL)", Run: Parked},
+		{Name: "parked", Args: "[-n N] [-o text|json]", Summary: "list the machines parked after their runs kept failing (a fleet's jobs; SQLite's sweeper), with their errors", Run: Parked},
 		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},
 		{Name: "version", Args: "[-o text|json]", Summary: "print the program's version and the Go version it was built with", Run: Version},
 	}

@@ -261,6 +261,31 @@ func TestWorkerHandsBackItsRunOnSIGTERM(t *testing.T) {
 	require.Equal(t, 1, users, "the input is applied once")
 }
 
+// A worker SIGKILLed during a model call leaves its job running with the
+// machine's lock released: another worker takes the job over
+// (--take-over-after) and continues the machine within seconds, not after
+// River's rescue (--rescue-after, a minute by default, and its 30 s tick).
+func TestWorkerTakesOverAKilledWorkersRun(t *testing.T) {
+	f, id, db := echoFleet(t)
+	dying := startChild(t, time.Hour, append([]string{"worker", "--workers", "1"}, db...)...)
+	_, err := f.Send(context.Background(), id, machine.UserText("hello"))
+	require.NoError(t, err)
+	require.Equal(t, "hello", dying.waitFor(modelCalled, time.Minute)[1])
+	survivor := startChild(t, 0, append([]string{"worker", "--workers", "1", "--take-over-after", "500ms", "--rescue-after", "10m"}, db...)...)
+	survivor.waitFor(regexp.MustCompile(`running the fleet's machines`), time.Minute)
+
+	killed := time.Now()
+	require.NoError(t, dying.cmd.Process.Kill())
+	<-dying.done
+	require.Equal(t, "hello", survivor.waitFor(modelCalled, 10*time.Second)[1], "the survivor continues the run")
+	took := time.Since(killed)
+	t.Logf("from SIGKILL to the model call in the survivor: %v", took)
+	require.Less(t, took, 5*time.Second)
+	require.Eventually(t, func() bool { return len(replies(t, f, id)) > 0 }, time.Minute, 20*time.Millisecond)
+	survivor.terminate(time.Minute)
+	require.Equal(t, []string{"echo: hello"}, replies(t, f, id))
+}
+
 // serve on PostgreSQL answers the probes, works the fleet's inputs in its
 // own workers, and exits 0 on SIGTERM.
 func TestServeOnPostgresStopsOnSIGTERM(t *testing.T) {

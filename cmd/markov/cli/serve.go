@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,9 +27,13 @@ type serveConfig struct {
 	secret    []byte
 	sweep     time.Duration
 	maxWait   time.Duration
-	work      workFlags
-	ui        consoleFlags
-	server    resumehttp.ServerConfig
+	// limits are the API's body cap and failure limit; proxies the
+	// reverse proxies whose forwarded client addresses key it.
+	limits  resumehttp.Config
+	proxies []netip.Prefix
+	work    workFlags
+	ui      consoleFlags
+	server  resumehttp.ServerConfig
 }
 
 // Serve serves the resumehttp endpoints for the database's machines until
@@ -49,7 +55,7 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), nil))
 	}
-	c.fleet.Workers = cfg.work.workers
+	cfg.work.apply(&c.fleet)
 	db, err := c.Open(ctx, false)
 	if err != nil {
 		return err
@@ -84,6 +90,28 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	return c.runUntilDone(ctx, cfg.work.shutdown, db, srv, ln, stopWork)
 }
 
+// parsePrefixes parses a comma-separated list of CIDRs and addresses (an
+// address is its own /32 or /128).
+func parsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for item := range strings.SplitSeq(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(item)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR nor an address", item)
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
 // waitAccepted waits for the runs the runner continues in the background
 // after accepting their input (on SQLite; a fleet's are its jobs'); when
 // ctx ends first they are cancelled, each machine left at its last save
@@ -106,6 +134,10 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.secretEnv, "secret-env", "MARKOV_SECRET", "the environment `variable` holding the HMAC secret shared with the callers")
 	fs.DurationVar(&cfg.sweep, "sweep", 30*time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
 	fs.DurationVar(&cfg.maxWait, "max-wait", resumehttp.DefaultMaxWait, "the longest a resume, cancel or command waits for its run when the client asks to (Prefer: wait=N) before answering 202 Accepted (negative: never wait); under --write-timeout")
+	fs.Int64Var(&cfg.limits.MaxBody, "max-body", resumehttp.DefaultMaxBody, "the largest request body accepted, in `bytes` (larger: 413)")
+	fs.IntVar(&cfg.limits.FailureBurst, "failure-burst", resumehttp.DefaultFailureBurst, "how many failed authentications a client address may make in a row before its requests get 429")
+	fs.DurationVar(&cfg.limits.FailureRefill, "failure-refill", resumehttp.DefaultFailureRefill, "how long it takes for one failed authentication to be forgiven")
+	proxies := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of the reverse proxies in front of serve: a request from one is keyed, for the failure limit, by the client address it forwards (Forwarded, X-Forwarded-For); none if empty")
 	cfg.work.register(fs)
 	cfg.ui.register(fs)
 	fs.DurationVar(&cfg.server.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
@@ -117,6 +149,12 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	}
 	if cfg.sweep < 0 {
 		return nil, Usagef("serve", "--sweep must not be negative")
+	}
+	if cfg.limits.MaxBody <= 0 || cfg.limits.FailureBurst <= 0 || cfg.limits.FailureRefill <= 0 {
+		return nil, Usagef("serve", "--max-body, --failure-burst and --failure-refill must be positive")
+	}
+	if cfg.proxies, err = parsePrefixes(*proxies); err != nil {
+		return nil, Usagef("serve", "--trusted-proxies: %v", err)
 	}
 	if err := cfg.work.check("serve", 0); err != nil {
 		return nil, err
@@ -141,7 +179,11 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 // serveHandler assembles serve's handler: the unauthenticated probes, the
 // signed resumehttp endpoints and, when asked for, the console.
 func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
-	rc := resumehttp.Config{Runner: db.Runner, Secret: cfg.secret, Acceptor: db.Runner, MaxWait: cfg.maxWait, Logger: c.Logger}
+	rc := resumehttp.Config{Runner: db.Runner, Secret: cfg.secret, Acceptor: db.Runner, MaxWait: cfg.maxWait, Logger: c.Logger,
+		MaxBody: cfg.limits.MaxBody, FailureBurst: cfg.limits.FailureBurst, FailureRefill: cfg.limits.FailureRefill}
+	if len(cfg.proxies) > 0 {
+		rc.ClientKey = resumehttp.TrustedProxies(cfg.proxies...)
+	}
 	if db.Fleet != nil {
 		rc.Acceptor = db.Fleet // the input is committed with its job, for any worker
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/markov-agents/markov/console"
 )
@@ -38,9 +39,14 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler) (http.Handler, er
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", api)
-	mux.Handle(console.DefaultPrefix, ui)
 	fmt.Fprintf(c.Out(), "the console is at %s\n", console.DefaultPrefix)
-	return mux, nil
+	// Routed by prefix, not by a ServeMux, which would redirect an unclean
+	// API path with an HTML body before the API (all JSON) saw it.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, console.DefaultPrefix) || r.URL.Path == strings.TrimSuffix(console.DefaultPrefix, "/") {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +20,9 @@ import (
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
+	"github.com/markov-agents/markov/store/sqlite"
 )
 
 // A bad store choice is a usage error that shows no password; an
@@ -39,11 +42,14 @@ func TestFleetCommandLine(t *testing.T) {
 		{"schema on SQLite", []string{"pending", "--db", db, "--schema", "x"}, ExitUsage, "markov pending: --schema is for a PostgreSQL store (--store postgres://…), not the SQLite file " + db},
 		{"unreachable", []string{"pending", "--store", "postgres://u:s3cret@127.0.0.1:" + closedPort(t) + "/db?sslmode=disable"}, ExitError, "markov: open postgres://u@127.0.0.1:"},
 		{"worker on SQLite", []string{"worker", "--db", db}, ExitError, "markov: there is no fleet on SQLite (" + db + "): worker needs a PostgreSQL store (--store postgres://…)\n"},
-		{"parked on SQLite", []string{"parked", "--db", db}, ExitError, "markov: there is no fleet on SQLite (" + db + "): parked needs a PostgreSQL store"},
 		{"worker without workers", []string{"worker", "--workers", "0"}, ExitUsage, "markov worker: --workers must be at least 1"},
 		{"serve negative workers", []string{"serve", "--workers", "-1"}, ExitUsage, "markov serve: --workers must be at least 0"},
 		{"worker bad timeout", []string{"worker", "--shutdown-timeout", "0s"}, ExitUsage, "--shutdown-timeout must be positive"},
+		{"worker bad take-over", []string{"worker", "--take-over-after", "0s"}, ExitUsage, "markov worker: --take-over-after and --rescue-after must be positive"},
+		{"serve bad rescue", []string{"serve", "--rescue-after", "-1s"}, ExitUsage, "markov serve: --take-over-after and --rescue-after must be positive"},
 		{"max-wait over write-timeout", []string{"serve", "--write-timeout", "10s"}, ExitUsage, "markov serve: --max-wait 1m0s must be under --write-timeout 10s"},
+		{"bad trusted proxy", []string{"serve", "--trusted-proxies", "10.0.0.0/8, proxy.local"}, ExitUsage, `markov serve: --trusted-proxies: "proxy.local" is neither a CIDR nor an address`},
+		{"bad failure burst", []string{"serve", "--failure-burst", "0"}, ExitUsage, "markov serve: --max-body, --failure-burst and --failure-refill must be positive"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res := run(t, charter, tt.args...)
@@ -112,6 +118,26 @@ func TestCommandsOnPostgres(t *testing.T) {
 	require.Equal(t, "[]\n", res.stdout)
 }
 
+// On SQLite, parked lists the machines the sweeper could not run.
+func TestParkedOnSQLite(t *testing.T) {
+	charter := refundCharter(t)
+	db, machineID, _ := parked(t, charter)
+	res := run(t, charter, "parked", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Equal(t, "no parked machines in "+db+"\n", res.stdout)
+
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: db})
+	require.NoError(t, err)
+	require.NoError(t, st.Park(ctx, machineID, "decode machine: bad tree", time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)))
+	require.NoError(t, st.Close())
+	res = run(t, charter, "parked", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	require.Len(t, lines, 2, res.stdout)
+	require.Regexp(t, `^`+machineID+`\s+sweep\s+2026-11-28T12:00:00Z\s+1\s+decode machine: bad tree$`, lines[1])
+}
+
 // parked lists the machines a fleet gave up on, with their errors.
 func TestParkedOnPostgres(t *testing.T) {
 	st, url, schema := pgtest.Open(t)
@@ -167,4 +193,69 @@ func TestServeConsoleWithoutFleet(t *testing.T) {
 	defer srv.Close()
 	require.Equal(t, http.StatusNotFound, getStatus(t, srv.URL+"/ui/fleet", http.Header{"X-Test-User": {"dana"}}))
 	require.Equal(t, http.StatusOK, getStatus(t, srv.URL+"/ui/", http.Header{"X-Test-User": {"dana"}}))
+}
+
+// serve's every API answer is JSON, a redirect of an unclean path too:
+// the probes and the console are routed in front of the API without a
+// ServeMux of serve's own, whose redirects have HTML bodies.
+func TestServeRedirectsAreJSON(t *testing.T) {
+	c := &CLI{Charter: refundCharter(t)}
+	c.SetDB(filepath.Join(t.TempDir(), "test.db"))
+	db, err := c.Open(context.Background(), false)
+	require.NoError(t, err)
+	defer db.Close()
+	for _, ui := range []bool{false, true} {
+		h, err := c.serveHandler(&serveConfig{secret: []byte(childSecret), ui: consoleFlags{enabled: ui, header: "X-Test-User"}}, db)
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for _, path := range []string{"//suspensions", "/machines/../suspensions", "/healthz/../suspensions"} {
+			req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			require.NoError(t, err)
+			resumehttp.SignRequest([]byte(childSecret), req, nil, time.Now())
+			resp, err := noFollow.Do(req)
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.True(t, resp.StatusCode >= 300 && resp.StatusCode < 400, "console %v, %s: %d", ui, path, resp.StatusCode)
+			require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "console %v, %s", ui, path)
+			var eb resumehttp.ErrorBody
+			require.NoError(t, json.Unmarshal(b, &eb), "console %v, %s: %s", ui, path, b)
+			require.Equal(t, "redirect", eb.Code)
+		}
+		srv.Close()
+	}
+}
+
+// serve's limits are its flags': behind a trusted proxy, the failure limit
+// keys each forwarded client apart; a client over its burst gets 429, the
+// proxy's other clients are served; and the body cap is --max-body.
+func TestServeLimitFlags(t *testing.T) {
+	c := &CLI{Charter: refundCharter(t), Getenv: func(string) string { return childSecret }}
+	c.SetDB(filepath.Join(t.TempDir(), "test.db"))
+	cfg, err := c.parseServe([]string{"--trusted-proxies", "127.0.0.1, 10.0.0.0/8", "--failure-burst", "1", "--failure-refill", "1h", "--max-body", "100"})
+	require.NoError(t, err)
+	db, err := c.Open(context.Background(), false)
+	require.NoError(t, err)
+	defer db.Close()
+	h, err := c.serveHandler(cfg, db)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	send := func(client string, secret []byte, body string) int {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/suspensions/s1/resume", strings.NewReader(body))
+		require.NoError(t, err)
+		resumehttp.SignRequest(secret, req, []byte(body), time.Now())
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	wrong := []byte("another secret, just as long as the real one")
+	require.Equal(t, http.StatusUnauthorized, send("198.51.100.1", wrong, "{}"))
+	require.Equal(t, http.StatusTooManyRequests, send("198.51.100.1", wrong, "{}"))
+	require.Equal(t, http.StatusNotFound, send("198.51.100.2", []byte(childSecret), `{"payload":1}`), "another client of the proxy is served")
+	require.Equal(t, http.StatusRequestEntityTooLarge, send("198.51.100.3", []byte(childSecret), `{"payload":"`+strings.Repeat("x", 100)+`"}`))
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/markov-agents/markov/durable/fleet"
@@ -21,13 +22,21 @@ import (
 // workFlags are the flags of serve and worker about the runs in the
 // background.
 type workFlags struct {
-	workers  int
-	shutdown time.Duration
+	workers               int
+	shutdown              time.Duration
+	takeOver, rescueAfter time.Duration
 }
 
 func (f *workFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "workers", fleet.DefaultWorkers, "on PostgreSQL, how many machines this process runs at once for the fleet")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", ShutdownTimeout, "once told to stop (SIGTERM, SIGINT), how long to let the runs in progress (and requests in flight) finish; runs still going are then cancelled and continue in another worker from their last save")
+	fs.DurationVar(&f.takeOver, "take-over-after", fleet.DefaultTakeOverAfter, "on PostgreSQL, how long a job may run while no process holds its machine's lock (its worker died) before this process takes it over; looked at every half of it")
+	fs.DurationVar(&f.rescueAfter, "rescue-after", fleet.DefaultRescueAfter, "on PostgreSQL, how long a run may go on before River's rescuer hands its job to another worker, which waits for the machine (the backstop behind --take-over-after)")
+}
+
+// apply sets the fleet's configuration from the flags.
+func (f *workFlags) apply(cfg *fleet.Config) {
+	cfg.Workers, cfg.TakeOverAfter, cfg.RescueAfter = f.workers, f.takeOver, f.rescueAfter
 }
 
 // check reports bad values as a UsageError of command; workers must be at
@@ -38,6 +47,9 @@ func (f *workFlags) check(command string, minWorkers int) error {
 	}
 	if f.shutdown <= 0 {
 		return Usagef(command, "--shutdown-timeout must be positive")
+	}
+	if f.takeOver <= 0 || f.rescueAfter <= 0 {
+		return Usagef(command, "--take-over-after and --rescue-after must be positive")
 	}
 	return nil
 }
@@ -136,7 +148,7 @@ func Worker(ctx context.Context, c *CLI, args []string) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), nil))
 	}
-	c.fleet.Workers = work.workers
+	work.apply(&c.fleet)
 	db, err := c.Open(ctx, false)
 	if err != nil {
 		return err
@@ -170,8 +182,9 @@ func Worker(ctx context.Context, c *CLI, args []string) error {
 	return c.runUntilDone(ctx, work.shutdown, db, srv, ln, stopWork)
 }
 
-// Parked lists the machines a fleet parked — those whose job failed its
-// attempts — with their errors, most recent first.
+// Parked lists the parked machines with their errors, most recent first:
+// on PostgreSQL those whose fleet job failed its attempts, on SQLite those
+// the sweeper could not run since their last save.
 func Parked(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("parked")
 	n := fs.Int("n", 100, "list at most `N` machines")
@@ -183,15 +196,16 @@ func Parked(ctx context.Context, c *CLI, args []string) error {
 	if *n <= 0 {
 		return Usagef("parked", "-n must be positive")
 	}
-	if err := c.needFleet("parked"); err != nil {
-		return err
-	}
 	db, err := c.OpenReadOnly(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	list, err := db.Fleet.Parked(ctx, *n)
+	var lister resumehttp.ParkedLister = db.Runner
+	if db.Fleet != nil {
+		lister = db.Fleet
+	}
+	list, err := lister.Parked(ctx, *n)
 	if err != nil {
 		return err
 	}
@@ -210,7 +224,11 @@ func Parked(ctx context.Context, c *CLI, args []string) error {
 		if len(p.Errors) > 0 {
 			last = p.Errors[len(p.Errors)-1]
 		}
-		fmt.Fprintf(tw, "%s\t%s %d\t%s\t%d\t%s\n", p.MachineID, p.Kind, p.Job, formatTime(p.At), len(p.Errors), steptext.OneLine(last, 120))
+		job := p.Kind
+		if p.Job != 0 {
+			job += " " + strconv.FormatInt(p.Job, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.MachineID, job, formatTime(p.At), len(p.Errors), steptext.OneLine(last, 120))
 	}
 	return tw.Flush()
 }
