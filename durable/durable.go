@@ -25,7 +25,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
 	"github.com/markov-agents/markov/internal/telemetry"
@@ -192,8 +191,8 @@ func (r *Runner) LoadAt(ctx context.Context, id string) (Loaded, error) {
 // step. Inputs that are only user messages are saved with the run's first
 // step (the model reply's checkpoint): a run that fails before it, in the
 // model call for one, keeps nothing of them. Like machine.Run's, the sequence is single-use: ranging over it
-// again yields machine.ErrIterReused once and applies nothing twice (the
-// sequences of Resume, Cancel and Invoke too).
+// again yields machine.ErrIterReused once and applies nothing twice (a
+// [Run] too).
 func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
 	return holding(ctx, r, id, func(h *Hold) iter.Seq2[machine.Step, error] { return h.Run(ctx, inputs...) })
 }
@@ -226,40 +225,6 @@ func singleUse[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
 		}
 		seq(yield)
 	}
-}
-
-// Resume finds the machine holding suspendID and runs it with the resume.
-// An unknown ID fails with an error wrapping instance.ErrUnknownSuspendID;
-// one another process resolved first fails with instance.ErrAlreadyResolved
-// or store.ErrConflict.
-func (r *Runner) Resume(ctx context.Context, suspendID string, payload any, isError bool) iter.Seq2[machine.Step, error] {
-	return r.bySuspension(ctx, suspendID, machine.ResumeInput{SuspendID: suspendID, Payload: payload, IsError: isError})
-}
-
-// Cancel finds the machine holding suspendID and cancels the suspension:
-// the call gets the error result "cancelled: reason".
-func (r *Runner) Cancel(ctx context.Context, suspendID, reason string) iter.Seq2[machine.Step, error] {
-	return r.bySuspension(ctx, suspendID, machine.CancelInput{SuspendID: suspendID, Reason: reason})
-}
-
-func (r *Runner) bySuspension(ctx context.Context, suspendID string, in machine.Input) iter.Seq2[machine.Step, error] {
-	return singleUse(func(yield func(machine.Step, error) bool) {
-		sus, err := r.pendingEntry(ctx, suspendID)
-		if err != nil {
-			yield(machine.Step{}, err)
-			return
-		}
-		for s, err := range r.Run(ctx, sus.MachineID, in) {
-			if !yield(s, err) || err != nil {
-				return
-			}
-		}
-	})
-}
-
-// Invoke runs a command on machine id.
-func (r *Runner) Invoke(ctx context.Context, id string, inv command.Invocation) iter.Seq2[machine.Step, error] {
-	return r.Run(ctx, id, inv)
 }
 
 // Suspension returns the index entry of suspendID. An unknown ID wraps

@@ -75,7 +75,11 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("held by:", sp.MachineID, sp.Status)
-	for step, err := range runner.Resume(ctx, suspendID, "approved by dana", false) {
+	run, err := runner.Resume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: "approved by dana"})
+	if err != nil {
+		panic(err) // refused: unknown, resolved, past its deadline, a bad payload
+	}
+	for step, err := range run.Steps() {
 		if err != nil {
 			panic(err)
 		}

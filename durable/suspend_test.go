@@ -137,7 +137,7 @@ func TestSuspendModesOfARunningMachine(t *testing.T) {
 
 				// The resume goes on where the suspension cut in: the reply
 				// kept at the interrupt runs its tool with no second call.
-				_, err = drain(e.r.Resume(ctx, sus.ID, nil, false))
+				_, err = runSteps(e.r.Resume(ctx, machine.ResumeInput{SuspendID: sus.ID, Payload: nil}))
 				require.NoError(t, err)
 				require.Equal(t, int64(1), workRuns.Load()-workBefore)
 				require.Equal(t, int64(2), e.model.calls.Load())
@@ -201,7 +201,7 @@ func TestRequestsReadOnlyWhenKept(t *testing.T) {
 	require.Positive(t, s.reads.Load())
 
 	reads := s.reads.Load()
-	_, err = drain(e.r.Resume(ctx, sus.ID, nil, false))
+	_, err = runSteps(e.r.Resume(ctx, machine.ResumeInput{SuspendID: sus.ID, Payload: nil}))
 	require.NoError(t, err)
 	require.Equal(t, reads, s.reads.Load(), "nothing kept: no boundary of the resumed run reads the requests")
 }

@@ -2,7 +2,6 @@ package instance
 
 import (
 	"errors"
-	"fmt"
 )
 
 // Sentinel errors of suspend and resume. Every error returned for a bad
@@ -27,17 +26,32 @@ var (
 // PayloadError is the error of a resume payload that its suspension's
 // payload schema (SuspendedCall.PayloadSchema) rejects: the payload is not
 // of the declared type, or there is none. It wraps ErrPayloadDecode; the
-// suspension stays pending and nothing changed.
+// suspension stays pending and nothing changed. Message is its text for a
+// person (an approver, an API client).
 type PayloadError struct {
 	SuspendID string
-	// Violation says what is wrong with the payload, in the schema
-	// validator's words.
+	// Field is the path of the payload field at fault ("approved",
+	// "items[2].amount"); empty when the payload as a whole is (missing,
+	// or of the wrong type).
+	Field string
+	// Violation says what is wrong, short ("expected boolean, got
+	// string", "required", "unknown field", "missing"); when the fault
+	// has no simple description, in the schema validator's words.
 	Violation string
 }
 
-// Error names the suspension and the violation.
+// Error names the suspension, the field and the violation.
 func (e *PayloadError) Error() string {
-	return fmt.Sprintf("instance: suspension %s: payload does not decode: %s", e.SuspendID, e.Violation)
+	return "instance: suspension " + e.SuspendID + ": " + e.Message()
+}
+
+// Message is the error's text for a person: the field and the violation,
+// "payload: approved: expected boolean, got string".
+func (e *PayloadError) Message() string {
+	if e.Field == "" {
+		return "payload: " + e.Violation
+	}
+	return "payload: " + e.Field + ": " + e.Violation
 }
 
 // Unwrap returns ErrPayloadDecode.

@@ -51,9 +51,12 @@ func TestEncodePayloadCopiesBytes(t *testing.T) {
 }
 
 func TestPayloadError(t *testing.T) {
-	var err error = &instance.PayloadError{SuspendID: "s1", Violation: `type: yes has type "string", want "boolean"`}
+	var err error = &instance.PayloadError{SuspendID: "s1", Field: "approved", Violation: "expected boolean, got string"}
 	require.ErrorIs(t, err, instance.ErrPayloadDecode)
-	require.Equal(t, `instance: suspension s1: payload does not decode: type: yes has type "string", want "boolean"`, err.Error())
+	require.Equal(t, "instance: suspension s1: payload: approved: expected boolean, got string", err.Error())
 	var pe *instance.PayloadError
 	require.True(t, errors.As(err, &pe))
+	require.Equal(t, "payload: approved: expected boolean, got string", pe.Message())
+	whole := &instance.PayloadError{SuspendID: "s1", Violation: "missing"}
+	require.Equal(t, "payload: missing", whole.Message())
 }
