@@ -14,6 +14,7 @@ import (
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
 )
 
 // Run is the run of one machine that applies an input checked in by
@@ -68,11 +69,11 @@ func once[T any](used *atomic.Bool, seq func() iter.Seq2[T, error]) iter.Seq2[T,
 	}
 }
 
-// Resume checks the resume in — its suspension exists and is pending, its
-// deadline has not passed, and the payload fits the call's payload schema
-// ([Runner.CheckPayload]: the machine's tree is read, not its history) —
-// and returns the Run that applies it to the machine holding the
-// suspension. A refused resume is the error, and nothing changed: an
+// Resume checks the resume in — its suspension exists and is pending
+// (the store's index tells), its deadline has not passed, and the payload
+// fits the call's payload schema ([Runner.CheckPayload]: the machine's
+// tree is read, not its history; an error payload is not checked) — and
+// returns the Run that applies it to the machine holding the suspension. A refused resume is the error, and nothing changed: an
 // unknown suspension wraps instance.ErrUnknownSuspendID, one no longer
 // pending instance.ErrAlreadyResolved, one past its deadline
 // machine.ErrDeadlinePassed (its on-timeout action applies), a payload the
@@ -85,26 +86,33 @@ func (r *Runner) Resume(ctx context.Context, in machine.ResumeInput) (*Run, erro
 	if err != nil {
 		return nil, err
 	}
-	m, err := r.loadTree(ctx, sus.MachineID)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkResume(m, in, r.charter.Now()); err != nil {
+	if err := r.checkResume(ctx, sus, in); err != nil {
 		return nil, err
 	}
 	return r.newRun(ctx, sus.MachineID, in), nil
 }
 
-// checkResume checks resume in against the pending calls of m at now.
-func checkResume(m *machine.Machine, in machine.ResumeInput, now time.Time) error {
+// checkResume checks resume in of pending suspension sus: its deadline
+// (the index has it), and its payload, against the call's schema unless
+// it is an error payload — the only check that reads the machine's tree.
+func (r *Runner) checkResume(ctx context.Context, sus store.Suspension, in machine.ResumeInput) error {
+	if !sus.Deadline.IsZero() && !r.charter.Now().Before(sus.Deadline) {
+		return fmt.Errorf("suspension %s (deadline %s): %w", sus.ID, sus.Deadline.Format(time.RFC3339), machine.ErrDeadlinePassed)
+	}
+	if in.IsError {
+		if _, err := instance.EncodePayload(in.Payload); err != nil {
+			return fmt.Errorf("resume %s: %w", in.SuspendID, err)
+		}
+		return nil
+	}
+	m, err := r.loadTree(ctx, sus.MachineID)
+	if err != nil {
+		return err
+	}
 	for _, c := range m.Pending() {
-		if c.SuspendID != in.SuspendID {
-			continue
+		if c.SuspendID == in.SuspendID {
+			return m.CheckPayload(in)
 		}
-		if c.Expired(now) {
-			return fmt.Errorf("suspension %s (deadline %s): %w", c.SuspendID, c.Deadline.Format(time.RFC3339), machine.ErrDeadlinePassed)
-		}
-		return m.CheckPayload(in)
 	}
 	// The index said pending: a run resolved it since.
 	return fmt.Errorf("suspension %s: %w", in.SuspendID, instance.ErrAlreadyResolved)
