@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 )
 
@@ -55,13 +56,13 @@ func (s *session) yieldStep(ctx context.Context, st *machine.Step, yield func(ma
 		return true
 	}
 	for _, ev := range st.Events[before:] {
-		e := machine.Event{Kind: machine.EventSuspended, InstanceID: ev.InstanceID, Lifecycle: &ev}
+		var call *instance.SuspendedCall
 		for _, c := range st.Suspensions {
 			if c.SuspendID == ev.SuspendID {
-				e.Call = &c
+				call = &c
 			}
 		}
-		if !yield(e, nil) {
+		if !yield(suspendedEvent(ev, call), nil) {
 			return false
 		}
 	}

@@ -245,3 +245,31 @@ func TestDeleteWaitsForARun(t *testing.T) {
 		})
 	}
 }
+
+// TestCallerSuspensionLogged: a caller suspension of a machine no run
+// holds is in the machine's event log, as the suspended event a run
+// reports for one it applies (Watch followers see the machine parked).
+func TestCallerSuspensionLogged(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		e := newCondEnv(t, s)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		e.start(t, "m", "hello")
+		before, err := e.r.LoadAt(ctx, "m")
+		require.NoError(t, err)
+		sus, err := e.r.Suspend(ctx, "m", "review")
+		require.NoError(t, err)
+		after, err := e.r.LoadAt(ctx, "m")
+		require.NoError(t, err)
+		require.Equal(t, before.EventSeq+1, after.EventSeq, "one event logged")
+		for ev, err := range e.r.Watch(ctx, "m", before.EventSeq) {
+			require.NoError(t, err)
+			require.Equal(t, machine.EventSuspended, ev.Kind)
+			require.Equal(t, sus.ID, ev.Lifecycle.SuspendID)
+			require.Equal(t, instance.ByCaller, ev.Lifecycle.Initiator)
+			require.Equal(t, sus.ID, ev.Call.SuspendID)
+			require.Equal(t, "review", ev.Call.Reason)
+			return
+		}
+	})
+}
