@@ -57,6 +57,32 @@ func (e *PayloadError) Message() string {
 // Unwrap returns ErrPayloadDecode.
 func (e *PayloadError) Unwrap() error { return ErrPayloadDecode }
 
+// InputError is the error of a tool, command or transition input that its
+// input schema refuses. It wraps ErrInvalidInput; nothing ran. Message is
+// its text for a person (an API client, a model reading a tool result).
+type InputError struct {
+	// Field is the path of the input field at fault ("amount",
+	// "items[2].sku"); empty when the input as a whole is.
+	Field string
+	// Violation says what is wrong, short, as PayloadError's does.
+	Violation string
+}
+
+// Error is "instance: invalid " and the message.
+func (e *InputError) Error() string { return "instance: invalid " + e.Message() }
+
+// Message is the error's text for a person: the field and the violation,
+// "input: amount: expected number, got string".
+func (e *InputError) Message() string {
+	if e.Field == "" {
+		return "input: " + e.Violation
+	}
+	return "input: " + e.Field + ": " + e.Violation
+}
+
+// Unwrap returns ErrInvalidInput.
+func (e *InputError) Unwrap() error { return ErrInvalidInput }
+
 // More sentinels, for handler misuse and bad input.
 var (
 	// ErrSuspendWithResult: a handler returned a non-zero result together

@@ -60,3 +60,13 @@ func TestPayloadError(t *testing.T) {
 	whole := &instance.PayloadError{SuspendID: "s1", Violation: "missing"}
 	require.Equal(t, "payload: missing", whole.Message())
 }
+
+func TestInputError(t *testing.T) {
+	var err error = &instance.InputError{Field: "amount", Violation: "expected number, got string"}
+	require.ErrorIs(t, err, instance.ErrInvalidInput)
+	require.Equal(t, "instance: invalid input: amount: expected number, got string", err.Error())
+	var ie *instance.InputError
+	require.True(t, errors.As(err, &ie))
+	require.Equal(t, "input: amount: expected number, got string", ie.Message())
+	require.Equal(t, "input: expected object, got string", (&instance.InputError{Violation: "expected object, got string"}).Message())
+}

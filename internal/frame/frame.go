@@ -336,11 +336,21 @@ func (s *Schema) DecodeInto(data json.RawMessage, v any) error {
 		}
 		return nil
 	}
-	if err := s.Validate(data); err != nil {
-		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	if err := s.CheckInput(data); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	}
+	return nil
+}
+
+// CheckInput checks an input against the schema: a refusal is an
+// *instance.InputError that says where and what, for a person.
+func (s *Schema) CheckInput(data json.RawMessage) error {
+	if err := s.Validate(data); err != nil {
+		field, reason := s.explain(data, err)
+		return &instance.InputError{Field: field, Violation: reason}
 	}
 	return nil
 }
