@@ -29,7 +29,7 @@ import (
 // durable.Runner.RunEvents yields for the same charter and inputs, and
 // what durable.Runner.Watch reads from the event log afterwards (of the
 // RunEvents run, and of the same scenario run through Run, Sweep and
-// Signal).
+// Signal, and through Hold.Expire for an expiry).
 //
 // The equivalence checked (agreeing): every event compares equal as JSON
 // (a durable.Event's machine.Event, as the log encodes it), in order, with
@@ -259,8 +259,13 @@ func TestEventStreamsAgree(t *testing.T) {
 					streamed, rEvents := agreeRunEvents(t, open(t), sc.acts)
 					requireAgree(t, norm, streamed, "RunEvents")
 					requireAgree(t, norm, agreeWatch(t, rEvents, "a"), "Watch after RunEvents")
-					rRun := agreeRun(t, open(t), sc.acts)
+					rRun := agreeRun(t, open(t), sc.acts, sweepAll)
 					requireAgree(t, norm, agreeWatch(t, rRun, "b"), "Watch after Run")
+					if slices.ContainsFunc(sc.acts, func(a agreeAct) bool { return a.sweep }) {
+						// A fleet's deadline job expires by Hold.Expire.
+						rExpire := agreeRun(t, open(t), sc.acts, expireHeld)
+						requireAgree(t, norm, agreeWatch(t, rExpire, "b"), "Watch after Hold.Expire")
+					}
 				})
 			}
 		})
@@ -328,8 +333,26 @@ func agreeRunEvents(t *testing.T, s store.Store, acts []agreeAct) ([]machine.Eve
 	return out, r
 }
 
-// agreeRun runs the acts through Run, Sweep and Signal on machine "b".
-func agreeRun(t *testing.T, s store.Store, acts []agreeAct) *durable.Runner {
+// sweepAll expires with the sweeper.
+func sweepAll(t *testing.T, r *durable.Runner, _ time.Time) {
+	n, err := r.Sweep(context.Background(), 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+// expireHeld expires machine "b" under its hold, as a fleet's deadline
+// job does with its database's clock.
+func expireHeld(t *testing.T, r *durable.Runner, now time.Time) {
+	ctx := context.Background()
+	h, err := r.Hold(ctx, "b")
+	require.NoError(t, err)
+	defer h.Release()
+	_, err = drain(h.Expire(ctx, now))
+	require.NoError(t, err)
+}
+
+// agreeRun runs the acts through Run, Signal and expire on machine "b".
+func agreeRun(t *testing.T, s store.Store, acts []agreeAct, expire func(*testing.T, *durable.Runner, time.Time)) *durable.Runner {
 	ctx := context.Background()
 	r, clock := agreeRunner(t, s)
 	_, err := r.Create(ctx, "b", "desk", nil)
@@ -338,9 +361,7 @@ func agreeRun(t *testing.T, s store.Store, acts []agreeAct) *durable.Runner {
 		clock.Advance(a.advance)
 		switch {
 		case a.sweep:
-			n, err := r.Sweep(ctx, 0)
-			require.NoError(t, err)
-			require.Equal(t, 1, n)
+			expire(t, r, clock.Now())
 		case a.signal != nil:
 			n, err := r.Signal(ctx, a.signal.Event, a.signal.Payload)
 			require.NoError(t, err)
