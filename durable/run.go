@@ -73,12 +73,13 @@ func once[T any](used *atomic.Bool, seq func() iter.Seq2[T, error]) iter.Seq2[T,
 // (the store's index tells), its deadline has not passed, and the payload
 // fits the call's payload schema ([Runner.CheckPayload]: the machine's
 // tree is read, not its history; an error payload is not checked) — and
-// returns the Run that applies it to the machine holding the suspension. A refused resume is the error, and nothing changed: an
-// unknown suspension wraps instance.ErrUnknownSuspendID, one no longer
-// pending instance.ErrAlreadyResolved, one past its deadline
-// machine.ErrDeadlinePassed (its on-timeout action applies), a payload the
-// schema refuses is an *instance.PayloadError (wrapping
-// instance.ErrPayloadDecode), whose Message is the text for a person. A
+// returns the Run that applies it to the machine holding the suspension.
+// A refused resume is the error, and nothing changed: an unknown
+// suspension wraps instance.ErrUnknownSuspendID, one no longer pending
+// instance.ErrAlreadyResolved, one past its deadline
+// machine.ErrDeadlinePassed (its on-timeout action applies), and a
+// payload the schema refuses is an *instance.PayloadError (wrapping
+// instance.ErrPayloadDecode) whose Message is the text for a person. A
 // race lost between the check and the run surfaces from the Run (see
 // [Run]).
 func (r *Runner) Resume(ctx context.Context, in machine.ResumeInput) (*Run, error) {
@@ -151,6 +152,7 @@ func (r *Runner) Invoke(ctx context.Context, id string, inv command.Invocation) 
 	return r.newRun(ctx, id, inv), nil
 }
 
+// newRun is the run of input in for machine id, bound by ctx.
 func (r *Runner) newRun(ctx context.Context, id string, in machine.Input) *Run {
 	return &Run{r: r, ctx: ctx, id: id, input: in}
 }
