@@ -81,7 +81,9 @@ func TestResumeElsewhereIsEventDriven(t *testing.T) {
 				name: "resume",
 				park: clientPark,
 				resolve: func(t *testing.T, r *durable.Runner, handle string) {
-					_, err := testkit.Collect(r.Resume(context.Background(), handle, nil, false))
+					run, err := r.Resume(context.Background(), machine.ResumeInput{SuspendID: handle})
+					require.NoError(t, err)
+					_, err = testkit.Collect(run.Steps())
 					require.NoError(t, err)
 				},
 				suspended: "suspended client",
@@ -90,7 +92,9 @@ func TestResumeElsewhereIsEventDriven(t *testing.T) {
 				name: "cancel",
 				park: clientPark,
 				resolve: func(t *testing.T, r *durable.Runner, handle string) {
-					_, err := testkit.Collect(r.Cancel(context.Background(), handle, "not needed"))
+					run, err := r.Cancel(context.Background(), machine.CancelInput{SuspendID: handle, Reason: "not needed"})
+					require.NoError(t, err)
+					_, err = testkit.Collect(run.Steps())
 					require.NoError(t, err)
 				},
 				suspended: "suspended client",

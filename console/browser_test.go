@@ -16,6 +16,7 @@ import (
 
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -164,7 +165,9 @@ func TestBrowserMachineLive(t *testing.T) {
 	))
 
 	other := openRunner(t, s.path)
-	_, err := testkit.Collect(other.Resume(context.Background(), id, map[string]any{"approved": true, "note": "live"}, false))
+	run, err := other.Resume(context.Background(), machine.ResumeInput{SuspendID: id, Payload: map[string]any{"approved": true, "note": "live"}})
+	require.NoError(t, err)
+	_, err = testkit.Collect(run.Steps())
 	require.NoError(t, err)
 
 	require.Contains(t, text(t, ctx, `#timeline li.ev.resumed`), id)

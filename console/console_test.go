@@ -96,6 +96,7 @@ func TestSchemaViolationLeavesPending(t *testing.T) {
 	status, _, body := c.post(page, page+"/resume", url.Values{"approved": {"on"}, "tags": {`["ok", 3]`}})
 	require.Equal(t, http.StatusUnprocessableEntity, status)
 	require.Contains(t, body, "The payload was not accepted")
+	require.Contains(t, body, "payload: tags[1]: expected string, got integer", "short, naming the field")
 	require.Contains(t, body, "[&#34;ok&#34;, 3]", "the posted value is shown again")
 	s.requireStatus(t, id, store.StatusPending)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/steptext"
 	"github.com/markov-agents/markov/store"
@@ -224,14 +225,10 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.runTimeout)
 	defer cancel()
-	var runErr error
-	for _, err := range c.runner.Run(ctx, d.Entry.MachineID, in) {
-		runErr = err
-	}
-	var pe *instance.PayloadError
+	runErr := c.apply(ctx, in)
 	switch {
-	case errors.As(runErr, &pe):
-		c.rejected(w, r, who, d, pe.Violation)
+	case errors.Is(runErr, instance.ErrPayloadDecode):
+		c.rejected(w, r, who, d, errtext.ForPerson(runErr))
 	case errors.Is(runErr, instance.ErrAlreadyResolved) || errors.Is(runErr, store.ErrConflict):
 		if fresh, err := c.lookup(r.Context(), d.Entry.ID); err == nil {
 			d = fresh
@@ -243,6 +240,28 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 		u := c.prefix + "machines/" + url.PathEscape(d.Entry.MachineID) + "?decided=" + url.QueryEscape(d.Entry.ID)
 		http.Redirect(w, r, u, http.StatusSeeOther)
 	}
+}
+
+// apply checks in a decision (a resume or a cancellation) and runs it to
+// the end; the error is the refusal, or the run's.
+func (c *Console) apply(ctx context.Context, in machine.Input) error {
+	var run *durable.Run
+	var err error
+	switch in := in.(type) {
+	case machine.ResumeInput:
+		run, err = c.runner.Resume(ctx, in)
+	case machine.CancelInput:
+		run, err = c.runner.Cancel(ctx, in)
+	}
+	if err != nil {
+		return err
+	}
+	for _, err := range run.Steps() {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // conflict tells the person someone else decided first (409).

@@ -188,7 +188,7 @@ func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepte
 		return Accepted{}, err
 	}
 	s.rec = r.newRecorder(id)
-	steps, err := s.apply(ctx, []machine.Input{in})
+	applied, err := s.apply(ctx, []machine.Input{in})
 	if err != nil {
 		s.rec.close()
 		h.Release()
@@ -199,7 +199,7 @@ func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepte
 	a.run = r.bg.start(ctx, func(ctx context.Context, b *background) {
 		defer h.Release()
 		defer s.rec.close()
-		s.proceed(ctx, steps, func(st machine.Step, err error) bool {
+		s.proceed(ctx, applied, func(st machine.Step, err error) bool {
 			if err != nil {
 				b.err = err
 				return false

@@ -51,14 +51,14 @@ func TestAskUserDurable(t *testing.T) {
 			id := steps[len(steps)-1].Suspensions[0].SuspendID
 
 			second := runner()
-			_, err = drain(second.ResumeWith(ctx, machine.ResumeInput{SuspendID: id, Payload: tc.bad}))
+			_, err = runSteps(second.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: tc.bad}))
 			var pe *instance.PayloadError
 			require.ErrorAs(t, err, &pe)
 			call, err := second.Call(ctx, id)
 			require.NoError(t, err)
 			require.Equal(t, instance.StatusPending, call.Status)
 
-			_, err = drain(second.ResumeWith(ctx, machine.ResumeInput{SuspendID: id, Payload: tc.good}))
+			_, err = runSteps(second.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: tc.good}))
 			require.NoError(t, err)
 			m, _, err := second.Load(ctx, "m1")
 			require.NoError(t, err)

@@ -263,7 +263,11 @@ func BenchmarkResume(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for i := range b.N {
-				for _, err := range r.Resume(ctx, ids[i], "yes", false) {
+				run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: ids[i], Payload: "yes"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, err := range run.Steps() {
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,15 +1,12 @@
 package durable
 
 // This file is the resume conditions of durable machines: Signal (a named
-// event resumes every suspension waiting for it, from any process),
-// ResumeWith (a resume with every option of machine.ResumeInput, such as
-// a fresh turn), and the summaries the caller-suspend answer carries.
+// event resumes every suspension waiting for it, from any process).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
@@ -109,13 +106,4 @@ func Woken(events []instance.Event, event string) int {
 		}
 	}
 	return n
-}
-
-// ResumeWith is Resume with every option of a machine.ResumeInput: By
-// (who decided) and FreshTurn (transcript continuation off: the resumed
-// instance goes on with a digest of its earlier transcript, see
-// machine.ResumeInput). It finds the machine holding in.SuspendID and
-// runs it with the resume, with Resume's errors.
-func (r *Runner) ResumeWith(ctx context.Context, in machine.ResumeInput) iter.Seq2[machine.Step, error] {
-	return r.bySuspension(ctx, in.SuspendID, in)
 }

@@ -240,7 +240,7 @@ func TestFreshTurnResume(t *testing.T) {
 		before := len(e.model.last().Messages)
 		pending, err := e.r.Pending(ctx, store.Filter{MachineID: "m"})
 		require.NoError(t, err)
-		steps, err := drain(e.r.ResumeWith(ctx, machine.ResumeInput{SuspendID: pending[0].ID, Payload: "green", FreshTurn: true}))
+		steps, err := runSteps(e.r.Resume(ctx, machine.ResumeInput{SuspendID: pending[0].ID, Payload: "green", FreshTurn: true}))
 		require.NoError(t, err)
 		var resumed instance.Event
 		for _, s := range steps {

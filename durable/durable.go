@@ -25,7 +25,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/access"
@@ -204,8 +203,8 @@ func (r *Runner) LoadAt(ctx context.Context, id string) (Loaded, error) {
 // step. Inputs that are only user messages are saved with the run's first
 // step (the model reply's checkpoint): a run that fails before it, in the
 // model call for one, keeps nothing of them. Like machine.Run's, the sequence is single-use: ranging over it
-// again yields machine.ErrIterReused once and applies nothing twice (the
-// sequences of Resume, Cancel and Invoke too).
+// again yields machine.ErrIterReused once and applies nothing twice (a
+// [Run] too).
 func (r *Runner) Run(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Step, error] {
 	return holding(ctx, r, id, func(h *Hold) iter.Seq2[machine.Step, error] { return h.Run(ctx, inputs...) })
 }
@@ -238,40 +237,6 @@ func singleUse[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
 		}
 		seq(yield)
 	}
-}
-
-// Resume finds the machine holding suspendID and runs it with the resume.
-// An unknown ID fails with an error wrapping instance.ErrUnknownSuspendID;
-// one another process resolved first fails with instance.ErrAlreadyResolved
-// or store.ErrConflict.
-func (r *Runner) Resume(ctx context.Context, suspendID string, payload any, isError bool) iter.Seq2[machine.Step, error] {
-	return r.bySuspension(ctx, suspendID, machine.ResumeInput{SuspendID: suspendID, Payload: payload, IsError: isError})
-}
-
-// Cancel finds the machine holding suspendID and cancels the suspension:
-// the call gets the error result "cancelled: reason".
-func (r *Runner) Cancel(ctx context.Context, suspendID, reason string) iter.Seq2[machine.Step, error] {
-	return r.bySuspension(ctx, suspendID, machine.CancelInput{SuspendID: suspendID, Reason: reason})
-}
-
-func (r *Runner) bySuspension(ctx context.Context, suspendID string, in machine.Input) iter.Seq2[machine.Step, error] {
-	return singleUse(func(yield func(machine.Step, error) bool) {
-		sus, err := r.pendingEntry(ctx, suspendID)
-		if err != nil {
-			yield(machine.Step{}, err)
-			return
-		}
-		for s, err := range r.Run(ctx, sus.MachineID, in) {
-			if !yield(s, err) || err != nil {
-				return
-			}
-		}
-	})
-}
-
-// Invoke runs a command on machine id.
-func (r *Runner) Invoke(ctx context.Context, id string, inv command.Invocation) iter.Seq2[machine.Step, error] {
-	return r.Run(ctx, id, inv)
 }
 
 // Suspension returns the index entry of suspendID. An unknown ID wraps
@@ -993,28 +958,30 @@ func (s *session) announce(ctx context.Context, pending []store.Suspension) erro
 // saved. It runs the machine through Machine.Events so that the recorder
 // logs every event with the save it belongs to.
 func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(machine.Step, error) bool) {
-	recorded(ctx, s, inputs, yield, func(steps []machine.Step) { s.proceed(ctx, steps, yield) })
+	recorded(ctx, s, s.applier(inputs), yield, func(applied []machine.Event) { s.proceed(ctx, applied, yield) })
 }
 
-// recorded applies inputs with a recorder for the run's events and hands
-// their command steps to body, which runs the machine on; a failed apply
-// is yielded.
-func recorded[T any](ctx context.Context, s *session, inputs []machine.Input, yield func(T, error) bool, body func([]machine.Step)) {
+// recorded applies what apply applies (inputs, expiries) with a recorder
+// for the run's events and hands their events to body, which runs the
+// machine on; a failed apply is yielded.
+func recorded[T any](ctx context.Context, s *session, apply func(context.Context) ([]machine.Event, error), yield func(T, error) bool, body func([]machine.Event)) {
 	s.rec = s.r.newRecorder(s.id)
 	defer s.rec.close()
-	steps, err := s.apply(ctx, inputs)
+	applied, err := apply(ctx)
 	if err != nil {
 		var zero T
 		yield(zero, err)
 		return
 	}
-	body(steps)
+	body(applied)
 }
 
-// proceed yields the command steps an apply returned, then runs the
-// machine on, yielding each step once it is saved.
-func (s *session) proceed(ctx context.Context, steps []machine.Step, yield func(machine.Step, error) bool) {
-	drive(ctx, s, steps, yield, func(st *machine.Step) machine.Step { return *st }, func(e machine.Event) bool {
+// proceed yields the command steps among the events an apply returned,
+// then runs the machine on, yielding each step once it is saved.
+func (s *session) proceed(ctx context.Context, applied []machine.Event, yield func(machine.Step, error) bool) {
+	drive(ctx, s, applied, yield, func(e machine.Event) bool {
+		return e.Kind != machine.EventStep || yield(*e.Step, nil)
+	}, func(e machine.Event) bool {
 		if e.Kind != machine.EventStep {
 			return true
 		}
@@ -1028,12 +995,13 @@ func (s *session) proceed(ctx context.Context, steps []machine.Step, yield func(
 	})
 }
 
-// drive yields the command steps an apply returned (as step makes them
-// items of the sequence), then runs the machine on, recording every event
-// and handing it to each; false from yield or each ends the run.
-func drive[T any](ctx context.Context, s *session, steps []machine.Step, yield func(T, error) bool, step func(*machine.Step) T, each func(machine.Event) bool) {
-	for i := range steps {
-		if !yield(step(&steps[i]), nil) || steps[i].Done {
+// drive hands the events an apply returned (saved already) to show, then
+// runs the machine on, recording every event and handing it to each; false
+// from show or each ends the run, and so does a step that is the run's
+// last.
+func drive[T any](ctx context.Context, s *session, applied []machine.Event, yield func(T, error) bool, show func(machine.Event) bool, each func(machine.Event) bool) {
+	for _, e := range applied {
+		if !show(e) || (e.Kind == machine.EventStep && e.Step.Done) {
 			return
 		}
 	}
@@ -1050,35 +1018,47 @@ func drive[T any](ctx context.Context, s *session, steps []machine.Step, yield f
 	}
 }
 
+// applier returns the apply of inputs, for recorded.
+func (s *session) applier(inputs []machine.Input) func(context.Context) ([]machine.Event, error) {
+	return func(ctx context.Context) ([]machine.Event, error) { return s.apply(ctx, inputs) }
+}
+
 // apply applies inputs to the machine and saves them before any model
 // call, unless every input is a user message: those ran no handler code
 // and resolved nothing, so the first save of the run (the reply's
 // checkpoint, or the step that ends its round) records them, and a run
 // that fails or dies before it leaves the machine as it was, the caller
-// told so. It returns the command steps. Inputs the machine refuses fail
-// with ErrRejected.
-func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.Step, error) {
+// told so. It returns the events of applying them (machine.ApplyEvents:
+// what the handlers changed, and the command steps). Inputs the machine
+// refuses fail with ErrRejected.
+func (s *session) apply(ctx context.Context, inputs []machine.Input) ([]machine.Event, error) {
 	if err := s.loadWhole(ctx, inputs); err != nil {
 		return nil, err
 	}
 	s.noteInputs(inputs)
-	steps, err := s.m.Apply(ctx, inputs...)
+	events, err := s.m.ApplyEvents(ctx, inputs...)
 	if err != nil {
 		if ctx.Err() == nil {
 			err = fmt.Errorf("%w: %w", ErrRejected, err)
 		}
 		return nil, err
 	}
-	s.noteEvents(steps...)
-	for i := range steps {
-		s.rec.add(ctx, machine.Event{Kind: machine.EventStep, Step: &steps[i]}, s.rev)
-	}
-	if !onlyMessages(inputs) {
-		if err := s.save(ctx); err != nil {
-			return nil, err
+	return events, s.applied(ctx, events, !onlyMessages(inputs))
+}
+
+// applied records the events of an apply (or an expiry) and, with save,
+// saves the machine.
+func (s *session) applied(ctx context.Context, events []machine.Event, save bool) error {
+	for _, e := range events {
+		if e.Kind == machine.EventStep {
+			s.noteEvents(*e.Step)
 		}
+		s.rec.add(ctx, e, s.rev)
 	}
-	return steps, nil
+	if !save {
+		return nil
+	}
+	return s.save(ctx)
 }
 
 // saveStep saves the machine after step st and applies the kept suspend

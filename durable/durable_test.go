@@ -201,7 +201,7 @@ func TestRunSuspendResumeAcrossRunners(t *testing.T) {
 
 		// A second runner with a fresh charter: another process.
 		second := newRunner(t, s, agentModel(0))
-		steps, err := drain(second.Resume(ctx, id, "approved", false))
+		steps, err := runSteps(second.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved"}))
 		require.NoError(t, err)
 		require.Equal(t, machine.EndTurn, steps[len(steps)-1].Reason)
 		m, _, err := second.Load(ctx, "m1")
@@ -214,9 +214,9 @@ func TestRunSuspendResumeAcrossRunners(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, pending)
 
-		_, err = drain(second.Resume(ctx, id, "again", false))
+		_, err = runSteps(second.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "again"}))
 		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
-		_, err = drain(second.Resume(ctx, "nope", nil, false))
+		_, err = runSteps(second.Resume(ctx, machine.ResumeInput{SuspendID: "nope", Payload: nil}))
 		require.ErrorIs(t, err, instance.ErrUnknownSuspendID)
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
@@ -232,7 +232,7 @@ func TestConcurrentResumeExactlyOnce(t *testing.T) {
 			runners[i] = newRunner(t, s, agentModel(0))
 		}
 		errs := testkit.Race(len(runners), func(i int) error {
-			_, err := drain(runners[i].Resume(ctx, id, fmt.Sprintf("payload %d", i), false))
+			_, err := runSteps(runners[i].Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: fmt.Sprintf("payload %d", i)}))
 			return err
 		})
 		wins := 0
@@ -438,11 +438,15 @@ func TestRunSequenceIsSingleUse(t *testing.T) {
 	require.Equal(t, rev, rev2)
 	require.Equal(t, before.History(), after.History())
 
-	resume := r.Resume(ctx, id, "approved", false)
-	_, err = drain(resume)
+	run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved"})
 	require.NoError(t, err)
-	_, err = drain(resume)
+	_, err = drain(run.Steps())
+	require.NoError(t, err)
+	_, err = drain(run.Steps())
 	require.ErrorIs(t, err, machine.ErrIterReused, "not a second resume attempt")
+	for _, err := range run.Events() {
+		require.ErrorIs(t, err, machine.ErrIterReused, "a Run runs once, whichever way")
+	}
 }
 
 // coreStore is a store.Store without the optional capabilities.
@@ -455,7 +459,7 @@ func TestCoreStoreOnly(t *testing.T) {
 	ctx := context.Background()
 	r := newRunner(t, coreStore{memstore.New()}, agentModel(0))
 	sid := suspended(t, r, "m1")
-	_, err := drain(r.Resume(ctx, sid, "ok", false))
+	_, err := runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: sid, Payload: "ok"}))
 	require.NoError(t, err)
 
 	_, err = r.Machines(ctx)
@@ -499,4 +503,13 @@ func TestUserMessageSavedWithFirstStep(t *testing.T) {
 		}
 		require.Equal(t, 1, users)
 	})
+}
+
+// runSteps drains the run a check-in (Resume, Cancel, Invoke) returned,
+// or returns the check-in's error.
+func runSteps(run *durable.Run, err error) ([]machine.Step, error) {
+	if err != nil {
+		return nil, err
+	}
+	return drain(run.Steps())
 }

@@ -168,7 +168,7 @@ func TestEffectInDoubt(t *testing.T) {
 			require.Equal(t, 1, charges(t, log), "not run blindly")
 
 			// A decision that does not fit is refused; the call waits on.
-			_, err = drain(r.ResumeWith(ctx, machine.ResumeInput{SuspendID: call.SuspendID, Payload: map[string]any{"decision": "maybe"}}))
+			_, err = runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: call.SuspendID, Payload: map[string]any{"decision": "maybe"}}))
 			var pe *instance.PayloadError
 			require.ErrorAs(t, err, &pe)
 

@@ -4,35 +4,36 @@ import (
 	"context"
 	"iter"
 
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 )
 
 // RunEvents is [Runner.Run] yielding the run's events as they happen, as
-// machine.Machine.Events does: text and thinking deltas as the model
-// streams them, tool calls as they start and finish, suspensions and the
-// other lifecycle events, and an EventStep per step. Every step is saved
-// before its EventStep is yielded — a checkpoint step too (machine.Replied:
-// the model's replies saved, their tools not run yet), unlike Run, so that
-// a caller can stop there, before any tool dispatches. The deltas and tool
-// events of a round come before its save: a crash can lose what they
-// showed, never a saved step. The inputs' command steps come first, as
-// EventSteps. The contract is Run's otherwise: the hold is taken for the
+// machine.Machine.Events does for the same inputs: text and thinking
+// deltas as the model streams them, tool calls as they start and finish,
+// what the inputs and rounds changed (state changes, transitions, spawns,
+// cedes), the suspension lifecycle events, and an EventStep per step Run
+// would yield. Every step is saved before its EventStep is yielded. The
+// runner's checkpoints (a model reply saved before its tools run) are not
+// events: no stream shows them (docs/events.md). The deltas and tool events
+// of a round come before its save: a crash can lose what they showed,
+// never a saved step. What the inputs did comes first, saved before any
+// model call. The contract is Run's otherwise: the hold is taken for the
 // whole sequence, an error is yielded once and ends it, breaking out
 // leaves the store at the last yielded step, and the sequence is
-// single-use.
+// single-use. The event log ([Runner.Watch]) records the same events.
 func (r *Runner) RunEvents(ctx context.Context, id string, inputs ...machine.Input) iter.Seq2[machine.Event, error] {
 	return holding(ctx, r, id, func(h *Hold) iter.Seq2[machine.Event, error] {
 		return loaded(ctx, h, func(s *session, yield func(machine.Event, error) bool) {
-			recorded(ctx, s, inputs, yield, func(steps []machine.Step) { s.events(ctx, steps, yield) })
+			recorded(ctx, s, s.applier(inputs), yield, func(applied []machine.Event) { s.events(ctx, applied, yield) })
 		})
 	})
 }
 
-// events yields the command steps an apply returned as EventSteps, then
-// runs the machine on, yielding its events (every step once saved).
-func (s *session) events(ctx context.Context, steps []machine.Step, yield func(machine.Event, error) bool) {
-	stepEvent := func(st *machine.Step) machine.Event { return machine.Event{Kind: machine.EventStep, Step: st} }
-	drive(ctx, s, steps, yield, stepEvent, func(e machine.Event) bool {
+// events yields the events an apply returned, then runs the machine on,
+// yielding its events (every step once saved, checkpoints not at all).
+func (s *session) events(ctx context.Context, applied []machine.Event, yield func(machine.Event, error) bool) {
+	drive(ctx, s, applied, yield, func(e machine.Event) bool { return yield(e, nil) }, func(e machine.Event) bool {
 		if e.Kind == machine.EventStep {
 			return s.yieldStep(ctx, e.Step, yield)
 		}
@@ -42,21 +43,26 @@ func (s *session) events(ctx context.Context, steps []machine.Step, yield func(m
 
 // yieldStep saves step st and yields it, after the suspension events of
 // the caller suspensions it reports (applied at its boundary or the
-// checkpoint before); false when the sequence ends.
+// checkpoint before); a checkpoint is saved and not yielded. It returns
+// false when the sequence ends.
 func (s *session) yieldStep(ctx context.Context, st *machine.Step, yield func(machine.Event, error) bool) bool {
 	before := len(st.Events)
-	if _, err := s.saveStep(ctx, st); err != nil {
+	keep, err := s.saveStep(ctx, st)
+	if err != nil {
 		yield(machine.Event{}, err)
 		return false
 	}
+	if !keep {
+		return true
+	}
 	for _, ev := range st.Events[before:] {
-		e := machine.Event{Kind: machine.EventSuspended, InstanceID: ev.InstanceID, Lifecycle: &ev}
+		var call *instance.SuspendedCall
 		for _, c := range st.Suspensions {
 			if c.SuspendID == ev.SuspendID {
-				e.Call = &c
+				call = &c
 			}
 		}
-		if !yield(e, nil) {
+		if !yield(suspendedEvent(ev, call), nil) {
 			return false
 		}
 	}

@@ -2,10 +2,12 @@ package durable_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -75,7 +77,11 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("held by:", sp.MachineID, sp.Status)
-	for step, err := range runner.Resume(ctx, suspendID, "approved by dana", false) {
+	run, err := runner.Resume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: "approved by dana"})
+	if err != nil {
+		panic(err) // refused: unknown, resolved, past its deadline, a bad payload
+	}
+	for step, err := range run.Steps() {
 		if err != nil {
 			panic(err)
 		}
@@ -158,4 +164,75 @@ func ExampleRunner_Recover() {
 	// Output:
 	// continued: 1
 	// done - Your refund is on its way.
+}
+
+// Resume checks a resume in before anything runs: a payload the
+// suspension's declared type refuses is an error with a message for the
+// person who sent it, and nothing changed. An accepted resume is a Run,
+// whose events stream as it applies.
+func ExampleRunner_Resume() {
+	ctx := context.Background()
+	type decision struct {
+		Approved bool `json:"approved"`
+	}
+	approve := node.NewTool("approve", "Ask a manager to approve a refund.",
+		func(ctx *node.ToolContext[struct{}], in Refund) (string, error) {
+			return "", ctx.Suspend("refund of " + in.Order)
+		}, node.ResumeWith[decision]())
+	desk, err := node.New("desk", node.Config[struct{}]{Tools: []node.Tool[struct{}]{approve}})
+	if err != nil {
+		panic(err)
+	}
+	charter, err := machine.NewCharter(machine.CharterConfig{
+		Model: scripted.New(scripted.Tool("approve", Refund{Order: "A-42", Amount: 30}), scripted.Text("Refunded.")),
+		Nodes: []*node.Node{desk},
+	})
+	if err != nil {
+		panic(err)
+	}
+	runner, err := durable.New(durable.Config{Store: memstore.New(), Charter: charter})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := runner.Create(ctx, "order-42", "desk", nil); err != nil {
+		panic(err)
+	}
+	var suspendID string
+	for step, err := range runner.Run(ctx, "order-42", machine.UserText("Refund A-42.")) {
+		if err != nil {
+			panic(err)
+		}
+		for _, call := range step.Suspensions {
+			suspendID = call.SuspendID
+		}
+	}
+
+	_, err = runner.Resume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: map[string]any{"approved": "yes"}})
+	var refused *instance.PayloadError
+	if errors.As(err, &refused) {
+		fmt.Println("refused:", refused.Message())
+	}
+
+	run, err := runner.Resume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: decision{Approved: true}})
+	if err != nil {
+		panic(err)
+	}
+	for e, err := range run.Events() {
+		if err != nil {
+			panic(err)
+		}
+		switch e.Kind {
+		case machine.EventResumed:
+			fmt.Println("resumed:", e.Lifecycle.Name)
+		case machine.EventTextDelta:
+			fmt.Print(e.Text)
+		case machine.EventStep:
+			fmt.Println("\nstep:", e.Step.Reason)
+		}
+	}
+	// Output:
+	// refused: payload: approved: expected boolean, got string
+	// resumed: approve
+	// Refunded.
+	// step: end_turn
 }

@@ -60,7 +60,7 @@ func TestHooksUnderDurable(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, suspends)
 
-		_, err = drain(second.ResumeWith(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved", By: "ann"}))
+		_, err = runSteps(second.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved", By: "ann"}))
 		require.NoError(t, err)
 		require.Len(t, resolved, 1)
 		e := resolved[0]

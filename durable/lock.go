@@ -4,9 +4,11 @@ import (
 	"context"
 	"iter"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 )
@@ -195,14 +197,14 @@ func (h *Hold) Expire(ctx context.Context, now time.Time) iter.Seq2[machine.Step
 			yield(machine.Step{}, err)
 			return
 		}
-		events, err := s.m.Expire(now)
-		if err == nil && len(events) > 0 {
-			err = s.save(ctx)
+		expire := func(ctx context.Context) ([]machine.Event, error) {
+			due := slices.ContainsFunc(s.m.Pending(), func(c instance.SuspendedCall) bool { return c.Expired(now) })
+			events, err := s.m.ExpireEvents(now)
+			if err != nil {
+				return nil, err
+			}
+			return events, s.applied(ctx, events, due)
 		}
-		if err != nil {
-			yield(machine.Step{}, err)
-			return
-		}
-		s.run(ctx, nil, yield)
+		recorded(ctx, s, expire, yield, func(applied []machine.Event) { s.proceed(ctx, applied, yield) })
 	})
 }

@@ -75,7 +75,7 @@ func childResume(ctx context.Context, r *durable.Runner) int {
 	if err := testkit.AwaitGo(); err != nil {
 		return 2
 	}
-	_, err := drain(r.Resume(ctx, os.Getenv("MARKOV_SUSPEND_ID"), "from pid "+strconv.Itoa(os.Getpid()), false))
+	_, err := runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: os.Getenv("MARKOV_SUSPEND_ID"), Payload: "from pid " + strconv.Itoa(os.Getpid())}))
 	switch {
 	case err == nil:
 		fmt.Println("won")
@@ -108,16 +108,15 @@ func childCrash(ctx context.Context, r *durable.Runner) int {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		return 1
 	}
-	var seq func(func(machine.Step, error) bool)
 	switch p := m.Pending(); {
 	case len(m.History()) == 0:
-		seq = r.Run(ctx, "crash", machine.UserText("go"))
+		_, err = drain(r.Run(ctx, "crash", machine.UserText("go")))
 	case len(p) > 0:
-		seq = r.Resume(ctx, p[0].SuspendID, "approved", false)
+		_, err = runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: p[0].SuspendID, Payload: "approved"}))
 	default:
-		seq = r.Run(ctx, "crash")
+		_, err = drain(r.Run(ctx, "crash"))
 	}
-	if _, err := drain(seq); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 		return 1
 	}

@@ -54,7 +54,7 @@ func TestRecoverContinuesARunCutShort(t *testing.T) {
 	suspended(t, r, "waiting")
 	_, err := r.Create(ctx, "fresh", "desk", nil)
 	require.NoError(t, err)
-	_, err = drain(r.Resume(ctx, suspended(t, r, "done"), "approved", false))
+	_, err = runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: suspended(t, r, "done"), Payload: "approved"}))
 	require.NoError(t, err)
 
 	child := childCmd("accept", db, "MARKOV_SUSPEND_ID="+cut)

@@ -262,10 +262,13 @@ func (h *Hold) suspend(ctx context.Context, req *suspendRequest) (Suspension, er
 		return Suspension{}, err
 	}
 	if _, c := s.findCall(req.id); c == nil {
-		if err := s.park(req.id, req.body); err != nil {
-			return Suspension{}, err
-		}
-		if err := s.save(ctx); err != nil {
+		err := s.recording(func() error {
+			if err := s.park(ctx, req.id, req.body); err != nil {
+				return err
+			}
+			return s.save(ctx)
+		})
+		if err != nil {
 			return Suspension{}, err
 		}
 		s.dropRequest(ctx, req.id)
@@ -301,12 +304,45 @@ func (s *session) answer(req *suspendRequest) (Suspension, error) {
 	}, nil
 }
 
-// park applies a request: the primary leaf is suspended.
-func (s *session) park(id string, b requestBody) error {
+// park applies a request: the primary leaf is suspended, and its
+// suspended event recorded for the save that follows (the event log's
+// watchers see the caller suspension).
+func (s *session) park(ctx context.Context, id string, b requestBody) error {
 	if _, err := s.m.Suspend(b.Reason, b.options(id)...); err != nil {
 		return fmt.Errorf("suspend machine %s: %w", s.id, err)
 	}
+	if _, c := s.findCall(id); c != nil {
+		ev := parkEvent(*c)
+		s.rec.add(ctx, suspendedEvent(ev, c), s.rev)
+	}
 	return nil
+}
+
+// recording runs fn with a recorder for what it records, when no run
+// records the session's events (a caller suspension of a machine no run
+// holds, or one applied as a run loads the machine).
+func (s *session) recording(fn func() error) error {
+	if s.rec != nil {
+		return fn()
+	}
+	s.rec = s.r.newRecorder(s.id)
+	defer func() {
+		s.rec.close()
+		s.rec = nil
+	}()
+	return fn()
+}
+
+// parkEvent is the lifecycle event of caller suspension c.
+func parkEvent(c instance.SuspendedCall) instance.Event {
+	return instance.Event{Type: instance.EventSuspended, SuspendID: c.SuspendID, InstanceID: c.InstanceID,
+		Kind: c.Kind, Initiator: c.Initiator, Reason: c.Reason, At: c.SuspendedAt}
+}
+
+// suspendedEvent is the machine event of suspension event ev of call c
+// (nil: unknown).
+func suspendedEvent(ev instance.Event, c *instance.SuspendedCall) machine.Event {
+	return machine.Event{Kind: machine.EventSuspended, InstanceID: ev.InstanceID, Lifecycle: &ev, Call: c}
 }
 
 // boundary is a point of a run where kept suspend requests may apply.
@@ -351,16 +387,20 @@ func (s *session) applyRequests(ctx context.Context, b boundary) ([]instance.Sus
 	if err != nil || len(reqs) == 0 {
 		return nil, err
 	}
-	applied, drop := s.parkRequests(ctx, b, reqs)
-	var calls []instance.SuspendedCall
-	if len(applied) > 0 {
-		if err := s.save(ctx); err != nil {
-			return nil, err
+	var applied, drop []string
+	err = s.recording(func() error {
+		if applied, drop = s.parkRequests(ctx, b, reqs); len(applied) > 0 {
+			return s.save(ctx)
 		}
-		for _, id := range applied {
-			if _, c := s.findCall(id); c != nil {
-				calls = append(calls, *c)
-			}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var calls []instance.SuspendedCall
+	for _, id := range applied {
+		if _, c := s.findCall(id); c != nil {
+			calls = append(calls, *c)
 		}
 	}
 	for _, id := range append(drop, applied...) {
@@ -386,7 +426,7 @@ func (s *session) parkRequests(ctx context.Context, b boundary, reqs []store.Sus
 			}
 			continue
 		}
-		if err := s.park(q.ID, body); err != nil {
+		if err := s.park(ctx, q.ID, body); err != nil {
 			s.r.log.LogAttrs(ctx, slog.LevelWarn, "suspend request dropped", slog.String("machine", s.id), slog.String("error", err.Error()))
 			drop = append(drop, q.ID)
 			continue
@@ -417,8 +457,7 @@ func (s *session) noteParked(st *machine.Step) {
 	calls := s.parked
 	s.parked = nil
 	for _, c := range calls {
-		st.Events = append(st.Events, instance.Event{Type: instance.EventSuspended, SuspendID: c.SuspendID, InstanceID: c.InstanceID,
-			Kind: c.Kind, Initiator: c.Initiator, Reason: c.Reason, At: c.SuspendedAt})
+		st.Events = append(st.Events, parkEvent(c))
 	}
 	st.Suspensions = s.m.Pending()
 	st.Root = s.m.Root()

@@ -137,7 +137,7 @@ func TestSuspendModesOfARunningMachine(t *testing.T) {
 
 				// The resume goes on where the suspension cut in: the reply
 				// kept at the interrupt runs its tool with no second call.
-				_, err = drain(e.r.Resume(ctx, sus.ID, nil, false))
+				_, err = runSteps(e.r.Resume(ctx, machine.ResumeInput{SuspendID: sus.ID, Payload: nil}))
 				require.NoError(t, err)
 				require.Equal(t, int64(1), workRuns.Load()-workBefore)
 				require.Equal(t, int64(2), e.model.calls.Load())
@@ -201,7 +201,7 @@ func TestRequestsReadOnlyWhenKept(t *testing.T) {
 	require.Positive(t, s.reads.Load())
 
 	reads := s.reads.Load()
-	_, err = drain(e.r.Resume(ctx, sus.ID, nil, false))
+	_, err = runSteps(e.r.Resume(ctx, machine.ResumeInput{SuspendID: sus.ID, Payload: nil}))
 	require.NoError(t, err)
 	require.Equal(t, reads, s.reads.Load(), "nothing kept: no boundary of the resumed run reads the requests")
 }
@@ -244,4 +244,32 @@ func TestDeleteWaitsForARun(t *testing.T) {
 			require.ErrorIs(t, err, store.ErrNotFound)
 		})
 	}
+}
+
+// TestCallerSuspensionLogged: a caller suspension of a machine no run
+// holds is in the machine's event log, as the suspended event a run
+// reports for one it applies (Watch followers see the machine parked).
+func TestCallerSuspensionLogged(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		e := newCondEnv(t, s)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		e.start(t, "m", "hello")
+		before, err := e.r.LoadAt(ctx, "m")
+		require.NoError(t, err)
+		sus, err := e.r.Suspend(ctx, "m", "review")
+		require.NoError(t, err)
+		after, err := e.r.LoadAt(ctx, "m")
+		require.NoError(t, err)
+		require.Equal(t, before.EventSeq+1, after.EventSeq, "one event logged")
+		for ev, err := range e.r.Watch(ctx, "m", before.EventSeq) {
+			require.NoError(t, err)
+			require.Equal(t, machine.EventSuspended, ev.Kind)
+			require.Equal(t, sus.ID, ev.Lifecycle.SuspendID)
+			require.Equal(t, instance.ByCaller, ev.Lifecycle.Initiator)
+			require.Equal(t, sus.ID, ev.Call.SuspendID)
+			require.Equal(t, "review", ev.Call.Reason)
+			return
+		}
+	})
 }

@@ -57,7 +57,7 @@ func TestResumeLinksAcrossProcesses(t *testing.T) {
 		require.Equal(t, map[string]int64{"tool": 1}, oteltest.Sums(got, "markov.suspensions.created", "markov.kind"))
 
 		second := newProcess(t, s)
-		_, err := drain(second.runner.Resume(context.Background(), id, "approved", false))
+		_, err := runSteps(second.runner.Resume(context.Background(), machine.ResumeInput{SuspendID: id, Payload: "approved"}))
 		require.NoError(t, err)
 		runs := oteltest.SpansNamed(second.spans.Ended(), "markov.run")
 		require.NotEmpty(t, runs)

@@ -19,8 +19,10 @@ const readBatch = 256
 // polling with backoff across processes, and at once within the process;
 // store/memstore at once.
 //
-// Every event of a durable run is logged in the transaction of the save
-// it belongs to, with its sequence number (Event.Seq), except that text
+// Every event of a durable run — what machine.Machine.Events yields for
+// the same inputs, which RunEvents yields too (docs/events.md) — is logged
+// in the transaction of the save it belongs to, with its sequence number
+// (Event.Seq), except that text
 // and thinking deltas are logged coalesced, one per content block; those
 // deltas and tool starts also reach watchers live (Event.Live, Seq 0)
 // before the save. To resume after a disconnection without a gap or a

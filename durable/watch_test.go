@@ -82,7 +82,7 @@ func resumed(t *testing.T, s store.Store, model llm.Model, id string) (*durable.
 	t.Helper()
 	r := newRunner(t, s, model)
 	suspendID := suspended(t, r, id)
-	_, err := drain(r.Resume(context.Background(), suspendID, "approved", false))
+	_, err := runSteps(r.Resume(context.Background(), machine.ResumeInput{SuspendID: suspendID, Payload: "approved"}))
 	require.NoError(t, err)
 	return r, suspendID
 }
@@ -151,7 +151,7 @@ func TestWatchReceivesLiveDeltasOnce(t *testing.T) {
 			got <- out
 		}()
 		<-ready // the watcher is subscribed and has read the log
-		_, err := drain(r.Resume(ctx, id, "approved", false))
+		_, err := runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved"}))
 		require.NoError(t, err)
 		events := <-got
 		require.Equal(t, "working"+chattyText, checkWatched(t, events, 0))
@@ -179,7 +179,7 @@ func TestWatchSuspensionsFeedsEveryLifecycleChange(t *testing.T) {
 		ctx := context.Background()
 		r, id := resumed(t, s, agentModel(0), "m1")
 		id2 := suspended(t, r, "m2")
-		_, err := drain(r.Cancel(ctx, id2, "no"))
+		_, err := runSteps(r.Cancel(ctx, machine.CancelInput{SuspendID: id2, Reason: "no"}))
 		require.NoError(t, err)
 
 		var got []store.SuspensionChange
@@ -249,7 +249,7 @@ func TestLoadAtIsWhereTheWatchGoesOn(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, last, st.EventSeq)
 
-		_, err = drain(r.Resume(ctx, id, "approved", false))
+		_, err = runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved"}))
 		require.NoError(t, err)
 		after := watchUntilDone(t, r.Watch(ctx, "m1", l.EventSeq), 1)
 		require.Equal(t, l.EventSeq+1, after[0].Seq, "the watch starts right after the load")

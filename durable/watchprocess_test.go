@@ -127,7 +127,7 @@ func watchAcrossProcesses(t *testing.T, s store.Store, env []string) {
 	}
 	resumed := make(chan error, 1)
 	go func() {
-		_, err := drain(r.Resume(ctx, id, "approved", false))
+		_, err := runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved"}))
 		resumed <- err
 	}()
 	for {

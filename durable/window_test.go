@@ -105,7 +105,7 @@ func TestWindowedLoad(t *testing.T) {
 				for _, text := range []string{"next", "notes", "after the notes", "loop 60", "after the loop", "again"} {
 					if text == "notes" {
 						for range 3 * 4 * (window + 4) {
-							_, err := drain(r.Invoke(ctx, id, command.Invocation{Name: "note"}))
+							_, err := runSteps(r.Invoke(ctx, id, command.Invocation{Name: "note"}))
 							require.NoError(t, err)
 						}
 						continue
@@ -206,7 +206,7 @@ func TestStatusReadsTheEnd(t *testing.T) {
 		}
 		for _, notes := range []int{0, 100} {
 			for range notes {
-				_, err := drain(r.Invoke(ctx, "m", command.Invocation{Name: "note"}))
+				_, err := runSteps(r.Invoke(ctx, "m", command.Invocation{Name: "note"}))
 				require.NoError(t, err)
 			}
 			whole, _, err := r.Load(ctx, "m")

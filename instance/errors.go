@@ -2,7 +2,6 @@ package instance
 
 import (
 	"errors"
-	"fmt"
 )
 
 // Sentinel errors of suspend and resume. Every error returned for a bad
@@ -27,21 +26,62 @@ var (
 // PayloadError is the error of a resume payload that its suspension's
 // payload schema (SuspendedCall.PayloadSchema) rejects: the payload is not
 // of the declared type, or there is none. It wraps ErrPayloadDecode; the
-// suspension stays pending and nothing changed.
+// suspension stays pending and nothing changed. Message is its text for a
+// person (an approver, an API client).
 type PayloadError struct {
 	SuspendID string
-	// Violation says what is wrong with the payload, in the schema
-	// validator's words.
+	// Field is the path of the payload field at fault ("approved",
+	// "items[2].amount"); empty when the payload as a whole is (missing,
+	// or of the wrong type).
+	Field string
+	// Violation says what is wrong, short ("expected boolean, got
+	// string", "required", "unknown field", "missing"); when the fault
+	// has no simple description, in the schema validator's words.
 	Violation string
 }
 
-// Error names the suspension and the violation.
+// Error names the suspension, the field and the violation.
 func (e *PayloadError) Error() string {
-	return fmt.Sprintf("instance: suspension %s: payload does not decode: %s", e.SuspendID, e.Violation)
+	return "instance: suspension " + e.SuspendID + ": " + e.Message()
+}
+
+// Message is the error's text for a person: the field and the violation,
+// "payload: approved: expected boolean, got string".
+func (e *PayloadError) Message() string {
+	if e.Field == "" {
+		return "payload: " + e.Violation
+	}
+	return "payload: " + e.Field + ": " + e.Violation
 }
 
 // Unwrap returns ErrPayloadDecode.
 func (e *PayloadError) Unwrap() error { return ErrPayloadDecode }
+
+// InputError is the error of a tool, command or transition input that its
+// input schema refuses. It wraps ErrInvalidInput; nothing ran. Message is
+// its text for a person (an API client, a model reading a tool result).
+type InputError struct {
+	// Field is the path of the input field at fault ("amount",
+	// "items[2].sku"); empty when the input as a whole is.
+	Field string
+	// Violation says what is wrong, short, as PayloadError's does.
+	Violation string
+}
+
+// Error is "instance: invalid " and the message.
+func (e *InputError) Error() string { return "instance: invalid " + e.Message() }
+
+// Message is the error's text for a person: the field and the violation,
+// "input: amount: expected number, got string".
+func (e *InputError) Message() string {
+	if e.Field == "" {
+		return "input: " + e.Violation
+	}
+	return "input: " + e.Field + ": " + e.Violation
+}
+
+// Unwrap returns ErrInvalidInput.
+func (e *InputError) Unwrap() error { return ErrInvalidInput }
 
 // More sentinels, for handler misuse and bad input.
 var (

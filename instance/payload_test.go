@@ -51,9 +51,22 @@ func TestEncodePayloadCopiesBytes(t *testing.T) {
 }
 
 func TestPayloadError(t *testing.T) {
-	var err error = &instance.PayloadError{SuspendID: "s1", Violation: `type: yes has type "string", want "boolean"`}
+	var err error = &instance.PayloadError{SuspendID: "s1", Field: "approved", Violation: "expected boolean, got string"}
 	require.ErrorIs(t, err, instance.ErrPayloadDecode)
-	require.Equal(t, `instance: suspension s1: payload does not decode: type: yes has type "string", want "boolean"`, err.Error())
+	require.Equal(t, "instance: suspension s1: payload: approved: expected boolean, got string", err.Error())
 	var pe *instance.PayloadError
 	require.True(t, errors.As(err, &pe))
+	require.Equal(t, "payload: approved: expected boolean, got string", pe.Message())
+	whole := &instance.PayloadError{SuspendID: "s1", Violation: "missing"}
+	require.Equal(t, "payload: missing", whole.Message())
+}
+
+func TestInputError(t *testing.T) {
+	var err error = &instance.InputError{Field: "amount", Violation: "expected number, got string"}
+	require.ErrorIs(t, err, instance.ErrInvalidInput)
+	require.Equal(t, "instance: invalid input: amount: expected number, got string", err.Error())
+	var ie *instance.InputError
+	require.True(t, errors.As(err, &ie))
+	require.Equal(t, "input: amount: expected number, got string", ie.Message())
+	require.Equal(t, "input: expected object, got string", (&instance.InputError{Violation: "expected object, got string"}).Message())
 }

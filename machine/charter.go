@@ -399,11 +399,11 @@ func (c *Charter) CheckInvocation(inv command.Invocation) error {
 		if s == nil {
 			return nil // the run says what is wrong
 		}
-		if violation = s.Validate(input); violation == nil {
+		if violation = s.CheckInput(input); violation == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("command %s: %w: %v", inv.Name, instance.ErrInvalidInput, violation)
+	return fmt.Errorf("command %s: %w", inv.Name, violation)
 }
 
 // compileInputs compiles the input schemas of the commands of every node

@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"iter"
+	"time"
 
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
@@ -109,6 +110,61 @@ func (m *Machine) Events(ctx context.Context, inputs ...Input) iter.Seq2[Event, 
 		defer func() { m.listener = nil }()
 		m.run(ctx, inputs, l.step)
 	})
+}
+
+// ApplyEvents is [Machine.Apply] returning, instead of the command steps,
+// what [Machine.Events] would yield for applying inputs, in the same order:
+// the state changes, transitions and spawns the inputs made (resume
+// handlers and commands), then for each command step its lifecycle events
+// (a command's Context.Resume), its cedes and an EventStep carrying it. A
+// run of Events with no inputs afterwards yields the rest — the lifecycle
+// events of the resumes, cancels and expiries, then the rounds — so that
+// ApplyEvents followed by Events yields exactly what Events with the
+// inputs yields. Durable runners use it to save what the inputs did before
+// any model call, and still report every event. The errors are Apply's;
+// on an error nothing is applied and no event is returned.
+func (m *Machine) ApplyEvents(ctx context.Context, inputs ...Input) ([]Event, error) {
+	return m.collect(func() ([]Step, error) { return m.apply(ctx, inputs) })
+}
+
+// ExpireEvents is [Machine.Expire] returning what [Machine.Events] would
+// yield for the expiry, as ApplyEvents does for inputs: the state changes
+// of on-timeout resume handlers, and an EventStep (after its lifecycle
+// event) for each expired command suspension; Events with no inputs
+// afterwards yields the other lifecycle events, then the rounds. A
+// coordinator whose clock decides deadlines (package durable's Hold.Expire)
+// calls it with that clock's now.
+func (m *Machine) ExpireEvents(now time.Time) ([]Event, error) {
+	return m.collect(func() ([]Step, error) {
+		steps, _ := m.expire(now)
+		return steps, nil
+	})
+}
+
+// collect runs apply, which applies inputs or expiries and returns their
+// command steps, with m marked running and a listener collecting what
+// Events would yield for them.
+func (m *Machine) collect(apply func() ([]Step, error)) ([]Event, error) {
+	if !m.running.CompareAndSwap(false, true) {
+		return nil, ErrRunning
+	}
+	defer m.running.Store(false)
+	var events []Event
+	l := &listener{yield: func(e Event, _ error) bool {
+		events = append(events, e)
+		return true
+	}}
+	m.listener = l
+	defer func() { m.listener = nil }()
+	steps, err := apply()
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range steps {
+		l.step(s, nil)
+	}
+	l.flush() // with no command step, what resumes and expiries changed
+	return events, nil
 }
 
 // listener hands a run's events to the caller of Events, on the caller's

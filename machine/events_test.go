@@ -8,6 +8,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -386,4 +387,60 @@ func sortedDeltas(lines []string) []string {
 	out := slices.Clone(lines)
 	slices.Sort(out)
 	return out
+}
+
+// TestApplyEventsThenEvents checks that ApplyEvents followed by Events
+// with no inputs yields what Events with the inputs yields, and that
+// ExpireEvents does the same for an expiry: the command step of an expired
+// command suspension included.
+func TestApplyEventsThenEvents(t *testing.T) {
+	desk, helper := commandNodes(t)
+	wait := command.New("wait", "wait for a while", func(ctx *command.Context[counter], _ empty) (string, error) {
+		if err := ctx.Update(func(c *counter) { c.Count = 7 }); err != nil {
+			return "", err
+		}
+		return "", ctx.Suspend("waiting", instance.WithTimeout(time.Hour))
+	})
+	waiter := mustNode(t, "waiter", node.Config[counter]{Commands: []command.Command[counter]{wait}})
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) { return scripted.Text("ready"), nil })
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		root   string
+		before []machine.Input
+		inputs []machine.Input
+		wait   time.Duration
+	}{
+		{name: "commands", root: "desk", inputs: []machine.Input{command.Invoke("set", setIn{5}), command.Invoke("fork", nil)}},
+		{name: "expired command", root: "waiter", before: []machine.Input{command.Invoke("wait", nil)}, wait: 2 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clocks := [2]*testkit.Clock{newClock(), newClock()}
+			var ms [2]*machine.Machine
+			for i := range ms {
+				ms[i] = newMachine(t, charterCfg(t, machine.CharterConfig{Model: model, Nodes: []*node.Node{desk, helper, waiter}, Clock: clocks[i].Now}), tc.root)
+				_, _, err := events(ms[i].Events(ctx, tc.before...))
+				require.NoError(t, err)
+				clocks[i].Advance(tc.wait)
+			}
+			want, _, err := events(ms[0].Events(ctx, tc.inputs...))
+			require.NoError(t, err)
+			var applied []machine.Event
+			if tc.inputs != nil {
+				applied, err = ms[1].ApplyEvents(ctx, tc.inputs...)
+			} else {
+				applied, err = ms[1].ExpireEvents(clocks[1].Now())
+			}
+			require.NoError(t, err)
+			got := testkit.Map(applied, render)
+			rest, _, err := events(ms[1].Events(ctx))
+			require.NoError(t, err)
+			got = append(got, rest...)
+			// Leaves stream in parallel: their deltas in any order.
+			require.Equal(t, sortedDeltas(want), sortedDeltas(got))
+			isDelta := func(l string) bool { return strings.HasPrefix(l, "text_delta") }
+			require.Equal(t, slices.DeleteFunc(want, isDelta), slices.DeleteFunc(got, isDelta))
+			require.True(t, slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "step command") }))
+		})
+	}
 }

@@ -507,15 +507,24 @@ func (t *tx) expire(now time.Time) []Step {
 // its on-timeout action, as the start of every Run does, and returns the
 // lifecycle events. The next Run continues the woken instances, and its
 // first step reports what the expiry released (the replies and results,
-// the events, cedes) as it does for resumes.
+// the events, cedes) as it does for resumes. [Machine.ExpireEvents] is
+// Expire with every event a run would show for it.
 func (m *Machine) Expire(now time.Time) ([]instance.Event, error) {
 	if !m.running.CompareAndSwap(false, true) {
 		return nil, ErrRunning
 	}
 	defer m.running.Store(false)
+	_, events := m.expire(now)
+	return events, nil
+}
+
+// expire is Expire, m marked running; it also returns the command steps
+// of the command suspensions it resolved.
+func (m *Machine) expire(now time.Time) ([]Step, []instance.Event) {
 	t := m.newTx(context.Background(), m.root.Clone(nil), nil)
-	t.expire(now)
+	steps := t.expire(now)
 	m.commit(t)
 	m.unreported = m.unreported.merge(t.leftover())
-	return slices.Clone(t.events), nil
+	m.finishPre(steps)
+	return steps, slices.Clone(t.events)
 }

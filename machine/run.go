@@ -228,6 +228,11 @@ func (m *Machine) Apply(ctx context.Context, inputs ...Input) ([]Step, error) {
 		return nil, ErrRunning
 	}
 	defer m.running.Store(false)
+	return m.apply(ctx, inputs)
+}
+
+// apply is Apply, m marked running.
+func (m *Machine) apply(ctx context.Context, inputs []Input) ([]Step, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -236,11 +241,17 @@ func (m *Machine) Apply(ctx context.Context, inputs ...Input) ([]Step, error) {
 		return nil, err
 	}
 	m.unreported = m.unreported.merge(carry)
+	m.finishPre(pre)
+	return pre, nil
+}
+
+// finishPre finishes the command steps of an Apply or Expire: the last is
+// Done when nothing is left to run or report.
+func (m *Machine) finishPre(pre []Step) {
 	for i := range pre {
 		pre[i].Done = i == len(pre)-1 && !m.hasWork() && m.unreported.empty()
 		m.finishStep(&pre[i])
 	}
-	return pre, nil
 }
 
 // finishStep adds the snapshots every yielded step carries.

@@ -70,17 +70,18 @@ func TestTypedResumeRecordsSchema(t *testing.T) {
 
 func TestTypedResumeRejectsBadPayloads(t *testing.T) {
 	cases := []struct {
-		name      string
-		payload   any
-		violation string
+		name    string
+		payload any
+		message string // for a person: short, naming the field
 	}{
-		{"wrong type", json.RawMessage(`{"approved":"yes"}`), `want "boolean"`},
-		{"missing field", json.RawMessage(`{"note":"fine"}`), `approved`},
-		{"unknown field", map[string]any{"approved": true, "by": "bob"}, `"by"`},
-		{"string", "yes", `want "object"`},
-		{"bytes", []byte(`[true]`), `want "object"`},
-		{"no payload", nil, "no payload"},
-		{"Go value of another type", approval{OK: true}, `"ok"`},
+		{"wrong type", json.RawMessage(`{"approved":"yes"}`), "payload: approved: expected boolean, got string"},
+		{"wrong type deeper", json.RawMessage(`{"approved":true,"note":7}`), "payload: note: expected string, got integer"},
+		{"missing field", json.RawMessage(`{"note":"fine"}`), "payload: approved: required"},
+		{"unknown field", map[string]any{"approved": true, "by": "bob"}, "payload: by: unknown field"},
+		{"string", "yes", "payload: expected object, got string"},
+		{"bytes", []byte(`[true]`), "payload: expected object, got array"},
+		{"no payload", nil, "payload: missing"},
+		{"Go value of another type", approval{OK: true}, "payload: by: unknown field"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,11 +99,12 @@ func TestTypedResumeRejectsBadPayloads(t *testing.T) {
 			var checkedPE *instance.PayloadError
 			require.ErrorAs(t, checked, &checkedPE)
 			require.Equal(t, id, checkedPE.SuspendID)
-			require.Contains(t, checkedPE.Violation, tc.violation)
+			require.Equal(t, tc.message, checkedPE.Message())
+			require.Equal(t, "instance: suspension "+id+": "+tc.message, checkedPE.Error())
 			var pe *instance.PayloadError
 			require.True(t, errors.As(err, &pe), "%v", err)
 			require.Equal(t, id, pe.SuspendID)
-			require.Contains(t, pe.Violation, tc.violation)
+			require.Equal(t, tc.message, pe.Message())
 			require.Equal(t, data, marshal(t, m), "a rejected payload leaves the machine byte-identical")
 			requireUnchanged(t, before, m)
 			require.Equal(t, 1, model.Calls())
@@ -144,7 +146,7 @@ func TestTypedResumeThroughCommand(t *testing.T) {
 	data := marshal(t, m)
 	_, err := collect(m.Run(context.Background(), command.Invoke("grant", grantIn{ID: id, Payload: json.RawMessage(`{"approved":"yes"}`)})))
 	require.ErrorIs(t, err, instance.ErrPayloadDecode)
-	require.ErrorContains(t, err, `want "boolean"`)
+	require.ErrorContains(t, err, "payload: approved: expected boolean, got string")
 	require.Equal(t, data, marshal(t, m), "the failed command changed nothing")
 	require.Len(t, m.Pending(), 1)
 
@@ -198,7 +200,7 @@ func TestTypedResumeOnTimeoutPayloadCheckedAtSuspend(t *testing.T) {
 			res := lastToolResults(model.Requests()[1].Messages)[0]
 			require.True(t, res.IsError)
 			require.Contains(t, res.Text, "on-timeout payload")
-			require.Contains(t, res.Text, `want "object"`)
+			require.Contains(t, res.Text, "payload: expected object, got string")
 		})
 	}
 }

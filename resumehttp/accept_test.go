@@ -478,9 +478,13 @@ func TestTypedResumeRefusedOnAcceptance(t *testing.T) {
 			a := open(t, nil)
 			mid, sid := a.start(t, "approve refund 7")
 			before := a.fingerprint(t, mid)
-			for _, body := range []string{`{"payload": "yes"}`, `{"payload": {"approved": "yes"}}`, `{}`} {
+			for body, message := range map[string]string{
+				`{"payload": "yes"}`:               "payload: expected object, got string",
+				`{"payload": {"approved": "yes"}}`: "payload: approved: expected boolean, got string",
+				`{}`:                               "payload: missing",
+			} {
 				eb := requireError(t, a.post(t, resumePath(sid), body, "Prefer", "wait=60"), http.StatusBadRequest, "payload_decode")
-				require.Contains(t, eb.Error, sid)
+				require.Equal(t, message, eb.Error)
 				a.requireUnchanged(t, before, mid)
 			}
 			st := requireOK[resumehttp.MachineStatus](t, a.call(t, "GET", "/machines/"+mid, ""))

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"log/slog"
 	"net/http"
 	"time"
@@ -34,17 +33,9 @@ type Suspender interface {
 	Suspend(ctx context.Context, machineID, reason string, opts ...durable.SuspendOption) (durable.Suspension, error)
 }
 
-// FreshResumer is the optional capability of a [Runner] that serves a
-// resume with continue_transcript false.
-type FreshResumer interface {
-	// ResumeWith runs the machine holding in.SuspendID with the resume.
-	ResumeWith(ctx context.Context, in machine.ResumeInput) iter.Seq2[machine.Step, error]
-}
-
 var (
-	_ Signaler     = (*durable.Runner)(nil)
-	_ Suspender    = (*durable.Runner)(nil)
-	_ FreshResumer = (*durable.Runner)(nil)
+	_ Signaler  = (*durable.Runner)(nil)
+	_ Suspender = (*durable.Runner)(nil)
 )
 
 // SignalRequest is the optional body of POST /events/{name}.
@@ -229,21 +220,10 @@ func (h *Handler) suspend(w http.ResponseWriter, r *http.Request, s Suspender) {
 	h.writeJSON(w, r, status, SuspendResultOf(sus), slog.String("op", "suspend"), slog.String("machine", id), slog.String("suspend_id", sus.ID), slog.Bool("applied", sus.Applied))
 }
 
-// resumeRun starts the run of a resume: ResumeWith for a fresh turn
-// (continue_transcript false), which needs a FreshResumer (otherwise it
-// fails with durable.ErrUnsupported), else Resume.
-func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) iter.Seq2[machine.Step, error] {
-	in := resumeInput(id, req)
-	if !in.FreshTurn {
-		return h.runner.Resume(ctx, id, in.Payload, in.IsError)
-	}
-	fr, ok := h.runner.(FreshResumer)
-	if !ok {
-		return func(yield func(machine.Step, error) bool) {
-			yield(machine.Step{}, fmt.Errorf("resume with continue_transcript false: %w", durable.ErrUnsupported))
-		}
-	}
-	return fr.ResumeWith(ctx, in)
+// resumeRun checks in the resume req asks for (a fresh turn with
+// continue_transcript false) and returns its run.
+func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) (*durable.Run, error) {
+	return h.runner.Resume(ctx, resumeInput(id, req))
 }
 
 // resumeInput is the resume of suspension id that req asks for.

@@ -71,8 +71,11 @@
 // (node.ResumeWith, command.ResumeWith) shows the type's JSON Schema in
 // GET /suspensions/{id} as payload_schema, for a form to render; a resume
 // payload that does not satisfy it (unless is_error is set) answers 400
-// payload_decode with the violation in the error message, and the
-// suspension stays pending.
+// payload_decode, and the suspension stays pending. The error message is
+// for the approver: short, naming the field
+// ("payload: approved: expected boolean, got string", "payload: manager:
+// required", "payload: by: unknown field", "payload: missing";
+// instance.PayloadError's Message).
 //
 // The run is detached from the request's cancellation: once a result is
 // accepted, a client that hangs up does not leave the machine halfway
@@ -221,7 +224,7 @@
 //	500 internal: anything else, a handler's panic included; the details
 //	    are logged, never sent, under the correlation_id the body carries
 //	501 not_implemented: the runner lacks the endpoint's capability
-//	    ([Lister], [Commander], [Signaler], [Suspender], [FreshResumer],
+//	    ([Lister], [Commander], [Signaler], [Suspender],
 //	    [Statuser], [ParkedLister])
 //
 // Of concurrent resumes (or cancellations) of one suspension exactly one

@@ -11,13 +11,15 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 )
 
 // errorClass maps a sentinel error to a status code and an error code.
-// The message is msg when set; otherwise the error's own text, for errors
-// that describe the caller's input (schema failures and the like). Store
+// The message is msg when set; otherwise the error's text for a person
+// (errtext.ForPerson), for errors that describe the caller's input
+// (schema failures and the like). Store
 // errors get fixed messages: their text names the store's internals.
 type errorClass struct {
 	err    error
@@ -60,7 +62,7 @@ func classify(err error) (status int, code, msg string) {
 			if c.msg != "" {
 				return c.status, c.code, c.msg
 			}
-			return c.status, c.code, err.Error()
+			return c.status, c.code, errtext.ForPerson(err)
 		}
 	}
 	return http.StatusInternalServerError, "internal", "internal error"

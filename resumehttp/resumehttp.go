@@ -72,11 +72,12 @@ func CheckSecret(secret []byte) error {
 // endpoints answer 501 not_implemented. A [CallFinder] adds the payload
 // schema to GET /suspensions/{id}.
 type Runner interface {
-	// Resume runs the machine holding suspendID with the result payload.
-	Resume(ctx context.Context, suspendID string, payload any, isError bool) iter.Seq2[machine.Step, error]
-	// Cancel runs the machine holding suspendID with the suspension
-	// cancelled: the call gets the error result "cancelled: reason".
-	Cancel(ctx context.Context, suspendID, reason string) iter.Seq2[machine.Step, error]
+	// Resume checks the resume in and returns the run that applies it to
+	// the machine holding its suspension; a refused resume is the error.
+	Resume(ctx context.Context, in machine.ResumeInput) (*durable.Run, error)
+	// Cancel checks the cancellation in and returns the run that applies
+	// it: the call gets the error result "cancelled: reason".
+	Cancel(ctx context.Context, in machine.CancelInput) (*durable.Run, error)
 	// Suspension returns the index entry of suspendID.
 	Suspension(ctx context.Context, suspendID string) (store.Suspension, error)
 }
@@ -101,8 +102,9 @@ type Lister interface {
 type Commander interface {
 	// Commands lists the commands of every instance of machineID.
 	Commands(ctx context.Context, machineID string) ([]durable.CommandInfo, error)
-	// Invoke runs machineID with the command invocation.
-	Invoke(ctx context.Context, machineID string, inv command.Invocation) iter.Seq2[machine.Step, error]
+	// Invoke checks the command invocation and returns the run that
+	// applies it to machineID; a refused invocation is the error.
+	Invoke(ctx context.Context, machineID string, inv command.Invocation) (*durable.Run, error)
 }
 
 // *durable.Runner offers every capability.
@@ -478,8 +480,8 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
-	onPending(h, w, r, "cancel", func(ctx context.Context, id string, req CancelRequest) iter.Seq2[machine.Step, error] {
-		return h.runner.Cancel(ctx, id, req.Reason)
+	onPending(h, w, r, "cancel", func(ctx context.Context, id string, req CancelRequest) (*durable.Run, error) {
+		return h.runner.Cancel(ctx, machine.CancelInput{SuspendID: id, Reason: req.Reason})
 	}, func(ctx context.Context, id string, req CancelRequest) (durable.Accepted, error) {
 		return h.acceptor.AcceptCancel(ctx, id, req.Reason)
 	})
@@ -487,10 +489,10 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 
 // onPending serves an operation on the pending suspension named in the
 // path: it decodes the body into a Req, checks that the suspension is
-// pending, and answers with the run that start begins, or — with an
-// Acceptor — with the acceptance of accept; logged as op.
+// pending, and answers with the run that start checks in (or the refusal),
+// or — with an Acceptor — with the acceptance of accept; logged as op.
 func onPending[Req any](h *Handler, w http.ResponseWriter, r *http.Request, op string,
-	start func(ctx context.Context, id string, req Req) iter.Seq2[machine.Step, error],
+	start func(ctx context.Context, id string, req Req) (*durable.Run, error),
 	accept func(ctx context.Context, id string, req Req) (durable.Accepted, error)) {
 	id := r.PathValue("id")
 	var req Req
@@ -503,7 +505,12 @@ func onPending[Req any](h *Handler, w http.ResponseWriter, r *http.Request, op s
 	}
 	attrs := []slog.Attr{slog.String("op", op), slog.String("suspend_id", id)}
 	if h.acceptor == nil {
-		h.finish(w, r, sus.MachineID, start(runContext(r), id, req), attrs...)
+		run, err := start(runContext(r), id, req)
+		if err != nil {
+			h.fail(w, r, err, append(attrs, slog.String("machine", sus.MachineID))...)
+			return
+		}
+		h.finish(w, r, run.MachineID(), run.Steps(), attrs...)
 		return
 	}
 	a, err := accept(runContext(r), id, req)
@@ -545,7 +552,13 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c Commander) {
 	attrs := []slog.Attr{slog.String("op", "invoke"), slog.String("command", name)}
 	refused := h.giveBack(r, id, key)
 	if h.acceptor == nil {
-		h.finish(w, r, id, beforeAnyStep(c.Invoke(ctx, id, inv), refused), attrs...)
+		run, err := c.Invoke(ctx, id, inv)
+		if err != nil {
+			refused(err)
+			h.fail(w, r, err, append(attrs, slog.String("machine", id))...)
+			return
+		}
+		h.finish(w, r, id, beforeAnyStep(run.Steps(), refused), attrs...)
 		return
 	}
 	a, err := h.acceptor.AcceptInvoke(ctx, id, inv)

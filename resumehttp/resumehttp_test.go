@@ -127,7 +127,8 @@ func TestCommands(t *testing.T) {
 		req.Header.Set("Idempotency-Key", "once")
 		return do(t, req)
 	}
-	requireError(t, keyed(`{"input": {"by": "one"}}`), http.StatusBadRequest, "invalid_input")
+	eb := requireError(t, keyed(`{"input": {"by": "one"}}`), http.StatusBadRequest, "invalid_input")
+	require.Equal(t, "input: by: expected integer, got string", eb.Error, "short, naming the field")
 	require.JSONEq(t, "8", string(requireOK[resumehttp.Summary](t, keyed(`{"input": {"by": 1}}`)).Command.Value))
 	requireError(t, keyed(`{"input": {"by": 2}}`), http.StatusConflict, "idempotency_key_reused")
 

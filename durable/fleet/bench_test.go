@@ -104,7 +104,7 @@ func acceptAll(ctx context.Context, f *fleet.Fleet, pending []store.Suspension) 
 	for g := range accepters {
 		wg.Go(func() {
 			for i := g; i < len(pending) && errs[g] == nil; i += accepters {
-				_, errs[g] = f.Resume(ctx, pending[i].ID, "approved", false)
+				_, errs[g] = f.Resume(ctx, machine.ResumeInput{SuspendID: pending[i].ID, Payload: "approved"})
 			}
 		})
 	}

@@ -96,11 +96,11 @@ func TestAcceptedBeforeDeadlineIsApplied(t *testing.T) {
 	ctx := context.Background()
 	late := parkWith(t, f, "late", 400*time.Millisecond)
 	missed := parkWith(t, f, "missed", 400*time.Millisecond)
-	a, err := f.Resume(ctx, late, "approved late", false)
+	a, err := f.Resume(ctx, machine.ResumeInput{SuspendID: late, Payload: "approved late"})
 	require.NoError(t, err)
 	untilPast(t, f, late)
 	untilPast(t, f, missed)
-	_, err = f.Resume(ctx, missed, "approved missed", false)
+	_, err = f.Resume(ctx, machine.ResumeInput{SuspendID: missed, Payload: "approved missed"})
 	require.ErrorIs(t, err, machine.ErrDeadlinePassed)
 	var queued int
 	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.inbox WHERE machine_id = 'missed'`)).Scan(&queued))
@@ -143,7 +143,7 @@ func TestKilledAfterHandlerPastDeadline(t *testing.T) {
 		ids[i] = fmt.Sprintf("k%d", i)
 		mode[ids[i]] = "resume"
 		sus := parkWith(t, f, ids[i], 2*time.Second)
-		_, err := f.Resume(ctx, sus, "approved "+ids[i], false)
+		_, err := f.Resume(ctx, machine.ResumeInput{SuspendID: sus, Payload: "approved " + ids[i]})
 		require.NoError(t, err)
 	}
 	// Every handler ran in the dying worker, past its deadline.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -24,8 +26,8 @@ func FuzzDecodeEntry(f *testing.F) {
 		kind string
 		e    entry
 	}{
-		{inResume, entry{SuspendID: "s1", Payload: json.RawMessage(`{"ok":true}`), IsError: true, FreshTurn: true}},
-		{inCancel, entry{SuspendID: "s1", Reason: "gone"}},
+		{inResume, entry{SuspendID: "s1", Payload: json.RawMessage(`{"ok":true}`), IsError: true, FreshTurn: true, By: "dana"}},
+		{inCancel, entry{SuspendID: "s1", Reason: "gone", By: "dana"}},
 		{inCommand, entry{Command: "bump", Input: json.RawMessage(`{"by":1}`), InstanceID: "i", Invocation: "k"}},
 		{inMessage, entry{Message: msg}},
 		{inMessage, entry{Message: msg[:len(msg)/2]}},
@@ -67,4 +69,24 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("decodeEntry(%q, %q) = %T", kind, body, in)
 		}
 	})
+}
+
+// TestEntryKeepsBy checks that who decided (ResumeInput.By,
+// CancelInput.By) crosses the inbox.
+func TestEntryKeepsBy(t *testing.T) {
+	for kind, e := range map[string]entry{inResume: {SuspendID: "s1", By: "dana"}, inCancel: {SuspendID: "s1", By: "dana"}} {
+		body, err := json.Marshal(e)
+		require.NoError(t, err)
+		var got entry
+		in, err := decodeEntry(kind, body, &got)
+		require.NoError(t, err)
+		switch in := in.(type) {
+		case machine.ResumeInput:
+			require.Equal(t, "dana", in.By)
+		case machine.CancelInput:
+			require.Equal(t, "dana", in.By)
+		default:
+			t.Fatalf("%s: %T", kind, in)
+		}
+	}
 }

@@ -303,11 +303,12 @@ type entry struct {
 	Event      string          `json:"event,omitempty"`
 	FreshTurn  bool            `json:"fresh_turn,omitempty"`
 	Invocation string          `json:"invocation_id,omitempty"`
+	By         string          `json:"by,omitempty"`
 }
 
 // resume is the resume input of e.
 func (e entry) resume() machine.ResumeInput {
-	return machine.ResumeInput{SuspendID: e.SuspendID, Payload: entryPayload(e.Payload), IsError: e.IsError, FreshTurn: e.FreshTurn}
+	return machine.ResumeInput{SuspendID: e.SuspendID, Payload: entryPayload(e.Payload), IsError: e.IsError, FreshTurn: e.FreshTurn, By: e.By}
 }
 
 // entryPayload is an entry's encoded payload as an input's: nil when there is
@@ -324,7 +325,7 @@ func (e entry) input(kind string) (machine.Input, error) {
 	case inResume:
 		return e.resume(), nil
 	case inCancel:
-		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason}, nil
+		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason, By: e.By}, nil
 	case inCommand:
 		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID, ID: e.Invocation}, nil
 	case inMessage:
@@ -339,35 +340,35 @@ func (e entry) input(kind string) (machine.Input, error) {
 	return nil, fmt.Errorf("%w: inbox entry of kind %q", ErrCorruptInbox, kind)
 }
 
-// Resume accepts the result of suspension suspendID. It returns once the
-// result is committed with the job that applies it. A suspension that is
-// not pending, or that already has an accepted result, fails with
-// instance.ErrAlreadyResolved; an unknown one with
-// instance.ErrUnknownSuspendID.
-func (f *Fleet) Resume(ctx context.Context, suspendID string, payload any, isError bool) (durable.Accepted, error) {
-	return f.AcceptResume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: payload, IsError: isError})
-}
-
-// AcceptResume is Resume with a machine.ResumeInput, which may ask for a
-// fresh turn (FreshTurn). With AcceptCancel, AcceptInvoke and Await, it
-// makes a Fleet the acceptor of a resumehttp.Handler.
-func (f *Fleet) AcceptResume(ctx context.Context, in machine.ResumeInput) (durable.Accepted, error) {
+// Resume accepts the resume in: the result of suspension in.SuspendID,
+// possibly with a fresh turn (FreshTurn) and who decided (By). It returns
+// once the result is committed with the job that applies it. A
+// suspension that is not pending, or that already has an accepted
+// result, fails with instance.ErrAlreadyResolved; an unknown one with
+// instance.ErrUnknownSuspendID; a payload its schema refuses with an
+// *instance.PayloadError.
+func (f *Fleet) Resume(ctx context.Context, in machine.ResumeInput) (durable.Accepted, error) {
 	raw, err := instance.EncodePayload(in.Payload)
 	if err != nil {
 		return durable.Accepted{}, fmt.Errorf("fleet: resume %s: %w", in.SuspendID, err)
 	}
-	return f.acceptResult(ctx, in.SuspendID, inResume, entry{SuspendID: in.SuspendID, Payload: raw, IsError: in.IsError, FreshTurn: in.FreshTurn})
+	return f.acceptResult(ctx, in.SuspendID, inResume, entry{SuspendID: in.SuspendID, Payload: raw, IsError: in.IsError, FreshTurn: in.FreshTurn, By: in.By})
 }
 
-// Cancel accepts the cancellation of suspension suspendID, as Resume
-// accepts a result.
-func (f *Fleet) Cancel(ctx context.Context, suspendID, reason string) (durable.Accepted, error) {
-	return f.acceptResult(ctx, suspendID, inCancel, entry{SuspendID: suspendID, Reason: reason})
+// AcceptResume is Resume. With AcceptCancel, AcceptInvoke and Await, it
+// makes a Fleet the acceptor of a resumehttp.Handler.
+func (f *Fleet) AcceptResume(ctx context.Context, in machine.ResumeInput) (durable.Accepted, error) {
+	return f.Resume(ctx, in)
 }
 
-// AcceptCancel is Cancel.
+// Cancel accepts the cancellation in, as Resume accepts a result.
+func (f *Fleet) Cancel(ctx context.Context, in machine.CancelInput) (durable.Accepted, error) {
+	return f.acceptResult(ctx, in.SuspendID, inCancel, entry{SuspendID: in.SuspendID, Reason: in.Reason, By: in.By})
+}
+
+// AcceptCancel is Cancel of suspendID with reason.
 func (f *Fleet) AcceptCancel(ctx context.Context, suspendID, reason string) (durable.Accepted, error) {
-	return f.Cancel(ctx, suspendID, reason)
+	return f.Cancel(ctx, machine.CancelInput{SuspendID: suspendID, Reason: reason})
 }
 
 // AcceptInvoke is Invoke.

@@ -335,7 +335,7 @@ func TestConcurrentResumes(t *testing.T) {
 	id := parkOne(t, f, "race")
 
 	errs := testkit.Race(50, func(i int) error {
-		_, err := f.Resume(ctx, id, fmt.Sprintf("approved %d", i), false)
+		_, err := f.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: fmt.Sprintf("approved %d", i)})
 		return err
 	})
 	accepted := 0
@@ -404,9 +404,9 @@ func answerUntilDone(t *testing.T, f *fleet.Fleet, s *postgres.Store, mode map[s
 			}
 			answered[p.ID] = true
 			if mode[p.MachineID] == "resume" {
-				_, err = f.Resume(ctx, p.ID, "approved "+p.MachineID, false)
+				_, err = f.Resume(ctx, machine.ResumeInput{SuspendID: p.ID, Payload: "approved " + p.MachineID})
 			} else {
-				_, err = f.Cancel(ctx, p.ID, "not needed")
+				_, err = f.Cancel(ctx, machine.CancelInput{SuspendID: p.ID, Reason: "not needed"})
 			}
 			require.NoError(t, err)
 		}

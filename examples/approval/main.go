@@ -71,10 +71,12 @@ func run(ctx context.Context, w io.Writer, model llm.Model) error {
 	bad := json.RawMessage(`{"approved":"yes"}`)
 	fmt.Fprintf(w, "\nmanager sends: %s\n", bad)
 	_, err = drive(ctx, w, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: bad})
-	if !errors.Is(err, instance.ErrPayloadDecode) {
+	var refused *instance.PayloadError
+	if !errors.As(err, &refused) {
 		return fmt.Errorf("want the payload refused, got %v", err)
 	}
-	fmt.Fprintf(w, "refused, %d call still pending: %v\n", len(m.Pending()), err)
+	// Message is the text for the manager: short, naming the field.
+	fmt.Fprintf(w, "refused, %d call still pending: %s\n", len(m.Pending()), refused.Message())
 
 	decision := refund.Approval{Approved: true, Manager: "dana@example.com"}
 	fmt.Fprintf(w, "\nmanager decides: %+v\n", decision)

@@ -34,7 +34,7 @@ pending tool call
   the manager sees: order A-1042, $89.90
 
 manager sends: {"approved":"yes"}
-refused, 1 call still pending: instance: suspension <ID>: payload does not decode: validating root: validating /properties/approved: type: yes has type "string", want "boolean"
+refused, 1 call still pending: payload: approved: expected boolean, got string
 
 manager decides: {Approved:true Manager:dana@example.com}
 [step: end_turn, done: true]

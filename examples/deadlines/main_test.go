@@ -104,7 +104,7 @@ func TestAManagerDecidesInTime(t *testing.T) {
 	ctx := context.Background()
 	f := suspended(t)
 	f.clock.Advance(time.Hour)
-	_, err := testkit.Collect(f.runner.Resume(ctx, f.susID, Decision{Approved: true, Note: "ok"}, false))
+	_, err := resume(ctx, f.runner, f.susID, Decision{Approved: true, Note: "ok"})
 	require.NoError(t, err)
 	require.Equal(t, "approved", f.ledger(t).Expenses[0].Status)
 
@@ -121,7 +121,7 @@ func TestAManagerDecidesInTime(t *testing.T) {
 func TestAMalformedDecisionChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	f := suspended(t)
-	_, err := testkit.Collect(f.runner.Resume(ctx, f.susID, map[string]any{"approved": "yes"}, false))
+	_, err := resume(ctx, f.runner, f.susID, map[string]any{"approved": "yes"})
 	require.True(t, errors.Is(err, instance.ErrPayloadDecode), "%v", err)
 	require.Equal(t, "pending", f.ledger(t).Expenses[0].Status)
 
@@ -166,11 +166,21 @@ func TestADecisionAfterTheDeadlineIsRefused(t *testing.T) {
 	ctx := context.Background()
 	f := suspended(t)
 	f.clock.Advance(ApprovalWindow)
-	_, err := testkit.Collect(f.runner.Resume(ctx, f.susID, Decision{Approved: true}, false))
+	_, err := resume(ctx, f.runner, f.susID, Decision{Approved: true})
 	require.ErrorIs(t, err, machine.ErrDeadlinePassed)
 	require.Equal(t, "pending", f.ledger(t).Expenses[0].Status)
 	n, err := f.runner.Sweep(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, "rejected", f.ledger(t).Expenses[0].Status)
+}
+
+// resume resumes suspension id of r with payload and runs the machine to
+// the end of its run; a refused resume is the error.
+func resume(ctx context.Context, r *durable.Runner, id string, payload any) ([]machine.Step, error) {
+	run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: payload})
+	if err != nil {
+		return nil, err
+	}
+	return testkit.Collect(run.Steps())
 }

@@ -160,7 +160,11 @@ func resume(ctx context.Context, path, suspendID string, w io.Writer) error {
 			return err
 		}
 		logf(w, "suspension %s of machine %s is %s; resuming: approved by %s", suspendID, sp.MachineID, sp.Status, decision.Manager)
-		for step, err := range r.Resume(ctx, suspendID, decision, false) {
+		run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: decision})
+		if err != nil {
+			return err // refused, nothing changed: resolved already, a bad payload, …
+		}
+		for step, err := range run.Steps() {
 			if err != nil {
 				return err
 			}

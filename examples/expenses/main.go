@@ -167,7 +167,11 @@ func run(ctx context.Context, w io.Writer, path string) (*report, error) {
 				return err
 			}
 			fmt.Fprintf(w, "employee: withdraw (%s pending)\n", id)
-			_, err = drain(r.Invoke(ctx, machineID, command.Invoke("withdraw", ledger.ApprovalInput{ExpenseID: "e2"})))
+			run, err := r.Invoke(ctx, machineID, command.Invoke("withdraw", ledger.ApprovalInput{ExpenseID: "e2"}))
+			if err != nil {
+				return err
+			}
+			_, err = drain(run.Steps())
 			return err
 		})
 	}

@@ -149,7 +149,7 @@ func accept(ctx context.Context, url, schema string, w io.Writer) (err error) {
 	fmt.Fprintf(w, "worker ran %s until it waits: %s\n", id, last.Suspensions[0].Reason)
 
 	// The approval, from any process: durable once Resume returns.
-	a, err = f.Resume(ctx, last.Suspensions[0].SuspendID, refund.Approval{Approved: true, Manager: "dana"}, false)
+	a, err = f.Resume(ctx, machine.ResumeInput{SuspendID: last.Suspensions[0].SuspendID, Payload: refund.Approval{Approved: true, Manager: "dana"}})
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 // Package errtext words the error messages of bad input the same way
-// everywhere: a caller's value quoted in a message is clipped, and a value
-// that must be one of a few names is refused with the names it may take.
+// everywhere: a caller's value quoted in a message is clipped, a value
+// that must be one of a few names is refused with the names it may take,
+// and an error shown to a person is its short message.
 package errtext
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,4 +48,17 @@ func alternatives[T ~string](names []T) string {
 		b.WriteString(string(n))
 	}
 	return b.String()
+}
+
+// ForPerson is the text of err for a person (an approver, an API client):
+// the Message of the first error of its chain that has a Message() string
+// method (an *instance.PayloadError: "payload: approved: expected
+// boolean, got string"), short and naming the field, without the
+// wrapping context a log wants; err's own text otherwise.
+func ForPerson(err error) string {
+	var m interface{ Message() string }
+	if errors.As(err, &m) {
+		return m.Message()
+	}
+	return err.Error()
 }

@@ -2,6 +2,7 @@ package errtext_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,5 +43,22 @@ func TestClip(t *testing.T) {
 	}
 	if got := errtext.Clip("abcdefg", 3); got != "abc…" {
 		t.Errorf("Clip cut to %q", got)
+	}
+}
+
+// shortErr has a message for a person.
+type shortErr struct{}
+
+func (shortErr) Error() string   { return "pkg: thing 42: payload: x: required" }
+func (shortErr) Message() string { return "payload: x: required" }
+
+func TestForPerson(t *testing.T) {
+	wrapped := fmt.Errorf("durable: input rejected: %w", shortErr{})
+	if got := errtext.ForPerson(wrapped); got != "payload: x: required" {
+		t.Errorf("ForPerson = %q", got)
+	}
+	plain := errors.New("no such thing")
+	if got := errtext.ForPerson(fmt.Errorf("wrap: %w", plain)); got != "wrap: no such thing" {
+		t.Errorf("ForPerson = %q", got)
 	}
 }

@@ -342,11 +342,21 @@ func (s *Schema) DecodeInto(data json.RawMessage, v any) error {
 		}
 		return nil
 	}
-	if err := s.Validate(data); err != nil {
-		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	if err := s.CheckInput(data); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %v", instance.ErrInvalidInput, err)
+	}
+	return nil
+}
+
+// CheckInput checks an input against the schema: a refusal is an
+// *instance.InputError that says where and what, for a person.
+func (s *Schema) CheckInput(data json.RawMessage) error {
+	if err := s.Validate(data); err != nil {
+		field, reason := s.explain(data, err)
+		return &instance.InputError{Field: field, Violation: reason}
 	}
 	return nil
 }
@@ -371,20 +381,33 @@ func CheckPayload(call *instance.SuspendedCall, payload json.RawMessage, isError
 	if len(call.PayloadSchema) == 0 || isError {
 		return nil
 	}
-	reject := func(violation string) error {
-		return &instance.PayloadError{SuspendID: call.SuspendID, Violation: violation}
+	reject := func(field, violation string) error {
+		return &instance.PayloadError{SuspendID: call.SuspendID, Field: field, Violation: violation}
 	}
 	s, err := ParseSchema(call.PayloadSchema)
 	if err != nil {
-		return reject("the suspension's payload schema is unusable: " + err.Error())
+		return reject("", "the suspension's payload schema is unusable: "+err.Error())
 	}
 	if len(payload) == 0 {
-		return reject("no payload; want one matching " + string(call.PayloadSchema))
+		return reject("", "missing")
 	}
 	if err := s.Validate(payload); err != nil {
-		return reject(err.Error())
+		return reject(s.explain(payload, err))
 	}
 	return nil
+}
+
+// explain says where data, which the schema refused with err, breaks it:
+// the field and a short reason, or (no field) err's text when explain
+// cannot tell.
+func (s *Schema) explain(data json.RawMessage, err error) (field, reason string) {
+	var v any
+	if json.Unmarshal(data, &v) == nil {
+		if f, r, ok := explain(s.resolved.Schema(), v, ""); ok {
+			return f, r
+		}
+	}
+	return "", err.Error()
 }
 
 // Bind builds a Handler from a typed function: decode and validate the

@@ -231,8 +231,8 @@ func Resume(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return Usagef("resume", "%v", err)
 	}
-	return c.resolve(ctx, id, "resuming", *out, func(db *DB) runSteps {
-		return db.Runner.ResumeWith(ctx, machine.ResumeInput{SuspendID: id, Payload: payload, IsError: *isError, FreshTurn: *fresh})
+	return c.resolve(ctx, id, "resuming", *out, func(db *DB) (*durable.Run, error) {
+		return db.Runner.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: payload, IsError: *isError, FreshTurn: *fresh})
 	})
 }
 
@@ -249,8 +249,8 @@ func Cancel(ctx context.Context, c *CLI, args []string) error {
 	if reason == "" {
 		reason = "cancelled from the command line"
 	}
-	return c.resolve(ctx, id, "cancelling", *out, func(db *DB) runSteps {
-		return db.Runner.Cancel(ctx, id, reason)
+	return c.resolve(ctx, id, "cancelling", *out, func(db *DB) (*durable.Run, error) {
+		return db.Runner.Cancel(ctx, machine.CancelInput{SuspendID: id, Reason: reason})
 	})
 }
 
@@ -358,9 +358,10 @@ func Create(ctx context.Context, c *CLI, args []string) error {
 	return nil
 }
 
-// resolve finds suspension id, prints what it is, runs its machine with
-// run's steps and reports them in format out.
-func (c *CLI) resolve(ctx context.Context, id, verb string, out Format, run func(*DB) runSteps) error {
+// resolve finds suspension id, checks in what checkIn asks for (a resume,
+// a cancellation), prints what it is, runs the run and reports its steps
+// in format out.
+func (c *CLI) resolve(ctx context.Context, id, verb string, out Format, checkIn func(*DB) (*durable.Run, error)) error {
 	db, err := c.Open(ctx, true)
 	if err != nil {
 		return err
@@ -373,6 +374,10 @@ func (c *CLI) resolve(ctx context.Context, id, verb string, out Format, run func
 	if sus.Status != store.StatusPending {
 		return fmt.Errorf("suspension %s of machine %s is %s, not pending; nothing changed: %w", id, sus.MachineID, sus.Status, instance.ErrAlreadyResolved)
 	}
+	run, err := checkIn(db)
+	if err != nil {
+		return c.explain(err, id, db)
+	}
 	if out == FormatText {
 		c.PrintModel()
 		what := sus.Kind
@@ -381,7 +386,7 @@ func (c *CLI) resolve(ctx context.Context, id, verb string, out Format, run func
 		}
 		fmt.Fprintf(c.Out(), "%s suspension %s of machine %s (%s: %s)\n", verb, id, sus.MachineID, what, sus.Reason)
 	}
-	if err := c.writeRun(ctx, db, sus.MachineID, run(db), out); err != nil {
+	if err := c.writeRun(ctx, db, run.MachineID(), run.Steps(), out); err != nil {
 		return c.explain(err, id, db)
 	}
 	return nil

@@ -47,7 +47,12 @@ func TestWatch(t *testing.T) {
 	require.Equal(t, 0, run(t, charter, "resume", "--db", db, suspendID, `{"approved":true,"manager":"dana"}`).code)
 	res = run(t, charter, "watch", "--db", db, "--until-done", "--after", strconv.FormatInt(after, 10), machineID)
 	require.Equal(t, 0, res.code, res.stderr)
-	require.True(t, strings.HasPrefix(res.stdout, "suspension "+suspendID+" resumed (tool request_refund)\n"), res.stdout)
+	// What the resume handler changed, then the resume (machine.Events's
+	// order: the inputs' state changes come before their lifecycle events).
+	got := strings.SplitN(res.stdout, "\n", 3)
+	require.Len(t, got, 3, res.stdout)
+	require.Regexp(t, `^state of support \(\w+\): \{"refunded":\["A-1042"\]\}$`, got[0])
+	require.Equal(t, "suspension "+suspendID+" resumed (tool request_refund)", got[1])
 	require.Contains(t, res.stdout, "assistant: Update on your refund")
 	require.NotContains(t, res.stdout, "→ request_refund")
 }
