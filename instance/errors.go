@@ -98,3 +98,13 @@ var (
 // ErrInvalidEvent reports an event name CheckEvent refuses (empty, too
 // long, not UTF-8, or with control characters).
 var ErrInvalidEvent = errors.New("instance: invalid event name")
+
+// ErrDuplicateEffect reports a second effect of one name in one handler
+// call: the journal tells effects apart by the call's idempotency key and
+// the effect's name.
+var ErrDuplicateEffect = errors.New("instance: effect name used twice in one call")
+
+// ErrEffectInDoubt reports an effect whose journal says it started and
+// never says it ended, where no person can be asked (a command's effect):
+// the call fails rather than run it a second time.
+var ErrEffectInDoubt = errors.New("instance: effect in doubt")

@@ -3,19 +3,8 @@ package instance
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 )
-
-// ErrDuplicateEffect reports a second effect of one name in one handler
-// call: the journal tells effects apart by the call's idempotency key and
-// the effect's name.
-var ErrDuplicateEffect = errors.New("instance: effect name used twice in one call")
-
-// ErrEffectInDoubt reports an effect whose journal says it started and
-// never says it ended, where no person can be asked (a command's effect):
-// the call fails rather than run it a second time.
-var ErrEffectInDoubt = errors.New("instance: effect in doubt")
 
 // EffectJournal is a machine's journal of external effects, as the
 // handlers' effects (node.Effect, command.Effect) reach it: a durable

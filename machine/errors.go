@@ -40,3 +40,10 @@ var ErrInvalidCharter = errors.New("machine: invalid charter")
 
 // ErrGraphFormat reports a graph format Charter.Graph does not write.
 var ErrGraphFormat = errors.New("machine: unknown graph format")
+
+// ErrSuspendRefused reports a suspension the charter's OnSuspend hook
+// refused (its error, a panic or its timeout follows): a tool call gets
+// it as its error result, which the model sees; a command, a caller's
+// Suspend and a durable runner's fail with it. Nothing of the suspension
+// is recorded or announced.
+var ErrSuspendRefused = errors.New("machine: suspension refused")

@@ -2,7 +2,6 @@ package machine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,13 +11,6 @@ import (
 
 // DefaultHookTimeout bounds a hook call when Hooks.Timeout is zero.
 const DefaultHookTimeout = 10 * time.Second
-
-// ErrSuspendRefused reports a suspension the charter's OnSuspend hook
-// refused (its error, a panic or its timeout follows): a tool call gets
-// it as its error result, which the model sees; a command, a caller's
-// Suspend and a durable runner's fail with it. Nothing of the suspension
-// is recorded or announced.
-var ErrSuspendRefused = errors.New("machine: suspension refused")
 
 // Hooks are a charter's lifecycle hooks on suspensions. Both run in the
 // process that runs the machine — under a durable runner, inside the
