@@ -1,0 +1,80 @@
+package mcp_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/markov-agents/markov/internal/testkit"
+)
+
+// childEnv makes the test binary an MCP server over stdio (see serve).
+const childEnv = "MARKOV_MCP_CHILD"
+
+func TestMain(m *testing.M) { testkit.Main(m, childEnv, serve) }
+
+type textIn struct {
+	Text string `json:"text"`
+}
+
+// serve runs the Go SDK's server over stdio with the tools the tests
+// call, each playing one behaviour of a server: answers, input requests,
+// failures and faults.
+func serve(string) int {
+	s := sdk.NewServer(&sdk.Implementation{Name: "testserver", Version: "1"}, nil)
+	text := func(s string) *sdk.CallToolResult {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "echo", Description: "Echo the text."}, func(_ context.Context, _ *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
+		return text("echo: " + in.Text), nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "ask", Description: "Ask the person their name."}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		r, ok := req.Params.InputResponses["name"].(*sdk.ElicitResult)
+		if !ok {
+			return &sdk.CallToolResult{RequestState: "opaque-42", InputRequests: sdk.InputRequestMap{"name": &sdk.ElicitParams{
+				Message: "What is your name?",
+				RequestedSchema: &jsonschema.Schema{Type: "object", Required: []string{"name"},
+					Properties: map[string]*jsonschema.Schema{"name": {Type: "string", MinLength: new(1)}}},
+			}}}, nil, nil
+		}
+		if r.Action != "accept" {
+			return text("no name: " + r.Action), nil, nil
+		}
+		return text(fmt.Sprintf("hello %v (state %q)", r.Content["name"], req.Params.RequestState)), nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "fail"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return nil, nil, fmt.Errorf("the ledger is closed")
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "links"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.ResourceLink{URI: "file:///r.txt", Name: "r.txt"}}}, map[string]int{"n": 2}, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "big"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return text(strings.Repeat("x", 2<<20)), nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "exit"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stderr, "exiting on request")
+		os.Exit(3)
+		return nil, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "hang"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		select {}
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "garbage"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stdout, `{"jsonrpc":"2.0","id":`)
+		select {}
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "withdraw"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		s.RemoveTools("echo")
+		return text("echo withdrawn"), nil, nil
+	})
+	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
