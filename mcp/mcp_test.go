@@ -18,6 +18,7 @@ import (
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/sqlite"
 	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
@@ -29,7 +30,7 @@ func goServer(t *testing.T, cfg mcp.Config) *mcp.Client {
 	t.Helper()
 	cfg.Name = "srv"
 	cfg.Command = []string{os.Args[0], "-test.run=^$"}
-	cfg.Env = []string{childEnv + "=1"}
+	cfg.Env = []string{childEnv + "=serve"}
 	c, err := mcp.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
@@ -40,15 +41,36 @@ func goServer(t *testing.T, cfg mcp.Config) *mcp.Client {
 // c's tools and whose model plays replies.
 func runner(t *testing.T, c *mcp.Client, db string, replies ...scripted.Reply) *durable.Runner {
 	t.Helper()
-	tools, err := mcp.Tools[desk](context.Background(), c)
+	r, closeStore, err := newRunner(c, db, replies...)
 	require.NoError(t, err)
-	n, err := node.New("desk", node.Config[desk]{Tools: tools})
-	require.NoError(t, err)
-	ch, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(replies...), Nodes: []*node.Node{n}})
-	require.NoError(t, err)
-	r, err := durable.New(durable.Config{Store: sqlitetest.Open(t, db), Charter: ch})
-	require.NoError(t, err)
+	t.Cleanup(closeStore)
 	return r
+}
+
+// newRunner is runner for a child process; closeStore closes the store.
+func newRunner(c *mcp.Client, db string, replies ...scripted.Reply) (r *durable.Runner, closeStore func(), err error) {
+	tools, err := mcp.Tools[desk](context.Background(), c)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := node.New("desk", node.Config[desk]{Tools: tools})
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(replies...), Nodes: []*node.Node{n}})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: db})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err = durable.New(durable.Config{Store: st, Charter: ch})
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return r, func() { _ = st.Close() }, nil
 }
 
 func drain(seq iter.Seq2[machine.Step, error]) ([]machine.Step, error) {
@@ -66,8 +88,16 @@ func drain(seq iter.Seq2[machine.Step, error]) ([]machine.Step, error) {
 // saw them ("error: …" for error results).
 func results(t *testing.T, r *durable.Runner) []string {
 	t.Helper()
-	m, _, err := r.Load(context.Background(), "m1")
+	out, err := resultsOf(r)
 	require.NoError(t, err)
+	return out
+}
+
+func resultsOf(r *durable.Runner) ([]string, error) {
+	m, _, err := r.Load(context.Background(), "m1")
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, msg := range m.History() {
 		for _, p := range msg.Parts {
@@ -80,7 +110,7 @@ func results(t *testing.T, r *durable.Runner) []string {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // call runs one call of the server's tool through a machine and returns

@@ -16,7 +16,16 @@ import (
 // childEnv makes the test binary an MCP server over stdio (see serve).
 const childEnv = "MARKOV_MCP_CHILD"
 
-func TestMain(m *testing.M) { testkit.Main(m, childEnv, serve) }
+func TestMain(m *testing.M) { testkit.Main(m, childEnv, child) }
+
+// child runs the role a child process is given: "serve", or a step of
+// TestEverythingElicitationAcrossProcesses ("ask DB", "answer DB ID").
+func child(role string) int {
+	if role == "serve" {
+		return serve()
+	}
+	return everythingChild(strings.Fields(role))
+}
 
 type textIn struct {
 	Text string `json:"text"`
@@ -25,7 +34,7 @@ type textIn struct {
 // serve runs the Go SDK's server over stdio with the tools the tests
 // call, each playing one behaviour of a server: answers, input requests,
 // failures and faults.
-func serve(string) int {
+func serve() int {
 	s := sdk.NewServer(&sdk.Implementation{Name: "testserver", Version: "1"}, nil)
 	text := func(s string) *sdk.CallToolResult {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
