@@ -20,15 +20,15 @@
 package mcp
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -104,7 +104,7 @@ type Client struct {
 	// open is the legacy-protocol call in progress, which a server's
 	// elicitation request belongs to: such calls take legacy in turn.
 	legacy sync.Mutex
-	open   *replay
+	open   atomic.Pointer[replay]
 }
 
 // New returns a client of the server cfg describes; it connects on first
@@ -204,22 +204,36 @@ func (c *Client) transport() sdk.Transport {
 	cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
 	cmd.Env = append(cmd.Environ(), c.cfg.Env...)
 	cmd.Dir = c.cfg.Dir
-	cmd.Stderr = c.stderr()
+	cmd.Stderr = &logWriter{log: c.log}
 	return &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 }
 
-// stderr returns a writer that logs a stdio server's stderr line by line.
-func (c *Client) stderr() io.Writer {
-	r, w := io.Pipe()
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 64<<10)
-		for sc.Scan() {
-			c.log.Info("mcp server stderr", "line", sc.Text())
+// logWriter logs what a stdio server writes to its stderr, a line at a
+// time (a line over maxLogLine bytes in pieces).
+type logWriter struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+const maxLogLine = 64 << 10
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 && len(w.buf) < maxLogLine {
+			break
 		}
-		_ = r.CloseWithError(sc.Err())
-	}()
-	return w
+		if i < 0 {
+			i = len(w.buf)
+		}
+		w.log.Info("mcp server stderr", "line", string(w.buf[:i]))
+		w.buf = w.buf[min(i+1, len(w.buf)):]
+	}
+	return len(p), nil
 }
 
 // headers adds h to every request.

@@ -215,9 +215,8 @@ func TestElicitationSuspends(t *testing.T) {
 		t.Run("protocol "+version, func(t *testing.T) {
 			ctx := context.Background()
 			db := sqlitetest.Path(t)
-			replies := []scripted.Reply{scripted.Tool("srv_ask", map[string]any{}), scripted.Text("done")}
 			first := goServer(t, mcp.Config{ProtocolVersion: version})
-			r1 := runner(t, first, db, replies...)
+			r1 := runner(t, first, db, scripted.Tool("srv_ask", map[string]any{}))
 			_, err := r1.Create(ctx, "m1", "desk", nil)
 			require.NoError(t, err)
 			steps, err := drain(r1.Run(ctx, "m1", machine.UserText("go")))
@@ -242,7 +241,8 @@ func TestElicitationSuspends(t *testing.T) {
 			_ = first.Close()
 
 			second := goServer(t, mcp.Config{ProtocolVersion: version})
-			r2 := runner(t, second, db, replies...)
+			// The model of the answering process replies to the result.
+			r2 := runner(t, second, db, scripted.Text("done"))
 			_, err = drain(r2.ResumeWith(ctx, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: map[string]any{"name": ""}}))
 			var pe *instance.PayloadError
 			require.ErrorAs(t, err, &pe)
@@ -251,6 +251,10 @@ func TestElicitationSuspends(t *testing.T) {
 			// The SDK's shim for older clients hands the handler its
 			// requestState too.
 			require.Equal(t, []string{`hello Ada (state "opaque-42")`}, results(t, r2))
+			m, _, err := r2.Load(ctx, "m1")
+			require.NoError(t, err)
+			require.Empty(t, m.Pending())
+			require.Equal(t, "done", m.History()[len(m.History())-1].Text(), "the model saw the result and replied")
 		})
 	}
 }

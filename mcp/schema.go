@@ -35,8 +35,11 @@ func Schema(v any) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidSchema)
 	}
-	if string(top["type"]) != `"object"` {
-		return nil, fmt.Errorf(`%w: type is %s, want "object"`, ErrInvalidSchema, errtext.Clip(string(top["type"]), 40))
+	if t := string(top["type"]); t != `"object"` {
+		if t == "" {
+			t = "missing"
+		}
+		return nil, fmt.Errorf(`%w: type is %s, want "object"`, ErrInvalidSchema, errtext.Clip(t, 40))
 	}
 	delete(top, "$schema")
 	if raw, err = json.Marshal(top); err != nil {

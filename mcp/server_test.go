@@ -31,10 +31,19 @@ type textIn struct {
 	Text string `json:"text"`
 }
 
-// serve runs the Go SDK's server over stdio with the tools the tests
-// call, each playing one behaviour of a server: answers, input requests,
-// failures and faults.
+// serve runs the test server over stdio.
 func serve() int {
+	if err := testServer().Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// testServer returns the Go SDK's server with the tools the tests call,
+// each playing one behaviour of a server: answers, input requests,
+// failures and faults.
+func testServer() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "testserver", Version: "1"}, nil)
 	text := func(s string) *sdk.CallToolResult {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
@@ -81,9 +90,5 @@ func serve() int {
 		s.RemoveTools("echo")
 		return text("echo withdrawn"), nil, nil
 	})
-	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
+	return s
 }

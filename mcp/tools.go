@@ -291,13 +291,9 @@ func (c *Client) callLegacy(ctx context.Context, cs *sdk.ClientSession, name str
 	if prev != nil {
 		r.answers = prev.Answers
 	}
-	c.mu.Lock()
-	c.open = r
-	c.mu.Unlock()
+	c.open.Store(r)
 	res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
-	c.mu.Lock()
-	c.open = nil
-	c.mu.Unlock()
+	c.open.Store(nil)
 	if asked := r.asked(); asked != nil {
 		meta := &InputMetadata{Server: c.cfg.Name, Tool: name, Request: fmt.Sprintf("elicitation-%d", asked.index+1),
 			Fingerprint: asked.fingerprint, Answers: r.answers[:asked.index]}
@@ -364,9 +360,7 @@ func fingerprint(p *sdk.ElicitParams) string {
 // elicit is the SDK's elicitation handler: a request of an older server
 // belongs to the legacy call open, which the client has one of at a time.
 func (c *Client) elicit(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-	c.mu.Lock()
-	r := c.open
-	c.mu.Unlock()
+	r := c.open.Load()
 	if r == nil {
 		return &sdk.ElicitResult{Action: "cancel"}, nil
 	}
