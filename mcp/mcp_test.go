@@ -152,12 +152,14 @@ func TestTools(t *testing.T) {
 func TestFaults(t *testing.T) {
 	c := goServer(t, mcp.Config{CallTimeout: 2 * time.Second, MaxResult: 1 << 20})
 	for tool, want := range map[string]string{
-		"exit":    "srv: call exit",
-		"hang":    "no answer within 2s",
-		"garbage": "srv: call garbage",
-		"big":     "over the limit of 1048576",
+		"exit":      "srv: call exit",
+		"hang":      "no answer within 2s",
+		"garbage":   "srv: call garbage: ",
+		"truncated": "srv: call truncated: no answer within 2s",
+		"big":       "over the limit of 1048576",
 	} {
 		got := call(t, c, tool, map[string]any{})
+		t.Log(tool, got)
 		require.Contains(t, got, "error: ", tool)
 		require.Contains(t, got, want, tool)
 		require.Equal(t, "echo: again", call(t, c, "echo", map[string]any{"text": "again"}), "after "+tool)

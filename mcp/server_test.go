@@ -83,7 +83,11 @@ func testServer() *sdk.Server {
 		select {}
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "garbage"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
-		fmt.Fprintln(os.Stdout, `{"jsonrpc":"2.0","id":`)
+		fmt.Fprintln(os.Stdout, `this is not JSON-RPC`)
+		select {}
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "truncated"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		fmt.Fprint(os.Stdout, `{"jsonrpc":"2.0","id":`)
 		select {}
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "withdraw"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
