@@ -297,3 +297,56 @@ func TestConfigRefused(t *testing.T) {
 		require.ErrorIs(t, err, mcp.ErrInvalidConfig)
 	}
 }
+
+// suspended runs machine m1 of r to its suspensions and returns them.
+func suspended(t *testing.T, r *durable.Runner, in machine.Input) []instance.SuspendedCall {
+	t.Helper()
+	steps, err := drain(r.Run(context.Background(), "m1", in))
+	require.NoError(t, err)
+	return steps[len(steps)-1].Suspensions
+}
+
+// TestSeveralInputRequests: a multi round-trip result with two questions
+// and a roots request suspends for each question in turn (each with its
+// own message and schema), answers the roots itself, and retries once
+// with every answer.
+func TestSeveralInputRequests(t *testing.T) {
+	ctx := context.Background()
+	c := goServer(t, mcp.Config{})
+	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_two", map[string]any{}), scripted.Text("done"))
+	_, err := r.Create(ctx, "m1", "desk", nil)
+	require.NoError(t, err)
+	sus := suspended(t, r, machine.UserText("go"))
+	require.Len(t, sus, 1)
+	require.Equal(t, "First?", sus[0].Reason)
+	sus = suspended(t, r, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: map[string]any{"v": "x"}})
+	require.Len(t, sus, 1)
+	require.Equal(t, "Second?", sus[0].Reason)
+	require.Equal(t, 1, sus[0].Stage)
+	meta, err := instance.Decode[mcp.InputMetadata](sus[0].Metadata)
+	require.NoError(t, err)
+	require.Equal(t, "b", meta.Request)
+	require.Len(t, meta.Answers, 1)
+	sus = suspended(t, r, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: "no", IsError: true})
+	require.Empty(t, sus)
+	require.Equal(t, []string{"error: a=accept/x b=decline/<nil> roots=0"}, results(t, r))
+}
+
+// TestLegacyQuestionChanges: an older server that asks something
+// different when the call is replayed gets the new question asked of the
+// person, never the old answer.
+func TestLegacyQuestionChanges(t *testing.T) {
+	ctx := context.Background()
+	c := goServer(t, mcp.Config{ProtocolVersion: "2025-11-25"})
+	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_shifty", map[string]any{}), scripted.Text("done"))
+	_, err := r.Create(ctx, "m1", "desk", nil)
+	require.NoError(t, err)
+	sus := suspended(t, r, machine.UserText("go"))
+	require.Equal(t, "Question 1?", sus[0].Reason)
+	sus = suspended(t, r, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: map[string]any{"v": "x"}})
+	require.Len(t, sus, 1)
+	require.Equal(t, "Question 2?", sus[0].Reason)
+	meta, err := instance.Decode[mcp.InputMetadata](sus[0].Metadata)
+	require.NoError(t, err)
+	require.Empty(t, meta.Answers, "the answer to another question is not kept")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -64,6 +65,29 @@ func testServer() *sdk.Server {
 			return text("no name: " + r.Action), nil, nil
 		}
 		return text(fmt.Sprintf("hello %v (state %q)", r.Content["name"], req.Params.RequestState)), nil, nil
+	})
+	form := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"v": {Type: "string"}}}
+	sdk.AddTool(s, &sdk.Tool{Name: "two", Description: "Ask two questions and list the roots."}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		a, ok := req.Params.InputResponses["a"].(*sdk.ElicitResult)
+		if !ok {
+			return &sdk.CallToolResult{RequestState: "s2", InputRequests: sdk.InputRequestMap{
+				"a": &sdk.ElicitParams{Message: "First?", RequestedSchema: form},
+				"b": &sdk.ElicitParams{Message: "Second?", RequestedSchema: form},
+				"r": &sdk.ListRootsParams{},
+			}}, nil, nil
+		}
+		b := req.Params.InputResponses["b"].(*sdk.ElicitResult)
+		roots := req.Params.InputResponses["r"].(*sdk.ListRootsResult)
+		return text(fmt.Sprintf("a=%v/%v b=%v/%v roots=%d", a.Action, a.Content["v"], b.Action, b.Content["v"], len(roots.Roots))), nil, nil
+	})
+	var asked atomic.Int32
+	sdk.AddTool(s, &sdk.Tool{Name: "shifty", Description: "Ask a question that is new each time."}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		if r, ok := req.Params.InputResponses["q"].(*sdk.ElicitResult); ok {
+			return text("answered: " + r.Action), nil, nil
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{
+			"q": &sdk.ElicitParams{Message: fmt.Sprintf("Question %d?", asked.Add(1)), RequestedSchema: form},
+		}}, nil, nil
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "fail"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 		return nil, nil, fmt.Errorf("the ledger is closed")
