@@ -350,3 +350,26 @@ func TestLegacyQuestionChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, meta.Answers, "the answer to another question is not kept")
 }
+
+// TestPackTools: the server's tools in a pack, which every node opting
+// in shares; an input request suspends and resumes as a node tool's does.
+func TestPackTools(t *testing.T) {
+	ctx := context.Background()
+	c := goServer(t, mcp.Config{})
+	tools, err := mcp.PackTools[struct{}](ctx, c)
+	require.NoError(t, err)
+	pack := node.NewPack("srv", "The test server's tools.", struct{}{}, tools...)
+	n, err := node.New("desk", node.Config[desk]{Packs: []*node.Pack{pack}})
+	require.NoError(t, err)
+	model := scripted.New(scripted.Tool("srv_echo", map[string]any{"text": "p"}), scripted.Tool("srv_ask", map[string]any{}), scripted.Text("done"))
+	ch, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+	require.NoError(t, err)
+	r, err := durable.New(durable.Config{Store: sqlitetest.Open(t, sqlitetest.Path(t)), Charter: ch})
+	require.NoError(t, err)
+	_, err = r.Create(ctx, "m1", "desk", nil)
+	require.NoError(t, err)
+	sus := suspended(t, r, machine.UserText("go"))
+	require.Len(t, sus, 1)
+	require.Empty(t, suspended(t, r, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: map[string]any{"name": "Lin"}}))
+	require.Equal(t, []string{"echo: p", `hello Lin (state "opaque-42")`}, results(t, r))
+}

@@ -73,11 +73,40 @@ type Answer struct {
 // server withdrew is an error result, and new tools come with the next
 // charter built.
 func Tools[S any](ctx context.Context, c *Client) ([]node.Tool[S], error) {
+	return mount(ctx, c, func(local, desc, remote string, schema json.RawMessage) node.Tool[S] {
+		return node.NewTool(local, desc,
+			func(ctx *node.ToolContext[S], in json.RawMessage) (string, error) {
+				return c.finish(ctx.Suspend, c.call(ctx, remote, in, nil))
+			},
+			node.InputSchema(schema),
+			node.OnResume(func(ctx *node.ToolContext[S], in json.RawMessage, r node.Resumed[json.RawMessage]) (string, error) {
+				return c.resume(ctx, ctx.Suspend, remote, in, r.Resolution)
+			}))
+	})
+}
+
+// PackTools is Tools for a pack with state P: a charter whose nodes opt
+// into the pack (node.NewPack) all have the server's tools.
+func PackTools[P any](ctx context.Context, c *Client) ([]node.PackTool[P], error) {
+	return mount(ctx, c, func(local, desc, remote string, schema json.RawMessage) node.PackTool[P] {
+		return node.NewPackTool(local, desc,
+			func(ctx *node.PackContext[P], in json.RawMessage) (string, error) {
+				return c.finish(ctx.Suspend, c.call(ctx, remote, in, nil))
+			},
+			node.InputSchema(schema),
+			node.OnPackResume(func(ctx *node.PackContext[P], in json.RawMessage, r node.Resumed[json.RawMessage]) (string, error) {
+				return c.resume(ctx, ctx.Suspend, remote, in, r.Resolution)
+			}))
+	})
+}
+
+// mount lists the server's tools and builds a tool of each it can use.
+func mount[T any](ctx context.Context, c *Client, build func(local, desc, remote string, schema json.RawMessage) T) ([]T, error) {
 	_, tools, err := c.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []node.Tool[S]
+	var out []T
 	for _, name := range slices.Sorted(maps.Keys(tools)) {
 		t := tools[name]
 		local := c.cfg.Prefix + name
@@ -93,21 +122,23 @@ func Tools[S any](ctx context.Context, c *Client) ([]node.Tool[S], error) {
 		if desc == "" {
 			desc = t.Title
 		}
-		out = append(out, node.NewTool(local, desc,
-			func(ctx *node.ToolContext[S], in json.RawMessage) (string, error) {
-				return c.outcome(ctx, ctx.Suspend, c.call(ctx, name, in, nil))
-			},
-			node.InputSchema(schema),
-			node.OnResume(func(ctx *node.ToolContext[S], in json.RawMessage, r node.Resumed[json.RawMessage]) (string, error) {
-				meta, err := answered(r.Resolution)
-				if err != nil {
-					return "", err
-				}
-				return c.outcome(ctx, ctx.Suspend, c.call(ctx, name, in, meta))
-			})))
+		out = append(out, build(local, desc, name, schema))
 	}
 	return out, nil
 }
+
+// resume takes the call of the server's tool remote up again with the
+// answer r brings.
+func (c *Client) resume(ctx context.Context, suspend suspendFunc, remote string, in json.RawMessage, r instance.Resolution) (string, error) {
+	meta, err := answered(r)
+	if err != nil {
+		return "", err
+	}
+	return c.finish(suspend, c.call(ctx, remote, in, meta))
+}
+
+// suspendFunc is a tool context's Suspend.
+type suspendFunc func(reason string, opts ...instance.SuspendOption) error
 
 // outcome is what one call of the server came to: a result, an input to
 // ask for, or an error result.
@@ -118,9 +149,9 @@ type outcome struct {
 	err    error
 }
 
-// outcome returns o as a tool handler does, suspending through suspend
+// finish returns o as a tool handler does, suspending through suspend
 // when the server asks for input.
-func (c *Client) outcome(ctx context.Context, suspend func(string, ...instance.SuspendOption) error, o outcome) (string, error) {
+func (c *Client) finish(suspend suspendFunc, o outcome) (string, error) {
 	if o.err != nil || o.ask == nil {
 		return o.text, o.err
 	}
