@@ -85,6 +85,12 @@ type Config struct {
 	// from the server (DefaultMaxResult if zero); a larger one is an error
 	// result.
 	MaxResult int
+	// Approve, when set, selects the tools whose every call first asks a
+	// person: the call suspends (InputMetadata.Mode ModeApproval, an
+	// Approval as payload) and reaches the server only once approved; a
+	// refusal is an error result. nil calls every tool straight away.
+	// (t.Annotations.DestructiveHint is the server's own hint.)
+	Approve func(t *sdk.Tool) bool
 	// Logger receives the client's log and a stdio server's stderr, line
 	// by line (slog.Default() if nil).
 	Logger *slog.Logger

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/durable"
@@ -372,4 +373,35 @@ func TestPackTools(t *testing.T) {
 	require.Len(t, sus, 1)
 	require.Empty(t, suspended(t, r, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: map[string]any{"name": "Lin"}}))
 	require.Equal(t, []string{"echo: p", `hello Lin (state "opaque-42")`}, results(t, r))
+}
+
+// TestApprove: a tool Config.Approve selects reaches the server only once
+// a person approves the call; a refusal is an error result, a malformed
+// answer is refused.
+func TestApprove(t *testing.T) {
+	ctx := context.Background()
+	c := goServer(t, mcp.Config{Approve: func(t *sdk.Tool) bool { return t.Name == "echo" }})
+	for _, tc := range []struct {
+		answer any
+		isErr  bool
+		want   string
+	}{
+		{mcp.Approval{Approve: true}, false, "echo: x"},
+		{mcp.Approval{Approve: false, Comment: "too risky"}, false, "error: the call was not approved: too risky"},
+		{"no", true, "error: the call was not approved: no"},
+	} {
+		r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_echo", map[string]any{"text": "x"}), scripted.Text("done"))
+		_, err := r.Create(ctx, "m1", "desk", nil)
+		require.NoError(t, err)
+		sus := suspended(t, r, machine.UserText("go"))
+		require.Len(t, sus, 1)
+		require.Equal(t, `Call echo of srv with {"text":"x"}?`, sus[0].Reason)
+		_, err = drain(r.ResumeWith(ctx, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: map[string]any{"approve": "yes"}}))
+		var pe *instance.PayloadError
+		require.ErrorAs(t, err, &pe)
+		require.Empty(t, suspended(t, r, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: tc.answer, IsError: tc.isErr}))
+		require.Equal(t, []string{tc.want}, results(t, r))
+	}
+	// A tool Approve does not select is called straight away.
+	require.Equal(t, "error: the ledger is closed", call(t, c, "fail", map[string]any{}))
 }

@@ -26,7 +26,19 @@ const maxRounds = 10
 const (
 	ModeForm = "form"
 	ModeURL  = "url"
+	// ModeApproval is markov's own question before a call that
+	// Config.Approve selects: the payload is an Approval.
+	ModeApproval = "approval"
 )
+
+// Approval is the answer to a ModeApproval suspension.
+type Approval struct {
+	Approve bool   `json:"approve"`
+	Comment string `json:"comment,omitempty" jsonschema:"why, for the model"`
+}
+
+// approvalSchema is the payload schema of an approval.
+var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"type":"boolean"},"comment":{"type":"string"}},"required":["approve"],"additionalProperties":false}`)
 
 // InputMetadata is the metadata of a suspension made by a server's input
 // request: enough for a person to answer it, and for any process to take
@@ -41,7 +53,8 @@ type InputMetadata struct {
 	// older server made.
 	Request string `json:"request"`
 	// Mode is ModeForm (the payload schema is the requested schema) or
-	// ModeURL (the person visits URL, then resumes with any payload).
+	// ModeURL (the person visits URL, then resumes with any payload) or
+	// ModeApproval.
 	Mode          string `json:"mode"`
 	Message       string `json:"message,omitempty"`
 	URL           string `json:"url,omitempty"`
@@ -76,7 +89,7 @@ func Tools[S any](ctx context.Context, c *Client) ([]node.Tool[S], error) {
 	return mount(ctx, c, func(local, desc, remote string, schema json.RawMessage) node.Tool[S] {
 		return node.NewTool(local, desc,
 			func(ctx *node.ToolContext[S], in json.RawMessage) (string, error) {
-				return c.finish(ctx.Suspend, c.call(ctx, remote, in, nil))
+				return c.finish(ctx.Suspend, c.first(ctx, remote, in))
 			},
 			node.InputSchema(schema),
 			node.OnResume(func(ctx *node.ToolContext[S], in json.RawMessage, r node.Resumed[json.RawMessage]) (string, error) {
@@ -91,7 +104,7 @@ func PackTools[P any](ctx context.Context, c *Client) ([]node.PackTool[P], error
 	return mount(ctx, c, func(local, desc, remote string, schema json.RawMessage) node.PackTool[P] {
 		return node.NewPackTool(local, desc,
 			func(ctx *node.PackContext[P], in json.RawMessage) (string, error) {
-				return c.finish(ctx.Suspend, c.call(ctx, remote, in, nil))
+				return c.finish(ctx.Suspend, c.first(ctx, remote, in))
 			},
 			node.InputSchema(schema),
 			node.OnPackResume(func(ctx *node.PackContext[P], in json.RawMessage, r node.Resumed[json.RawMessage]) (string, error) {
@@ -127,9 +140,39 @@ func mount[T any](ctx context.Context, c *Client, build func(local, desc, remote
 	return out, nil
 }
 
+// first is a tool's first call: it asks for an approval first when
+// Config.Approve wants one.
+func (c *Client) first(ctx context.Context, remote string, in json.RawMessage) outcome {
+	if c.cfg.Approve != nil {
+		_, tools, err := c.list(ctx)
+		if err != nil {
+			return outcome{err: err}
+		}
+		if t := tools[remote]; t != nil && c.cfg.Approve(t) {
+			return outcome{schema: approvalSchema, ask: &InputMetadata{Server: c.cfg.Name, Tool: remote, Mode: ModeApproval,
+				Message: fmt.Sprintf("Call %s of %s with %s?", remote, c.cfg.Name, in)}}
+		}
+	}
+	return c.call(ctx, remote, in, nil)
+}
+
 // resume takes the call of the server's tool remote up again with the
 // answer r brings.
 func (c *Client) resume(ctx context.Context, suspend suspendFunc, remote string, in json.RawMessage, r instance.Resolution) (string, error) {
+	if meta, err := instance.Decode[InputMetadata](r.Metadata); err == nil && meta.Mode == ModeApproval {
+		var a Approval
+		if !r.IsError {
+			if a, err = instance.Decode[Approval](r.Payload); err != nil {
+				return "", err
+			}
+		} else {
+			a.Comment = r.Text()
+		}
+		if !a.Approve {
+			return "", errors.New(strings.TrimSuffix("the call was not approved: "+a.Comment, ": "))
+		}
+		return c.finish(suspend, c.call(ctx, remote, in, nil))
+	}
 	meta, err := answered(r)
 	if err != nil {
 		return "", err
