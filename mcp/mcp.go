@@ -107,6 +107,9 @@ type Client struct {
 	mu      sync.Mutex
 	session *sdk.ClientSession
 	tools   map[string]*sdk.Tool // the server's tools by name; nil: list again
+	// changes counts list_changed notifications, so that a list taken
+	// while one arrived is not kept.
+	changes int
 	// open is the legacy-protocol call in progress, which a server's
 	// elicitation request belongs to: such calls take legacy in turn.
 	legacy sync.Mutex
@@ -275,6 +278,7 @@ func (c *Client) drop(cs *sdk.ClientSession, why error) {
 func (c *Client) forgetTools() {
 	c.mu.Lock()
 	c.tools = nil
+	c.changes++
 	c.mu.Unlock()
 	c.log.Debug("mcp tool list changed")
 }
@@ -287,7 +291,7 @@ func (c *Client) list(ctx context.Context) (*sdk.ClientSession, map[string]*sdk.
 		return nil, nil, err
 	}
 	c.mu.Lock()
-	tools := c.tools
+	tools, changes := c.tools, c.changes
 	c.mu.Unlock()
 	if tools != nil {
 		return cs, tools, nil
@@ -303,7 +307,7 @@ func (c *Client) list(ctx context.Context) (*sdk.ClientSession, map[string]*sdk.
 		tools[t.Name] = t
 	}
 	c.mu.Lock()
-	if c.session == cs {
+	if c.session == cs && c.changes == changes {
 		c.tools = tools
 	}
 	c.mu.Unlock()
