@@ -56,7 +56,7 @@ func findEverything() (string, error) {
 func everything(bin string, log *slog.Logger) (*mcp.Client, func() error, error) {
 	changed := make(chan struct{}, 1)
 	c, err := mcp.New(mcp.Config{Name: "every", Command: []string{bin, "stdio"},
-		Logger: slog.New(tee{notify{"mcp tool list changed", changed}, log.Handler()})})
+		Logger: slog.New(tee{notify{"mcp tool list changed", changed, ""}, log.Handler()})})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -149,9 +149,12 @@ func TestTools(t *testing.T) {
 }
 
 // TestFaults: a server that exits, hangs, breaks the protocol or answers
-// too much gives an error result, and the next call reconnects.
+// too much gives an error result, and the next call reconnects; the
+// server's stderr reaches the log.
 func TestFaults(t *testing.T) {
-	c := goServer(t, mcp.Config{CallTimeout: 2 * time.Second, MaxResult: 1 << 20})
+	stderr := make(chan struct{}, 1)
+	log := slog.New(notify{"mcp server stderr", stderr, "exiting on request"})
+	c := goServer(t, mcp.Config{CallTimeout: 2 * time.Second, MaxResult: 1 << 20, Logger: log})
 	for tool, want := range map[string]string{
 		"exit":      "srv: call exit",
 		"hang":      "no answer within 2s",
@@ -165,13 +168,14 @@ func TestFaults(t *testing.T) {
 		require.Contains(t, got, want, tool)
 		require.Equal(t, "echo: again", call(t, c, "echo", map[string]any{"text": "again"}), "after "+tool)
 	}
+	<-stderr // the exiting server's stderr line reached the log
 }
 
 // TestToolListChanged: a tool the server withdraws (notifications/
 // tools/list_changed) is an error result, without a call.
 func TestToolListChanged(t *testing.T) {
 	changed := make(chan struct{}, 1)
-	log := slog.New(notify{"mcp tool list changed", changed})
+	log := slog.New(notify{"mcp tool list changed", changed, ""})
 	c := goServer(t, mcp.Config{ProtocolVersion: "2025-11-25", Logger: log})
 	r := runner(t, c, sqlitetest.Path(t),
 		scripted.Tool("srv_echo", map[string]any{"text": "a"}), scripted.Tool("srv_withdraw", map[string]any{}), scripted.Text("ok"),
@@ -187,15 +191,25 @@ func TestToolListChanged(t *testing.T) {
 	require.Equal(t, []string{"echo: a", "echo withdrawn", "error: mcp: server fault: srv no longer offers the tool echo"}, results(t, r))
 }
 
-// notify is a slog handler that signals on ch when msg is logged.
+// notify is a slog handler that signals on ch when msg is logged (with
+// the attribute line, when set).
 type notify struct {
-	msg string
-	ch  chan struct{}
+	msg  string
+	ch   chan struct{}
+	line string
 }
 
 func (notify) Enabled(context.Context, slog.Level) bool { return true }
 func (n notify) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == n.msg {
+	match := r.Message == n.msg
+	if match && n.line != "" {
+		match = false
+		r.Attrs(func(a slog.Attr) bool {
+			match = match || a.Key == "line" && a.Value.String() == n.line
+			return true
+		})
+	}
+	if match {
 		select {
 		case n.ch <- struct{}{}:
 		default:
