@@ -419,3 +419,24 @@ func TestApprove(t *testing.T) {
 	// A tool Approve does not select is called straight away.
 	require.Equal(t, "error: the ledger is closed", call(t, c, "fail", map[string]any{}))
 }
+
+// TestURLElicitation: a URL-mode request suspends with the URL in the
+// metadata and no payload schema; a resume says the flow is done.
+func TestURLElicitation(t *testing.T) {
+	ctx := context.Background()
+	c := goServer(t, mcp.Config{})
+	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_connect", map[string]any{}), scripted.Text("done"))
+	_, err := r.Create(ctx, "m1", "desk", nil)
+	require.NoError(t, err)
+	sus := suspended(t, r, machine.UserText("go"))
+	require.Len(t, sus, 1)
+	require.Equal(t, "Grant calendar access", sus[0].Reason)
+	require.Empty(t, sus[0].PayloadSchema)
+	meta, err := instance.Decode[mcp.InputMetadata](sus[0].Metadata)
+	require.NoError(t, err)
+	require.Equal(t, mcp.ModeURL, meta.Mode)
+	require.Equal(t, "https://calendar.example.com/consent?state=c1", meta.URL)
+	require.Equal(t, "c1", meta.ElicitationID)
+	require.Empty(t, suspended(t, r, machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: "done"}))
+	require.Equal(t, []string{"calendar connected: accept"}, results(t, r))
+}

@@ -89,6 +89,14 @@ func testServer() *sdk.Server {
 			"q": &sdk.ElicitParams{Message: fmt.Sprintf("Question %d?", asked.Add(1)), RequestedSchema: form},
 		}}, nil, nil
 	})
+	sdk.AddTool(s, &sdk.Tool{Name: "connect", Description: "Connect a calendar in the browser."}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		if r, ok := req.Params.InputResponses["consent"].(*sdk.ElicitResult); ok {
+			return text("calendar connected: " + r.Action), nil, nil
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"consent": &sdk.ElicitParams{
+			Mode: "url", Message: "Grant calendar access", URL: "https://calendar.example.com/consent?state=c1", ElicitationID: "c1",
+		}}}, nil, nil
+	})
 	sdk.AddTool(s, &sdk.Tool{Name: "fail"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 		return nil, nil, fmt.Errorf("the ledger is closed")
 	})
