@@ -146,6 +146,7 @@ func TestTools(t *testing.T) {
 	require.Contains(t, call(t, c, "echo", map[string]any{"text": 7}), "error: ", "an input the schema refuses never reaches the server")
 	require.Equal(t, "error: the ledger is closed", call(t, c, "fail", map[string]any{}))
 	require.Equal(t, "resource link: file:///r.txt (r.txt)\n{\"n\":2}", call(t, c, "links", map[string]any{}))
+	require.Contains(t, call(t, c, "hugeform", map[string]any{}), "error: srv asks for input with a schema markov cannot use: mcp: invalid schema: 71", "a huge elicitation schema is an error result, not a suspension")
 }
 
 // TestFaults: a server that exits, hangs, breaks the protocol or answers

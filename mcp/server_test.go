@@ -97,6 +97,11 @@ func testServer() *sdk.Server {
 			Mode: "url", Message: "Grant calendar access", URL: "https://calendar.example.com/consent?state=c1", ElicitationID: "c1",
 		}}}, nil, nil
 	})
+	sdk.AddTool(s, &sdk.Tool{Name: "hugeform"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"f": &sdk.ElicitParams{
+			Message: "Fill this in", RequestedSchema: &jsonschema.Schema{Type: "object", Description: strings.Repeat("d", 70<<10)},
+		}}}, nil, nil
+	})
 	sdk.AddTool(s, &sdk.Tool{Name: "fail"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 		return nil, nil, fmt.Errorf("the ledger is closed")
 	})
