@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/node"
 )
 
@@ -36,6 +37,10 @@ type Approval struct {
 	Approve bool   `json:"approve"`
 	Comment string `json:"comment,omitempty" jsonschema:"why, for the model"`
 }
+
+// maxArgsShown is how much of a call's arguments an approval's reason
+// quotes, in bytes.
+const maxArgsShown = 500
 
 // approvalSchema is the payload schema of an approval.
 var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"type":"boolean"},"comment":{"type":"string"}},"required":["approve"],"additionalProperties":false}`)
@@ -150,7 +155,7 @@ func (c *Client) first(ctx context.Context, remote string, in json.RawMessage) o
 		}
 		if t := tools[remote]; t != nil && c.cfg.Approve(t) {
 			return outcome{schema: approvalSchema, ask: &InputMetadata{Server: c.cfg.Name, Tool: remote, Mode: ModeApproval,
-				Message: fmt.Sprintf("Call %s of %s with %s?", remote, c.cfg.Name, in)}}
+				Message: fmt.Sprintf("Call %s of %s with %s?", remote, c.cfg.Name, errtext.Clip(string(in), maxArgsShown))}}
 		}
 	}
 	return c.call(ctx, remote, in, nil)
