@@ -210,7 +210,21 @@ func newTool[C, In, Out any](name, description string, mk func(*frame.Frame) C, 
 		Spec:   llm.ToolSpec{Name: name, Description: description},
 		InType: reflect.TypeFor[In](),
 	}
-	schema, err := frame.SchemaFor[In]()
+	var schema *frame.Schema
+	var err error
+	if raw, ok := givenSchema(opts); ok {
+		var top struct {
+			Type any `json:"type"`
+		}
+		if err = json.Unmarshal(raw, &top); err == nil && top.Type != "object" {
+			err = errors.New(`input schema must be of "type": "object"`)
+		}
+		if err == nil {
+			schema, err = frame.ParseSchema(raw)
+		}
+	} else {
+		schema, err = frame.SchemaFor[In]()
+	}
 	if err != nil {
 		t.Err = err
 		return t
@@ -221,6 +235,33 @@ func newTool[C, In, Out any](name, description string, mk func(*frame.Frame) C, 
 		o.apply(t)
 	}
 	return t
+}
+
+// inputSchema is the option InputSchema returns; newTool reads it
+// before it builds the tool.
+type inputSchema json.RawMessage
+
+func (inputSchema) apply(*frame.Tool) {}
+
+// InputSchema gives the tool the JSON Schema schema as its input schema,
+// in place of the one inferred from its input type, which must then be
+// json.RawMessage or a map: the model is shown schema and every input is
+// validated against it before the handler runs. schema must describe an
+// object ("type": "object") and compile; otherwise building the node
+// fails. It is for tools whose schema is known only at run time (a remote
+// server's tools).
+func InputSchema(schema json.RawMessage) ToolOption { return inputSchema(bytes.Clone(schema)) }
+
+// givenSchema returns the schema of the last InputSchema among opts.
+func givenSchema(opts []ToolOption) (json.RawMessage, bool) {
+	var raw json.RawMessage
+	found := false
+	for _, o := range opts {
+		if s, ok := o.(inputSchema); ok {
+			raw, found = json.RawMessage(s), true
+		}
+	}
+	return raw, found
 }
 
 func (t Tool[S]) frameTool() *frame.Tool { return t.t }

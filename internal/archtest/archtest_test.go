@@ -111,7 +111,12 @@ var layers = map[string]rule{
 	"console": {layer: 8, also: []string{"durable/fleet"}},
 	// acp is the Agent Client Protocol agent (layer 8); acp/acpdemo the
 	// charter of its demo, an example.
-	"acp":           {layer: 8},
+	"acp": {layer: 8},
+	// bridge is the protocol layer's one suspension bridge (DESIGN.md §8):
+	// durable and below; the protocol packages (layer 8) use it.
+	"internal/bridge": {layer: 7, also: []string{"durable"}},
+	// mcp mounts MCP servers' tools (layer 8).
+	"mcp":           {layer: 8},
 	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,
