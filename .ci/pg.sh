@@ -6,12 +6,16 @@
 #  1. If MARKOV_TEST_POSTGRES is already set and answers, it is kept.
 #  2. If a PostgreSQL server answers on 127.0.0.1:5432 (MARKOV_PG_CHECK_PORT)
 #     and lets user postgres (or root) in without a password, it is used;
-#     database "test" is created if missing.
+#     database "test" is created if missing — unless it allows fewer than
+#     MARKOV_PG_MIN_CONNS (300) connections: the suite's packages run in
+#     parallel, and the fleet's tests start worker processes with pools of
+#     their own, more than a default server's 100 at peak.
 #  3. Otherwise PostgreSQL is installed with apt-get if needed, and a
 #     throwaway cluster is initialised in ${TMPDIR:-/tmp}/markov-pg-PORT (as
 #     the postgres user when run as root) and started on 127.0.0.1 at the
-#     first free port from 55432 (MARKOV_PG_PORT) with trust authentication
-#     and its unix socket in that directory. Sourcing again reuses it.
+#     first free port from 55432 (MARKOV_PG_PORT) with trust authentication,
+#     MARKOV_PG_MIN_CONNS connections and its unix socket in that directory.
+#     Sourcing again reuses it.
 #
 # It changes no shell options and defines nothing but the variable. It
 # returns 0 when MARKOV_TEST_POSTGRES is set; on failure it says why on
@@ -27,13 +31,19 @@ __markov_pg_try() {
 	PGCONNECT_TIMEOUT=3 psql "$1" -Atqc 'select 1' >/dev/null 2>&1
 }
 
-# __markov_pg_export HOST PORT USER: uses database test there, creating it.
+# __markov_pg_export HOST PORT USER: uses database test there, creating it,
+# when the server allows MARKOV_PG_MIN_CONNS connections.
 __markov_pg_export() {
-	local url="postgres://$3@$1:$2/test?sslmode=disable"
+	local url="postgres://$3@$1:$2/test?sslmode=disable" conns
 	if ! __markov_pg_try "$url"; then
 		__markov_pg_try "postgres://$3@$1:$2/postgres?sslmode=disable" || return 1
 		PGCONNECT_TIMEOUT=3 psql "postgres://$3@$1:$2/postgres?sslmode=disable" -qc 'CREATE DATABASE test' >/dev/null 2>&1
 		__markov_pg_try "$url" || return 1
+	fi
+	conns="$(PGCONNECT_TIMEOUT=3 psql "$url" -Atqc 'show max_connections' 2>/dev/null)"
+	if [ "${conns:-0}" -lt "${MARKOV_PG_MIN_CONNS:-300}" ]; then
+		__markov_pg_log "$1:$2 allows $conns connections, fewer than ${MARKOV_PG_MIN_CONNS:-300}"
+		return 1
 	fi
 	export MARKOV_TEST_POSTGRES="$url"
 	__markov_pg_log "using $url"
@@ -79,7 +89,7 @@ __markov_pg_main() {
 		for user in postgres root; do
 			__markov_pg_export 127.0.0.1 "$check_port" "$user" && return 0
 		done
-		__markov_pg_log "a server answers on 127.0.0.1:$check_port but lets neither postgres nor root in; starting our own"
+		__markov_pg_log "a server answers on 127.0.0.1:$check_port but lets neither postgres nor root in, or allows too few connections; starting our own"
 	fi
 
 	# Our own throwaway cluster.
@@ -121,7 +131,7 @@ __markov_pg_main() {
 		fi
 		rm -f "$dir/data/postmaster.pid" # stale: the server is not running
 		if ! __markov_pg_as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-			-o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null 2>&1; then
+			-o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=${MARKOV_PG_MIN_CONNS:-300}" start >/dev/null 2>&1; then
 			__markov_pg_log "could not start PostgreSQL on port $port: $(tail -5 "$dir/server.log" 2>/dev/null)"
 			continue
 		fi
