@@ -312,7 +312,10 @@ func (r *Runner) awaitLog(ctx context.Context, a Accepted) ([]machine.Step, erro
 }
 
 // appliesInput reports whether e is the first event of the run that
-// applies a: the resolution of its suspension, or its command's step.
+// applies a: the resolution of its suspension, its command's step, or for
+// a user message (fleet.Fleet.Send) the first step after its acceptance (a
+// step does not show the caller's own input; a machine's inbox is applied
+// in order, so a run after the acceptance takes the message in).
 func appliesInput(e machine.Event, a Accepted) bool {
 	switch {
 	case a.SuspendID != "":
@@ -321,5 +324,5 @@ func appliesInput(e machine.Event, a Accepted) bool {
 	case a.Command != "":
 		return e.Kind == machine.EventStep && e.Step.Command != nil && e.Step.Command.Name == a.Command
 	}
-	return false
+	return e.Kind == machine.EventStep
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -47,4 +48,23 @@ func TestSignal(t *testing.T) {
 	}
 	_, err := f.Signal(ctx, "bad\nevent", nil)
 	require.ErrorIs(t, err, instance.ErrInvalidEvent)
+}
+
+// TestAwaitSentMessage: Await follows the run a sent user message starts,
+// to its end (it waited for its context before, recognising resumes,
+// cancellations and commands only).
+func TestAwaitSentMessage(t *testing.T) {
+	f, _ := startFleet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := f.Runner().Create(ctx, "m", "desk", nil)
+	require.NoError(t, err)
+	a, err := f.Send(ctx, "m", machine.UserText("resume"))
+	require.NoError(t, err)
+	steps, err := f.Await(ctx, a)
+	require.NoError(t, err)
+	require.NotEmpty(t, steps)
+	last := steps[len(steps)-1]
+	require.True(t, last.Done)
+	require.True(t, last.NeedsResume(), "the run went on to its suspension")
 }

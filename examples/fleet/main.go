@@ -31,7 +31,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/durable/fleet"
 	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/machine"
@@ -138,7 +137,7 @@ func accept(ctx context.Context, url, schema string, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	steps, err := runSteps(ctx, f.Runner(), a) // the worker's run, followed from here
+	steps, err := f.Await(ctx, a) // the worker's run, followed from here
 	if err != nil {
 		return err
 	}
@@ -167,26 +166,6 @@ func accept(ctx context.Context, url, schema string, w io.Writer) (err error) {
 	}
 	fmt.Fprintf(w, "the run of %s ended: %s\n", id, steps[len(steps)-1].Reason)
 	return nil
-}
-
-// runSteps follows the event log of a's machine from where a was accepted
-// to the end of the next run, and returns that run's steps. (Await follows
-// the run that applies a resume, a cancel or a command; this follows the
-// one a message starts.)
-func runSteps(ctx context.Context, r *durable.Runner, a durable.Accepted) ([]machine.Step, error) {
-	var steps []machine.Step
-	for e, err := range r.Watch(ctx, a.MachineID, a.LogSeq) {
-		if err != nil {
-			return nil, err
-		}
-		if e.Kind == machine.EventStep && !e.Live {
-			steps = append(steps, *e.Step)
-			if e.Step.Done {
-				return steps, nil
-			}
-		}
-	}
-	return nil, ctx.Err()
 }
 
 // startWorker starts this program as the fleet's worker and waits until it
