@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
@@ -8,12 +9,16 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/internal/faillimit"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/resumehttp"
 )
 
 //go:embed templates/*.html
@@ -42,7 +47,9 @@ type Config struct {
 	// Charter is the charter the Runner runs, for the graph. Required.
 	Charter *machine.Charter
 	// Secret, if set, lets a person sign in with it (and a name). It also
-	// keys the session cookies, so sessions survive a restart.
+	// keys the session cookies, so sessions survive a restart. It must be
+	// as strong as the signed API's (resumehttp.CheckSecret: at least
+	// resumehttp.MinSecretLen bytes, not one byte repeated).
 	Secret []byte
 	// IdentityHeader, if set, is the request header a reverse proxy puts
 	// the signed-in person's identity in (for example X-Forwarded-User).
@@ -59,11 +66,30 @@ type Config struct {
 	// RunTimeout bounds the run a decision starts (DefaultRunTimeout if
 	// zero). The run goes on when the person closes the page.
 	RunTimeout time.Duration
+	// SignInBurst is how many failed sign-ins a client address may make
+	// in a row before its sign-ins are refused with 429
+	// (DefaultSignInBurst if zero); SignInRefill how long it takes for one
+	// to be forgiven (DefaultSignInRefill if zero). Every failed sign-in is
+	// logged, with the name given and the address.
+	SignInBurst  int
+	SignInRefill time.Duration
+	// ClientKey names the client of a request for the sign-in limit (the
+	// IP address of r.RemoteAddr if nil); behind reverse proxies, use
+	// resumehttp.TrustedProxies.
+	ClientKey func(r *http.Request) string
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
-	// Logger receives failures (silent if nil).
+	// Logger receives failures and sign-ins (silent if nil).
 	Logger *slog.Logger
 }
+
+// The sign-in limit's defaults: five failures in a row, then one a
+// minute, for at most maxSignInClients addresses remembered.
+const (
+	DefaultSignInBurst  = 5
+	DefaultSignInRefill = time.Minute
+	maxSignInClients    = 10_000
+)
 
 // Console is the web console, an http.Handler to mount at its prefix.
 type Console struct {
@@ -76,6 +102,8 @@ type Console struct {
 	now        func() time.Time
 	log        *slog.Logger
 	auth       *auth
+	signIns    *faillimit.Limit
+	client     func(*http.Request) string
 	mux        *http.ServeMux
 }
 
@@ -87,6 +115,13 @@ func New(cfg Config) (*Console, error) {
 		return nil, fmt.Errorf("%w: a Runner and a Charter are required", ErrInvalidConfig)
 	case len(cfg.Secret) == 0 && cfg.IdentityHeader == "":
 		return nil, fmt.Errorf("%w: a Secret or an IdentityHeader is required", ErrInvalidConfig)
+	}
+	if len(cfg.Secret) > 0 {
+		// The secret guards sign-in as the API's guards signatures: the
+		// same minimum (resumehttp.MinSecretLen bytes, not one repeated).
+		if err := resumehttp.CheckSecret(cfg.Secret); err != nil {
+			return nil, fmt.Errorf("%w: Secret: %w", ErrInvalidConfig, err)
+		}
 	}
 	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, fleet: cfg.Fleet, runTimeout: cfg.RunTimeout, now: cfg.Now, log: cfg.Logger}
 	if c.prefix == "" {
@@ -103,6 +138,11 @@ func New(cfg Config) (*Console, error) {
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.signIns = faillimit.New(cmp.Or(cfg.SignInBurst, DefaultSignInBurst), cmp.Or(cfg.SignInRefill, DefaultSignInRefill), maxSignInClients)
+	c.client = cfg.ClientKey
+	if c.client == nil {
+		c.client = faillimit.RemoteIP
 	}
 	c.auth = &auth{secret: cfg.Secret, header: cfg.IdentityHeader, ttl: cfg.SessionTTL, path: c.prefix, now: c.now}
 	if c.auth.ttl <= 0 {
@@ -189,15 +229,27 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	client := c.client(r)
+	if wait := c.signIns.Wait(client, c.now()); wait > 0 {
+		secs := int(math.Ceil(wait.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.log.WarnContext(r.Context(), "markov console: sign-in refused, too many failures", "client", client)
+		c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+			Error: fmt.Sprintf("Too many failed sign-ins from your address: try again in %d seconds.", secs)}, "")
+		return
+	}
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	if !c.auth.checkCSRF(r, "") {
 		http.Error(w, "console: the form's CSRF token is missing or wrong; reload the page", http.StatusForbidden)
 		return
 	}
 	if name == "" || !c.auth.checkSecret(r.PostFormValue("secret")) {
+		c.signIns.Fail(client, c.now())
+		c.log.WarnContext(r.Context(), "markov console: failed sign-in", "name", name, "client", client)
 		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Wrong name or secret."}, "")
 		return
 	}
+	c.log.InfoContext(r.Context(), "markov console: signed in", "name", name, "client", client)
 	http.SetCookie(w, c.auth.cookie(r, sessionCookie, c.auth.session(name), int(c.auth.ttl/time.Second)))
 	http.Redirect(w, r, c.prefix, http.StatusSeeOther)
 }

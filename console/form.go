@@ -157,12 +157,15 @@ func cloneValues(v url.Values) url.Values {
 }
 
 // decode returns the field's value, nil for an optional field left empty.
+// A required field left blank is refused, text included: the console's
+// rule, so that an approval never goes out "approved by ." (a schema
+// cannot require a non-blank string without minLength, which few declare).
 func (f Field) decode(v url.Values) (any, error) {
 	s := v.Get(f.Name)
 	switch {
 	case f.Kind == kindBoolean:
 		return s == "on" || s == "true", nil
-	case f.Kind == kindString && (s != "" || f.Required):
+	case f.Kind == kindString && strings.TrimSpace(s) != "":
 		return s, nil
 	case strings.TrimSpace(s) == "" && f.Required:
 		return nil, fmt.Errorf("%w: %s is required", ErrFormValue, f.Label)

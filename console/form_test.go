@@ -48,6 +48,15 @@ func TestDecode(t *testing.T) {
 		{"not an option", url.Values{"amount": {"1"}, "level": {`"mid"`}}, "", true},
 		{"bad JSON", url.Values{"amount": {"1"}, "tags": {"[a"}}, "", true},
 	}
+	// A required text field left blank is refused (the console's rule).
+	text := newForm(json.RawMessage(`{"type":"object","properties":{"manager":{"type":"string"}},"required":["manager"]}`))
+	for _, blank := range []string{"", "  "} {
+		_, err := text.decode(url.Values{"manager": {blank}})
+		require.ErrorIs(t, err, ErrFormValue, "blank %q", blank)
+	}
+	got, err := text.decode(url.Values{"manager": {"dana"}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"manager": "dana"}, got)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := f.decode(tt.in)

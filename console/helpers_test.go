@@ -30,7 +30,7 @@ import (
 )
 
 // secret is the console's sign-in secret in the tests.
-const secret = "console-test-secret-0123456789"
+const secret = "console-test-secret-0123456789-abcdef"
 
 type desk struct {
 	Refunds int `json:"refunds"`

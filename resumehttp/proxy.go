@@ -1,6 +1,7 @@
 package resumehttp
 
 import (
+	"github.com/markov-agents/markov/internal/faillimit"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -26,7 +27,7 @@ func TrustedProxies(proxies ...netip.Prefix) func(*http.Request) string {
 	return func(r *http.Request) string {
 		peer, err := netip.ParseAddrPort(r.RemoteAddr)
 		if err != nil {
-			return remoteIP(r)
+			return faillimit.RemoteIP(r)
 		}
 		cur := peer.Addr().Unmap()
 		hops := forwardedFor(r.Header)

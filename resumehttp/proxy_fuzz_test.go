@@ -1,6 +1,7 @@
 package resumehttp
 
 import (
+	"github.com/markov-agents/markov/internal/faillimit"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -34,8 +35,8 @@ func FuzzTrustedProxies(f *testing.F) {
 		got := key(r)
 		p, err := netip.ParseAddrPort(peer)
 		if err != nil {
-			if got != remoteIP(r) {
-				t.Fatalf("peer %q does not parse: key %q, want %q", peer, got, remoteIP(r))
+			if got != faillimit.RemoteIP(r) {
+				t.Fatalf("peer %q does not parse: key %q, want %q", peer, got, faillimit.RemoteIP(r))
 			}
 			return
 		}

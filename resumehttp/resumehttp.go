@@ -21,6 +21,7 @@ import (
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/faillimit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
@@ -194,7 +195,7 @@ type Handler struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	replays store.ReplayGuard
-	limit   failureLimit
+	limit   *faillimit.Limit
 	client  func(*http.Request) string
 	// heartbeat is Config.Heartbeat with its default.
 	heartbeat time.Duration
@@ -224,15 +225,10 @@ func New(cfg Config) (*Handler, error) {
 		maxWait:   orDefault(cfg.MaxWait, DefaultMaxWait),
 		basePath:  strings.TrimSuffix(cfg.BasePath, "/"),
 		idemTTL:   orDefault(cfg.IdempotencyWindow, DefaultIdempotencyWindow),
-		limit: failureLimit{
-			burst:   float64(orDefault(cfg.FailureBurst, DefaultFailureBurst)),
-			refill:  orDefault(cfg.FailureRefill, DefaultFailureRefill),
-			max:     orDefault(cfg.MaxClients, DefaultMaxClients),
-			clients: map[string]*bucket{},
-		},
+		limit:     faillimit.New(orDefault(cfg.FailureBurst, DefaultFailureBurst), orDefault(cfg.FailureRefill, DefaultFailureRefill), orDefault(cfg.MaxClients, DefaultMaxClients)),
 	}
 	if h.client == nil {
-		h.client = remoteIP
+		h.client = faillimit.RemoteIP
 	}
 	if h.window == 0 {
 		h.window = DefaultWindow
@@ -339,21 +335,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
 	defer h.recoverPanic(jw, r)
 	client := h.client(r)
-	if wait := h.limit.wait(client, h.now()); wait > 0 {
+	if wait := h.limit.Wait(client, h.now()); wait > 0 {
 		jw.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 		h.refuse(jw, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
 		return
 	}
 	ts, sig, aerr := checkHeaders(r, h.now(), h.window)
 	if aerr != nil {
-		h.limit.fail(client, h.now())
+		h.limit.Fail(client, h.now())
 		h.refuse(jw, r, http.StatusUnauthorized, aerr.code, aerr.msg)
 		return
 	}
 	// A body is a failure until its signature checks out: a client has at
 	// most its burst of unverified bodies in the air, and it gets the token
 	// back once verified.
-	h.limit.fail(client, h.now())
+	h.limit.Fail(client, h.now())
 	if r.ContentLength > h.maxBody {
 		h.refuseTooLarge(jw, r)
 		return
@@ -373,7 +369,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Verified: not a failed authentication, a second delivery of a
 	// signed request neither (a sender retrying is not an attacker).
-	h.limit.forgive(client, h.now())
+	h.limit.Forgive(client, h.now())
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {

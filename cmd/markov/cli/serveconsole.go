@@ -23,7 +23,7 @@ func (f *consoleFlags) register(fs *flag.FlagSet) {
 }
 
 // mount returns api alone, or api with the console at /ui/ when enabled.
-func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler) (http.Handler, error) {
+func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, clientKey func(*http.Request) string) (http.Handler, error) {
 	if !f.enabled {
 		return api, nil
 	}
@@ -31,7 +31,8 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler) (http.Handler, er
 	if secret == "" && f.header == "" {
 		return nil, fmt.Errorf("--console needs $%s (a sign-in secret) or --console-identity-header", f.secretEnv)
 	}
-	cfg := console.Config{Runner: db.Runner, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger}
+	cfg := console.Config{Runner: db.Runner, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger,
+		ClientKey: clientKey} // the API's: behind trusted proxies, the forwarded address
 	if db.Fleet != nil {
 		cfg.Fleet = db.Fleet // the fleet view (a nil *fleet.Fleet would not be a nil FleetView)
 	}

@@ -1,4 +1,7 @@
-package resumehttp
+// Package faillimit limits what clients that fail authentication may do:
+// a token bucket per client address, drawn on by failures only. The
+// signed HTTP API (resumehttp) and the console's sign-in share it.
+package faillimit
 
 import (
 	"math"
@@ -8,21 +11,26 @@ import (
 	"time"
 )
 
-// failureLimit is a token bucket per client address, drawn on by failed
+// Limit is a token bucket per client address, drawn on by failed
 // authentications only: a client may fail burst times in a row, then once
-// per refill; while its bucket is empty every request of that address is
-// refused before it is read. A body being read counts as a failure until
-// its signature is verified (then forgive), so a client also has at most
-// burst unverified bodies in the air. It remembers at most max addresses: a full
-// bucket is the same as none, so those are forgotten first, and when every
-// remembered address is limited the one whose bucket fills soonest goes.
-type failureLimit struct {
+// per refill; while its bucket is empty the caller refuses its requests
+// (Wait). It remembers at most max addresses: a full bucket is the same as
+// none, so those are forgotten first, and when every remembered address
+// is limited the one whose bucket fills soonest goes. It is safe for
+// concurrent use.
+type Limit struct {
 	burst  float64
 	refill time.Duration
 	max    int
 
 	mu      sync.Mutex
 	clients map[string]*bucket
+}
+
+// New returns a Limit: burst failures in a row, then one per refill, for
+// at most max addresses remembered.
+func New(burst int, refill time.Duration, max int) *Limit {
+	return &Limit{burst: float64(burst), refill: refill, max: max, clients: map[string]*bucket{}}
 }
 
 // bucket is one address's tokens as of at.
@@ -32,13 +40,13 @@ type bucket struct {
 }
 
 // level returns the tokens of b at now.
-func (l *failureLimit) level(b *bucket, now time.Time) float64 {
+func (l *Limit) level(b *bucket, now time.Time) float64 {
 	return min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.refill))
 }
 
-// wait reports how long client must wait before its next request is
+// Wait reports how long client must wait before its next request is
 // heard: zero if it may go on.
-func (l *failureLimit) wait(client string, now time.Time) time.Duration {
+func (l *Limit) Wait(client string, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.clients[client]
@@ -51,8 +59,8 @@ func (l *failureLimit) wait(client string, now time.Time) time.Duration {
 	return 0
 }
 
-// fail takes a token from client's bucket.
-func (l *failureLimit) fail(client string, now time.Time) {
+// Fail takes a token from client's bucket.
+func (l *Limit) Fail(client string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.clients[client]
@@ -66,9 +74,9 @@ func (l *failureLimit) fail(client string, now time.Time) {
 	b.tokens, b.at = l.level(b, now)-1, now
 }
 
-// forgive gives client back the token of a failure that turned out not
+// Forgive gives client back the token of a failure that turned out not
 // to be one.
-func (l *failureLimit) forgive(client string, now time.Time) {
+func (l *Limit) Forgive(client string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b, ok := l.clients[client]; ok {
@@ -78,7 +86,7 @@ func (l *failureLimit) forgive(client string, now time.Time) {
 
 // evict makes room for one more client: it forgets the full buckets, or
 // else the fullest one.
-func (l *failureLimit) evict(now time.Time) {
+func (l *Limit) evict(now time.Time) {
 	var fullest string
 	most := math.Inf(-1)
 	for k, b := range l.clients {
@@ -96,8 +104,9 @@ func (l *failureLimit) evict(now time.Time) {
 	}
 }
 
-// remoteIP is the default client key: the IP of r.RemoteAddr.
-func remoteIP(r *http.Request) string {
+// RemoteIP is the IP address of r.RemoteAddr, the client's key when
+// nothing better is known.
+func RemoteIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
