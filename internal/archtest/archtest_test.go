@@ -62,7 +62,7 @@ var layers = map[string]rule{
 	// doccheck checks the docs' quoted code and links; only tests import it.
 	"internal/doccheck": {layer: 0, stdlib: true},
 	// errtext words bad-input errors alike (clipped values, one-of names).
-	"internal/errtext":   {layer: 0, stdlib: true},
+	"internal/errtext": {layer: 0, stdlib: true},
 	// faillimit limits clients that fail authentication (the API, the console).
 	"internal/faillimit": {layer: 0, stdlib: true},
 	// schematype reads a JSON Schema's type (console, acp).
