@@ -23,6 +23,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/bridge"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -234,6 +235,19 @@ func decodeArgs(args json.RawMessage, v any) error {
 	return nil
 }
 
+// violation is the text for a person of a refused payload: the field
+// and what is wrong with it.
+func violation(err error) string {
+	pe, ok := errors.AsType[*instance.PayloadError](err)
+	switch {
+	case !ok:
+		return err.Error()
+	case pe.Field == "":
+		return pe.Violation
+	}
+	return pe.Field + ": " + pe.Violation
+}
+
 // invalidParams is the protocol error of a retry the server refuses.
 func invalidParams(format string, args ...any) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
@@ -281,7 +295,7 @@ func (s *Server) retry(ctx context.Context, req *sdk.CallToolRequest, machineID 
 	applied, err := s.bridge.Inputs(ctx, c, answers, ResumedBy)
 	if rej, ok := errors.AsType[*bridge.RejectedError](err); ok {
 		for _, v := range rej.Violations {
-			violations[v.SuspendID] = v.Err.Error()
+			violations[v.SuspendID] = violation(v.Err)
 		}
 	} else if errors.Is(err, bridge.ErrNotInToken) || errors.Is(err, bridge.ErrInvalidAnswer) {
 		return nil, invalidParams("inputResponses: %v", err)
