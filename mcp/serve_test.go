@@ -277,8 +277,12 @@ func TestServerRefusesBadState(t *testing.T) {
 	refused(args, "x"+res.RequestState[1:], "bad continuation token")
 	refused(args, res.RequestState+"x", "bad continuation token")
 	refused(map[string]any{"message": "x", "conversation": "other"}, res.RequestState, "another machine")
+	answer = sdk.InputResponseMap{"NOT_IN_THE_STATE": &sdk.ElicitResult{Action: "accept", Content: map[string]any{"text": "x"}}}
+	refused(args, res.RequestState, "inputResponses: bridge: suspension not named by the token")
+	answer = sdk.InputResponseMap{sid: &sdk.ElicitResult{Action: "shrug"}}
+	refused(args, res.RequestState, "inputResponses: bridge: invalid answer")
 	now = now.Add(25 * time.Hour)
-	refused(args, res.RequestState, "expired")
+	refused(args, res.RequestState, "requestState: bridge: continuation token expired")
 	pending, err := r.Pending(t.Context(), store.Filter{MachineID: mcp.ConversationID("c4"), Status: store.StatusPending})
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "nothing consumed")
@@ -338,4 +342,30 @@ func TestServerLegacyClient(t *testing.T) {
 	require.Contains(t, text(res), "waits for input")
 	require.Contains(t, text(res), ": deploy api? say yes")
 	require.Equal(t, "input_required", res.StructuredContent.(map[string]any)["status"])
+}
+
+// A client of the 2025-11-25 protocol over stateless HTTP cannot be
+// asked (the server cannot send it a request): it gets a waiting result
+// naming the machine and what it waits for.
+func TestServerLegacyClientStatelessHTTP(t *testing.T) {
+	r := deskRunner(t)
+	hs := httptest.NewServer(newServer(t, r, nil).Handler())
+	defer hs.Close()
+	c := sdk.NewClient(&sdk.Implementation{Name: "old", Version: "1"}, &sdk.ClientOptions{
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			t.Error("the server sent elicitation/create over stateless HTTP")
+			return nil, errors.New("unexpected")
+		},
+	})
+	cs, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: hs.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: mcp.ConversationTool, Arguments: map[string]any{"message": "ask color?", "conversation": "lh"}})
+	require.NoError(t, err)
+	w := res.StructuredContent.(map[string]any)
+	require.Equal(t, "input_required", w["status"])
+	require.Equal(t, mcp.ConversationID("lh"), w["machine_id"])
+	pending := w["pending"].([]any)
+	require.Len(t, pending, 1)
+	require.Equal(t, "a person must answer: color?", pending[0].(map[string]any)["reason"])
 }

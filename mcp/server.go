@@ -15,6 +15,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,6 +170,9 @@ func (s *Server) converse(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 		return errorResult(err.Error()), nil
 	}
+	if in.Message == "" && req.Params.RequestState == "" {
+		return errorResult("message is required"), nil
+	}
 	if in.Conversation != "" && in.MachineID != "" {
 		return errorResult("give conversation or machine_id, not both"), nil
 	}
@@ -282,7 +286,7 @@ func (s *Server) retry(ctx context.Context, req *sdk.CallToolRequest, machineID 
 			return nil, invalidParams("inputResponses[%s]: not an elicitation result", id)
 		}
 		a := bridge.Answer{SuspendID: id, Action: bridge.Action(er.Action)}
-		if r, ok := pending[id]; ok && (a.Action == bridge.Accept || a.Action == "") {
+		if r, ok := pending[id]; ok && slices.Contains(c.SuspendIDs, id) && (a.Action == bridge.Accept || a.Action == "") {
 			p, err := formFor(r.Schema).payload(er.Content)
 			if err != nil {
 				violations[id] = err.Error()
@@ -392,10 +396,12 @@ func lastAnswer(msgs []message.Message) string {
 // suspend ID, its message the reason (and why the last answer was
 // refused), and the signed requestState. A client of an older protocol
 // is answered by the SDK's shim, which asks it with elicitation/create
-// and calls the tool again once: if the machine still needs input then,
-// the shim cannot ask again, so the answer is a waiting result instead.
+// and calls the tool again once. When the shim cannot ask — the client
+// declared no elicitation, or it is on stateless HTTP, where the server
+// cannot send a request — or has asked already, the answer is a waiting
+// result instead.
 func (s *Server) inputRequired(req *sdk.CallToolRequest, id string, reqs []bridge.Request, violations map[string]string) (*sdk.CallToolResult, error) {
-	if legacy(req) && req.Params.RequestState != "" {
+	if ip := req.Session.InitializeParams(); legacy(ip) && (req.Params.RequestState != "" || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil) {
 		return waiting(id, reqs, violations), nil
 	}
 	token, err := s.bridge.Token(id, reqs)
@@ -419,10 +425,10 @@ func prompt(r bridge.Request, violations map[string]string) string {
 	return msg
 }
 
-// legacy reports whether req's client speaks a protocol older than
-// 2026-07-28 (no multi round-trip requests).
-func legacy(req *sdk.CallToolRequest) bool {
-	ip := req.Session.InitializeParams()
+// legacy reports whether a client that initialized with ip speaks a
+// protocol older than 2026-07-28 (no multi round-trip requests); a
+// client of the 2026 protocol does not initialize.
+func legacy(ip *sdk.InitializeParams) bool {
 	return ip != nil && ip.ProtocolVersion != "" && ip.ProtocolVersion < mrtrVersion
 }
 
