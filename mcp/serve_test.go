@@ -369,3 +369,33 @@ func TestServerLegacyClientStatelessHTTP(t *testing.T) {
 	require.Len(t, pending, 1)
 	require.Equal(t, "a person must answer: color?", pending[0].(map[string]any)["reason"])
 }
+
+func TestNewServerConfig(t *testing.T) {
+	r := deskRunner(t)
+	for _, tc := range []struct {
+		cfg  mcp.ServerConfig
+		want string
+	}{
+		{mcp.ServerConfig{Secret: secret, Node: "front"}, "mcp: invalid config: no Runner"},
+		{mcp.ServerConfig{Runner: r, Secret: secret}, `mcp: invalid config: Node "" is not a node of charter front`},
+		{mcp.ServerConfig{Runner: r, Secret: secret[:8], Node: "front"}, "mcp: invalid config: bridge: invalid config: Secret of 8 bytes, want at least 32"},
+	} {
+		_, err := mcp.NewServer(tc.cfg)
+		require.ErrorIs(t, err, mcp.ErrInvalidConfig)
+		require.EqualError(t, err, tc.want)
+	}
+
+	clash := command.New(mcp.ConversationTool, "clash", func(*command.Context[frontDesk], question) (string, error) { return "", nil })
+	n, err := node.New("front", node.Config[frontDesk]{Commands: []command.Command[frontDesk]{clash}})
+	require.NoError(t, err)
+	ch, err := machine.NewCharter(machine.CharterConfig{Name: "front", Model: scripted.Func(deskReply), Nodes: []*node.Node{n}})
+	require.NoError(t, err)
+	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: sqlitetest.Path(t)})
+	require.NoError(t, err)
+	defer st.Close()
+	r, err = durable.New(durable.Config{Store: st, Charter: ch})
+	require.NoError(t, err)
+	_, err = mcp.NewServer(mcp.ServerConfig{Runner: r, Secret: secret, Node: "front"})
+	require.ErrorIs(t, err, mcp.ErrInvalidConfig)
+	require.ErrorContains(t, err, "the charter's command send_message has the conversation tool's name")
+}

@@ -47,10 +47,13 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	secret := []byte(c.getenv(*secretEnv))
-	if len(secret) == 0 {
+	switch {
+	case len(secret) == 0:
 		secret = make([]byte, bridge.MinSecret)
 		rand.Read(secret)
 		c.Logger.Warn("mcp: $" + *secretEnv + " is not set: requestState is signed with a secret of this process, and refused by any other")
+	case len(secret) < bridge.MinSecret:
+		return fmt.Errorf("$%s: %d bytes, want at least %d (for example: openssl rand -hex 32)", *secretEnv, len(secret), bridge.MinSecret)
 	}
 	db, err := c.Open(ctx, false)
 	if err != nil {
@@ -60,7 +63,7 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	srv, err := mcp.NewServer(mcp.ServerConfig{Runner: db.Runner, Secret: secret, Node: *nodeName, Name: c.name(),
 		Version: c.versionInfo().Version, TokenTTL: *ttl, Logger: c.Logger})
 	if err != nil {
-		return fmt.Errorf("$%s or --node: %w", *secretEnv, err)
+		return err
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
