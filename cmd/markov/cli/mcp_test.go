@@ -22,7 +22,9 @@ func TestMCPStdio(t *testing.T) {
 	c := &CLI{Charter: refundCharter(t), Node: refund.NodeName, Stdin: serverIn, Stdout: serverOut, Stderr: io.Discard,
 		Getenv: func(k string) string { return map[string]string{"MARKOV_MCP_SECRET": strings.Repeat("s", 32)}[k] }}
 	done := make(chan error, 1)
-	go func() { done <- c.Run(context.Background(), []string{"mcp", "--db", filepath.Join(t.TempDir(), "mcp.db"), "--sweep", "0"}) }()
+	go func() {
+		done <- c.Run(context.Background(), []string{"mcp", "--db", filepath.Join(t.TempDir(), "mcp.db"), "--sweep", "0"})
+	}()
 
 	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true}})
 	cs, err := client.Connect(t.Context(), &sdk.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
