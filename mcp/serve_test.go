@@ -66,8 +66,14 @@ func deskReply(req *llm.Request) (scripted.Reply, error) {
 	return scripted.Text("You said: " + last.Text()), nil
 }
 
-// deskRunner is a runner of the front desk on a SQLite file.
+// deskRunner is a runner of the front desk on a fresh SQLite file.
 func deskRunner(t *testing.T) *durable.Runner {
+	t.Helper()
+	return deskRunnerAt(t, sqlitetest.Path(t))
+}
+
+// deskRunnerAt is a runner of the front desk on the SQLite file db.
+func deskRunnerAt(t *testing.T, db string) *durable.Runner {
 	t.Helper()
 	ask := node.NewTool("ask", "Ask a person.", func(ctx *node.ToolContext[frontDesk], in question) (string, error) {
 		return "", ctx.Suspend("a person must answer: " + in.Text)
@@ -94,7 +100,7 @@ func deskRunner(t *testing.T) *durable.Runner {
 	require.NoError(t, err)
 	ch, err := machine.NewCharter(machine.CharterConfig{Name: "front", Model: scripted.Func(deskReply), Nodes: []*node.Node{n}})
 	require.NoError(t, err)
-	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: sqlitetest.Path(t)})
+	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: db})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	r, err := durable.New(durable.Config{Store: st, Charter: ch})
@@ -398,4 +404,30 @@ func TestNewServerConfig(t *testing.T) {
 	_, err = mcp.NewServer(mcp.ServerConfig{Runner: r, Secret: secret, Node: "front"})
 	require.ErrorIs(t, err, mcp.ErrInvalidConfig)
 	require.ErrorContains(t, err, "the charter's command send_message has the conversation tool's name")
+}
+
+// The server holds nothing between rounds: another server on the same
+// store and secret (another process) takes the retry; one with another
+// secret refuses the state.
+func TestServerRetryElsewhere(t *testing.T) {
+	db := sqlitetest.Path(t)
+	first := connect(t, newServer(t, deskRunnerAt(t, db), nil), nil)
+	args := map[string]any{"message": "ask size?", "conversation": "x1"}
+	res := converse(t, first, args, "", nil)
+	require.True(t, res.NeedsInput())
+	var sid string
+	for k := range res.InputRequests {
+		sid = k
+	}
+	answer := sdk.InputResponseMap{sid: &sdk.ElicitResult{Action: "accept", Content: map[string]any{"text": "large"}}}
+
+	other, err := mcp.NewServer(mcp.ServerConfig{Runner: deskRunnerAt(t, db), Secret: []byte(strings.Repeat("o", 32)), Node: "front"})
+	require.NoError(t, err)
+	_, err = connect(t, other, nil).CallTool(t.Context(), &sdk.CallToolParams{Name: mcp.ConversationTool, Arguments: args, RequestState: res.RequestState, InputResponses: answer})
+	require.ErrorContains(t, err, "requestState: bridge: bad continuation token: signature does not match")
+
+	second := connect(t, newServer(t, deskRunnerAt(t, db), nil), nil)
+	res = converse(t, second, args, res.RequestState, answer)
+	require.False(t, res.NeedsInput())
+	require.Equal(t, "Done: size? large", text(res))
 }
