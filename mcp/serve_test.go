@@ -292,6 +292,12 @@ func TestServerRefusesBadState(t *testing.T) {
 	pending, err := r.Pending(t.Context(), store.Filter{MachineID: mcp.ConversationID("c4"), Status: store.StatusPending})
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "nothing consumed")
+
+	// A state for a machine deleted since.
+	answer = sdk.InputResponseMap{sid: &sdk.ElicitResult{Action: "accept", Content: map[string]any{"text": "because"}}}
+	now = now.Add(-25 * time.Hour)
+	require.NoError(t, r.Delete(t.Context(), mcp.ConversationID("c4")))
+	refused(args, res.RequestState, "requestState: machine "+mcp.ConversationID("c4")+": ")
 }
 
 // Over Streamable HTTP in stateless mode, the Go SDK's client driver

@@ -5,6 +5,7 @@ package mcp
 // protocol layer's suspension bridge (internal/bridge).
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -198,7 +199,7 @@ func (s *Server) converse(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 			return errorResult("machine_id " + in.MachineID + ": " + err.Error()), nil
 		}
 	}
-	return s.finish(ctx, req, in.MachineID, s.runner.Run(ctx, in.MachineID, machine.UserText(in.Message)), nil)
+	return s.finish(ctx, req, in.MachineID, s.runner.Run(ctx, in.MachineID, machine.UserText(in.Message)))
 }
 
 // invoke returns the tool of command name.
@@ -222,7 +223,7 @@ func (s *Server) invoke(name string) sdk.ToolHandler {
 		if err != nil {
 			return errorResult(err.Error()), nil
 		}
-		return s.finish(ctx, req, in.MachineID, run.Steps(), nil)
+		return s.finish(ctx, req, in.MachineID, run.Steps())
 	}
 }
 
@@ -231,7 +232,7 @@ func decodeArgs(args json.RawMessage, v any) error {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(args)))
+	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("arguments: %w", err)
@@ -271,7 +272,9 @@ func (s *Server) retry(ctx context.Context, req *sdk.CallToolRequest, machineID 
 		return nil, invalidParams("requestState: issued for another machine than the arguments name")
 	}
 	reqs, err := s.bridge.Requests(ctx, c.MachineID)
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, invalidParams("requestState: machine %s: %v", c.MachineID, err)
+	} else if err != nil {
 		return nil, err
 	}
 	pending := map[string]bridge.Request{}
@@ -313,13 +316,13 @@ func (s *Server) retry(ctx context.Context, req *sdk.CallToolRequest, machineID 
 	if len(applied.Inputs) > 0 {
 		steps = s.runner.Run(ctx, c.MachineID, applied.Inputs...)
 	}
-	return s.finish(ctx, req, c.MachineID, steps, nil)
+	return s.finish(ctx, req, c.MachineID, steps)
 }
 
 // finish runs steps (nil: nothing to run) on machine id and answers the
 // call: input_required when the machine has pending suspensions, its
 // answer otherwise.
-func (s *Server) finish(ctx context.Context, req *sdk.CallToolRequest, id string, steps iter.Seq2[machine.Step, error], violations map[string]string) (*sdk.CallToolResult, error) {
+func (s *Server) finish(ctx context.Context, req *sdk.CallToolRequest, id string, steps iter.Seq2[machine.Step, error]) (*sdk.CallToolResult, error) {
 	var out runOutcome
 	if steps == nil {
 		steps = func(func(machine.Step, error) bool) {}
@@ -343,7 +346,7 @@ func (s *Server) finish(ctx context.Context, req *sdk.CallToolRequest, id string
 	if reqs, err := s.bridge.Requests(ctx, id); err != nil {
 		return nil, err
 	} else if len(reqs) > 0 {
-		return s.inputRequired(req, id, reqs, violations)
+		return s.inputRequired(req, id, reqs, nil)
 	}
 	res := &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: out.answer}},
