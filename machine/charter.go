@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -404,6 +407,31 @@ func (c *Charter) CheckInvocation(inv command.Invocation) error {
 		}
 	}
 	return fmt.Errorf("command %s: %w", inv.Name, violation)
+}
+
+// Commands returns the commands the charter's nodes, and the packs they
+// use, declare: one per name, sorted by name. A name several nodes
+// declare is the declaration of the first node in name order (packs
+// after the node's own); an invocation is still checked against every
+// declaration (CheckInvocation).
+func (c *Charter) Commands() []command.Info {
+	seen := map[string]bool{}
+	var out []command.Info
+	for _, name := range slices.Sorted(maps.Keys(c.nodes)) {
+		n := c.nodes[name]
+		decls := n.Commands()
+		for _, p := range n.Packs() {
+			decls = append(decls, p.Commands()...)
+		}
+		for _, d := range decls {
+			if !seen[d.Name] {
+				seen[d.Name] = true
+				out = append(out, d)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b command.Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // compileInputs compiles the input schemas of the commands of every node

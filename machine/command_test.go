@@ -171,3 +171,20 @@ func TestCheckInvocation(t *testing.T) {
 		require.ErrorIs(t, c.CheckInvocation(tc.inv), tc.want, "%+v", tc.inv)
 	}
 }
+
+// Charter.Commands lists every command once, by name, with the first
+// declaring node's declaration (node name order), packs' commands too.
+func TestCharterCommands(t *testing.T) {
+	desk, helper := commandNodes(t)
+	pack := node.NewPack("tickets", "tickets", empty{},
+		node.PackCommand(command.New("close", "close the ticket", func(*command.Context[empty], setIn) (string, error) { return "", nil })))
+	other := mustNode(t, "other", node.Config[empty]{Packs: []*node.Pack{pack}})
+	c := charter(t, scripted.New(), helper, other, desk)
+	var names []string
+	for _, d := range c.Commands() {
+		names = append(names, d.Name)
+	}
+	require.Equal(t, []string{"close", "crash", "fork", "hand_back", "move", "refuse", "set"}, names)
+	require.Equal(t, "close the ticket", c.Commands()[0].Description)
+	require.Contains(t, string(c.Commands()[0].InputSchema), `"count"`)
+}

@@ -17,6 +17,12 @@
 // Faults of a server — it exits, hangs past the call timeout, breaks the
 // protocol, refuses the call, returns too much — are error results the
 // model sees; the client connects again on the next call.
+//
+// The other direction, NewServer serves a charter to MCP clients: a
+// conversation tool and one tool per command. A run that suspends
+// answers input_required, a form elicitation per pending suspension and
+// a signed requestState; the client's retry resumes the suspensions,
+// each answer checked against its schema first, and continues the run.
 package mcp
 
 import (

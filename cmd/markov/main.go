@@ -47,6 +47,9 @@
 //	parked [-n N] [-o text|json]      list the machines a fleet parked, with their errors
 //	acp [--node NAME] [--sweep DURATION] [--watch DURATION]
 //	                                  serve the charter as an ACP agent on stdin/stdout
+//	mcp [--node NAME] [--http HOST:PORT] [--secret-env VAR] [--state-ttl D] [--sweep D]
+//	                                  serve the charter as an MCP server on stdin/stdout,
+//	                                  or stateless Streamable HTTP (--http)
 //	version [-o text|json]            print the version and the Go version
 //	help [command]                    print help (also -h, --help, <command> -h)
 //

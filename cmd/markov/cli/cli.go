@@ -94,10 +94,11 @@ type CLI struct {
 	// Stdout receives the commands' output, Stderr errors and usage (nil:
 	// discarded).
 	Stdout, Stderr io.Writer
-	// Stdin is what acp reads the client's messages from (nil: the
-	// process's standard input).
+	// Stdin is what acp and mcp read the client's messages from (nil:
+	// the process's standard input).
 	Stdin io.Reader
-	// Node is the node acp starts new sessions at (its --node default).
+	// Node is the node acp starts new sessions at, and mcp new
+	// conversations (their --node default).
 	Node string
 	// Getenv reads environment variables (serve's secret); nil means
 	// os.Getenv.
