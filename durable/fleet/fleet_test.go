@@ -77,7 +77,7 @@ func charter() (*machine.Charter, error) {
 		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.executions (key, pid) VALUES ($1, $2)`), key, os.Getpid()); err != nil {
 			return "", err
 		}
-		_, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.effects (key) VALUES ($1) ON CONFLICT DO NOTHING`), key)
+		_, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.made_effects (key) VALUES ($1) ON CONFLICT DO NOTHING`), key)
 		return "done", err
 	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
@@ -273,7 +273,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	var effects, executions, handlers, resumed int
-	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.effects`)).Scan(&effects))
+	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.made_effects`)).Scan(&effects))
 	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.executions`)).Scan(&executions))
 	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*), count(DISTINCT suspend_id) FROM {s}.handler_runs`)).Scan(&handlers, &resumed))
 	require.Equal(t, 2**machines, effects, "one completed effect per idempotency key")
@@ -372,7 +372,7 @@ func startFleet(t *testing.T) (*fleet.Fleet, *postgres.Store) {
 // createSideTables creates the tables the charter's tools record in.
 func createSideTables(ctx context.Context, s *postgres.Store) error {
 	_, err := s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
-		CREATE TABLE {s}.effects (key text PRIMARY KEY);
+		CREATE TABLE {s}.made_effects (key text PRIMARY KEY);
 		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL, pid int NOT NULL)`))
 	return err
 }
@@ -411,7 +411,7 @@ func answerUntilDone(t *testing.T, f *fleet.Fleet, s *postgres.Store, mode map[s
 			require.NoError(t, err)
 		}
 		var finished int
-		require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.effects WHERE key LIKE '%/after'`)).Scan(&finished))
+		require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.made_effects WHERE key LIKE '%/after'`)).Scan(&finished))
 		if finished == *machines && len(pending) == 0 {
 			break
 		}
