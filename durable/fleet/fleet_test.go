@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,6 +169,14 @@ func worker() int {
 	defer s.Close()
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
+	if dir := os.Getenv(profileEnv); dir != "" {
+		stop, err := profileCPU(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			return 2
+		}
+		defer stop()
+	}
 	if err := f.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
@@ -180,6 +190,23 @@ func worker() int {
 		return 1
 	}
 	return 0
+}
+
+// profileEnv, when set to a directory in a worker process, writes the
+// worker's CPU profile there (worker-PID.pprof) when it stops.
+const profileEnv = "FLEET_CPU_PROFILE"
+
+// profileCPU starts a CPU profile into dir and returns what stops it.
+func profileCPU(dir string) (stop func(), err error) {
+	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.pprof", os.Getpid())))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }, nil
 }
 
 // openTestFleet opens a fleet (not started) in a schema of its own, with
@@ -373,7 +400,7 @@ func startFleet(t *testing.T) (*fleet.Fleet, *postgres.Store) {
 func createSideTables(ctx context.Context, s *postgres.Store) error {
 	_, err := s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
 		CREATE TABLE {s}.made_effects (key text PRIMARY KEY);
-		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL, pid int NOT NULL)`))
+		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL, pid int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`))
 	return err
 }
 
