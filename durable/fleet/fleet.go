@@ -66,6 +66,8 @@ const (
 	DefaultBusySnooze  = time.Second
 	// DefaultTakeOverAfter is Config.TakeOverAfter's default.
 	DefaultTakeOverAfter = 2 * time.Second
+	// DefaultFetchCooldown is Config.FetchCooldown's default.
+	DefaultFetchCooldown = 5 * time.Millisecond
 )
 
 // Config configures a Fleet.
@@ -99,6 +101,12 @@ type Config struct {
 	// last save is older than it, checked every RetentionEvery (an hour
 	// if zero).
 	Retention, RetentionEvery time.Duration
+	// FetchCooldown is the least time between two fetches of jobs by this
+	// process, and between two of its notifications that it inserted some
+	// (River's FetchCooldown; DefaultFetchCooldown if zero). An accepted
+	// input waits for up to about twice it before a worker fetches its
+	// job: River's default, 100 ms, made the median resume wait 50 ms.
+	FetchCooldown time.Duration
 	// BusySnooze is how long a job waits before trying again a machine
 	// another process is running (DefaultBusySnooze if zero).
 	BusySnooze time.Duration
@@ -158,6 +166,9 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
+	if cfg.FetchCooldown <= 0 {
+		cfg.FetchCooldown = DefaultFetchCooldown
+	}
 	if cfg.BusySnooze <= 0 {
 		cfg.BusySnooze = DefaultBusySnooze
 	}
@@ -187,6 +198,7 @@ func New(cfg Config) (*Fleet, error) {
 		JobTimeout:           cfg.RescueAfter,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts:          cfg.MaxAttempts,
+		FetchCooldown:        cfg.FetchCooldown,
 		Logger:               slog.New(slog.DiscardHandler),
 	}
 	if cfg.Logger != nil {

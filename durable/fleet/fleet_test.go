@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +79,7 @@ func charter() (*machine.Charter, error) {
 		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.executions (key, pid) VALUES ($1, $2)`), key, os.Getpid()); err != nil {
 			return "", err
 		}
-		_, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.tool_effects (key) VALUES ($1) ON CONFLICT DO NOTHING`), key)
+		_, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.made_effects (key) VALUES ($1) ON CONFLICT DO NOTHING`), key)
 		return "done", err
 	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
@@ -167,6 +169,14 @@ func worker() int {
 	defer s.Close()
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
+	if dir := os.Getenv(profileEnv); dir != "" {
+		stop, err := profileCPU(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			return 2
+		}
+		defer stop()
+	}
 	if err := f.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
@@ -180,6 +190,23 @@ func worker() int {
 		return 1
 	}
 	return 0
+}
+
+// profileEnv, when set to a directory in a worker process, writes the
+// worker's CPU profile there (worker-PID.pprof) when it stops.
+const profileEnv = "FLEET_CPU_PROFILE"
+
+// profileCPU starts a CPU profile into dir and returns what stops it.
+func profileCPU(dir string) (stop func(), err error) {
+	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.pprof", os.Getpid())))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }, nil
 }
 
 // openTestFleet opens a fleet (not started) in a schema of its own, with
@@ -273,7 +300,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	var effects, executions, handlers, resumed int
-	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.tool_effects`)).Scan(&effects))
+	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.made_effects`)).Scan(&effects))
 	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.executions`)).Scan(&executions))
 	require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*), count(DISTINCT suspend_id) FROM {s}.handler_runs`)).Scan(&handlers, &resumed))
 	require.Equal(t, 2**machines, effects, "one completed effect per idempotency key")
@@ -372,8 +399,8 @@ func startFleet(t *testing.T) (*fleet.Fleet, *postgres.Store) {
 // createSideTables creates the tables the charter's tools record in.
 func createSideTables(ctx context.Context, s *postgres.Store) error {
 	_, err := s.Pool().Exec(ctx, side(`CREATE TABLE {s}.executions (key text NOT NULL, pid int NOT NULL);
-		CREATE TABLE {s}.tool_effects (key text PRIMARY KEY);
-		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL, pid int NOT NULL)`))
+		CREATE TABLE {s}.made_effects (key text PRIMARY KEY);
+		CREATE TABLE {s}.handler_runs (suspend_id text NOT NULL, pid int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`))
 	return err
 }
 
@@ -411,7 +438,7 @@ func answerUntilDone(t *testing.T, f *fleet.Fleet, s *postgres.Store, mode map[s
 			require.NoError(t, err)
 		}
 		var finished int
-		require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.tool_effects WHERE key LIKE '%/after'`)).Scan(&finished))
+		require.NoError(t, s.Pool().QueryRow(ctx, side(`SELECT count(*) FROM {s}.made_effects WHERE key LIKE '%/after'`)).Scan(&finished))
 		if finished == *machines && len(pending) == 0 {
 			break
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"time"
 
@@ -29,6 +30,25 @@ func (s *Store) channel(machineID string) string {
 	return "markov_" + hex.EncodeToString(h[:12])
 }
 
+// watchKey is the advisory lock key that the subscribers of machineID's
+// channel (the feed's when machineID is empty) hold shared while they
+// listen. A notifier that gets it exclusively knows that nobody listens,
+// and sends nothing: a NOTIFY takes a lock that every notifying
+// transaction of the database queues on until it has committed (its WAL
+// flush included), so notices nobody hears would serialize every save.
+func (s *Store) watchKey(machineID string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("markov/watch:" + s.schema + "\x00" + machineID))
+	return int64(h.Sum64())
+}
+
+// notifyWatched NOTIFYs the channel of machineID with the commit notice
+// when the transaction commits, if anyone listens: the exclusive
+// transaction lock on its watch key, held until the commit, makes a
+// subscriber that comes meanwhile wait for the commit before it LISTENs
+// and reads.
+const notifyWatched = `SELECT pg_notify($1, $2) WHERE NOT pg_try_advisory_xact_lock($3)`
+
 // appendEvents appends entries to the machine's event log, after its
 // last sequence number or, in an empty log, the machine ID's floor, and
 // notifies its watchers when the transaction commits.
@@ -44,7 +64,7 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, machineID string, e
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel(machineID), commitNotice)
+	_, err = tx.Exec(ctx, notifyWatched, s.channel(machineID), commitNotice, s.watchKey(machineID))
 	return err
 }
 
@@ -74,7 +94,7 @@ func (s *Store) feedChanges(ctx context.Context, tx pgx.Tx, sv store.Save, was m
 			last-int64(len(changed)-1-i), sp.ID, sv.MachineID, string(sp.Status), sp.Kind, sp.Name, sp.Reason,
 			ts(sp.Deadline), ts(sp.CreatedAt), now)
 	}
-	batch.Queue(`SELECT pg_notify($1, $2)`, s.channel(""), commitNotice)
+	batch.Queue(notifyWatched, s.channel(""), commitNotice, s.watchKey(""))
 	return tx.SendBatch(ctx, batch).Close()
 }
 
@@ -130,7 +150,8 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 }
 
 // Publish implements [store.EventLog]: one NOTIFY per payload, in one
-// transaction (delivered in order).
+// transaction (delivered in order), unless nobody subscribes to the
+// machine (see watchKey).
 func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte) error {
 	if err := store.CheckLive(machineID, payloads); err != nil {
 		return fmt.Errorf("postgres: publish: %w", err)
@@ -142,7 +163,9 @@ func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte
 	for i, p := range payloads {
 		texts[i] = livePrefix + string(p)
 	}
-	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t (p, ord) ORDER BY ord`, s.channel(machineID), texts)
+	_, err := s.pool.Exec(ctx, `WITH w AS (SELECT NOT pg_try_advisory_xact_lock($3) AS watched)
+		SELECT pg_notify($1, p) FROM w, unnest($2::text[]) WITH ORDINALITY AS t (p, ord) WHERE w.watched ORDER BY ord`,
+		s.channel(machineID), texts, s.watchKey(machineID))
 	if err != nil {
 		return fmt.Errorf("postgres: publish: %w", err)
 	}
@@ -150,13 +173,19 @@ func (s *Store) Publish(ctx context.Context, machineID string, payloads [][]byte
 }
 
 // Subscribe implements [store.EventLog]: it takes a connection of its own
-// from the pool (and out of it: Close closes it) and LISTENs on it.
+// from the pool (and out of it: Close closes it), holds the machine's
+// watch key shared on it (notices are sent only while some session holds
+// it) and LISTENs on it.
 func (s *Store) Subscribe(ctx context.Context, machineID string) (store.Subscription, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: subscribe: %w", err)
 	}
 	conn := c.Hijack()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, s.watchKey(machineID)); err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("postgres: subscribe: %w", err)
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel(machineID)}.Sanitize()); err != nil {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("postgres: subscribe: %w", err)

@@ -94,7 +94,12 @@
 // logs events and the feed's channel when it changes suspensions, and
 // [Store.Publish] sends live payloads as NOTIFY payloads. Channels are
 // named from a hash of the schema and the machine ID, so stores in other
-// schemas of the database do not wake each other.
+// schemas of the database do not wake each other. A watcher holds an
+// advisory lock of its channel shared while it listens, and nothing is
+// sent on a channel whose lock nobody holds: a NOTIFY queues every
+// notifying transaction of the database behind it until it commits, so
+// notices that nobody hears would make the saves of all machines commit
+// one at a time.
 //
 // A save costs a constant number of round trips (the history append is one
 // INSERT over unnest) and does not grow with the history. Once a machine's

@@ -46,6 +46,8 @@ func TestFleetCommandLine(t *testing.T) {
 		{"serve negative workers", []string{"serve", "--workers", "-1"}, ExitUsage, "markov serve: --workers must be at least 0"},
 		{"worker bad timeout", []string{"worker", "--shutdown-timeout", "0s"}, ExitUsage, "--shutdown-timeout must be positive"},
 		{"worker bad take-over", []string{"worker", "--take-over-after", "0s"}, ExitUsage, "markov worker: --take-over-after and --rescue-after must be positive"},
+		{"worker bad fetch cooldown", []string{"worker", "--fetch-cooldown", "2s"}, ExitUsage, "markov worker: --fetch-cooldown must be from 1ms to 1s"},
+		{"serve bad fetch cooldown", []string{"serve", "--fetch-cooldown", "0s"}, ExitUsage, "markov serve: --fetch-cooldown must be from 1ms to 1s"},
 		{"serve bad rescue", []string{"serve", "--rescue-after", "-1s"}, ExitUsage, "markov serve: --take-over-after and --rescue-after must be positive"},
 		{"max-wait over write-timeout", []string{"serve", "--write-timeout", "10s"}, ExitUsage, "markov serve: --max-wait 1m0s must be under --write-timeout 10s"},
 		{"bad trusted proxy", []string{"serve", "--trusted-proxies", "10.0.0.0/8, proxy.local"}, ExitUsage, `markov serve: --trusted-proxies: "proxy.local" is neither a CIDR nor an address`},

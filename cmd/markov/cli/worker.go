@@ -25,18 +25,25 @@ type workFlags struct {
 	workers               int
 	shutdown              time.Duration
 	takeOver, rescueAfter time.Duration
+	fetchCooldown         time.Duration
 }
+
+// maxFetchCooldown is --fetch-cooldown's bound: River's poll interval,
+// which the cooldown may not exceed.
+const maxFetchCooldown = time.Second
 
 func (f *workFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "workers", fleet.DefaultWorkers, "on PostgreSQL, how many machines this process runs at once for the fleet")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", ShutdownTimeout, "once told to stop (SIGTERM, SIGINT), how long to let the runs in progress (and requests in flight) finish; runs still going are then cancelled and continue in another worker from their last save")
 	fs.DurationVar(&f.takeOver, "take-over-after", fleet.DefaultTakeOverAfter, "on PostgreSQL, how long a job may run while no process holds its machine's lock (its worker died) before this process takes it over; looked at every half of it")
+	fs.DurationVar(&f.fetchCooldown, "fetch-cooldown", fleet.DefaultFetchCooldown, "on PostgreSQL, the least time between two fetches of jobs by this process, and between two of its notifications that it accepted inputs (1ms to 1s): an accepted input waits up to about twice it before a worker fetches its job")
 	fs.DurationVar(&f.rescueAfter, "rescue-after", fleet.DefaultRescueAfter, "on PostgreSQL, how long a run may go on before River's rescuer hands its job to another worker, which waits for the machine (the backstop behind --take-over-after)")
 }
 
 // apply sets the fleet's configuration from the flags.
 func (f *workFlags) apply(cfg *fleet.Config) {
 	cfg.Workers, cfg.TakeOverAfter, cfg.RescueAfter = f.workers, f.takeOver, f.rescueAfter
+	cfg.FetchCooldown = f.fetchCooldown
 }
 
 // check reports bad values as a UsageError of command; workers must be at
@@ -50,6 +57,9 @@ func (f *workFlags) check(command string, minWorkers int) error {
 	}
 	if f.takeOver <= 0 || f.rescueAfter <= 0 {
 		return Usagef(command, "--take-over-after and --rescue-after must be positive")
+	}
+	if f.fetchCooldown < time.Millisecond || f.fetchCooldown > maxFetchCooldown {
+		return Usagef(command, "--fetch-cooldown must be from 1ms to %s", maxFetchCooldown)
 	}
 	return nil
 }
