@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/markov-agents/markov/executor"
 	"github.com/markov-agents/markov/instance"
 )
 
@@ -89,6 +90,15 @@ func (m *Machine) admit(ctx context.Context, node string, call *instance.Suspend
 	}
 	call.Metadata = c.Metadata
 	return nil
+}
+
+// admission returns m.admit as an executor.Admission, the same value every
+// time (see Machine.admitFn).
+func (m *Machine) admission() executor.Admission {
+	if m.admitFn == nil {
+		m.admitFn = m.admit
+	}
+	return m.admitFn
 }
 
 // resolved tells the charter's OnResolved hook of resolution event e.

@@ -207,7 +207,7 @@ func (t *tx) command(inv command.Invocation) ([]Step, error) {
 	if err != nil {
 		return nil, fmt.Errorf("command %s: %w", inv.Name, err)
 	}
-	co, err := t.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input, InvocationID: inv.ID, Admit: t.m.admit, Journal: t.m.journal})
+	co, err := t.exec.Command(t.ctx, &executor.CommandRequest{Root: t.root, Instance: target, Name: inv.Name, Input: input, InvocationID: inv.ID, Admit: t.m.admission(), Journal: t.m.journal})
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +428,7 @@ func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r reso
 	if r.summary != "" {
 		part = message.ToolResult(c.ToolUseID, r.summary, false)
 	} else if r.failure == "" {
-		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c, Admit: t.m.admit, Journal: t.m.journal,
+		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c, Admit: t.m.admission(), Journal: t.m.journal,
 			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage,
 				Cause: r.cause, By: r.by, Signal: r.signal, Command: r.command}})
 		if err != nil {

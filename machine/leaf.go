@@ -204,7 +204,7 @@ func (m *Machine) stepRequests() ([]executor.StepRequest, error) {
 		}
 		if active(l) {
 			t := message.Window(m.transcript(l.ID, m.cache(l.ID), primary), m.charter.window)
-			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: t, Reply: l.Reply, Admit: m.admit, Journal: m.journal})
+			reqs = append(reqs, executor.StepRequest{Root: m.root, Instance: l, Transcript: t, Reply: l.Reply, Admit: m.admission(), Journal: m.journal})
 		}
 	}
 	// Every active leaf has seen all of history; one that has not (idle,

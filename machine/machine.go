@@ -183,6 +183,10 @@ type Machine struct {
 	// journal is the effect journal (SetEffectJournal).
 	checkID func(ctx context.Context, id string) error
 	journal instance.EffectJournal
+	// admitFn is m.admit as an executor.Admission, made once: a method
+	// value allocates each time it is taken, and a round takes one per
+	// leaf.
+	admitFn executor.Admission
 	// noExpiry turns the machine's own judging of deadlines off
 	// (SetExpiry).
 	noExpiry bool
