@@ -377,15 +377,15 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 
 // queries holds the SQL with the schema filled in.
 type queries struct {
-	schema                                       *strings.Replacer
-	load, create, update, appendHistory, pack    string
-	deleteSuspensions, insertSuspensions         string
-	deleteMachine, listMachines, findSuspension  string
-	listSuspensions, claimExpired, remember      string
-	keepOutcome, outcome                         string
+	schema                                                   *strings.Replacer
+	load, create, update, appendHistory, pack                string
+	deleteSuspensions, insertSuspensions                     string
+	deleteMachine, listMachines, findSuspension              string
+	listSuspensions, claimExpired, remember                  string
+	keepOutcome, outcome                                     string
 	forget, beginEffect, endEffect, endEffects, forgetEffect string
-	addRequest, requests, dropRequest            string
-	lockMachine, appendEvents                    string
+	addRequest, requests, dropRequest                        string
+	lockMachine, appendEvents                                string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
