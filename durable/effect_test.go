@@ -19,6 +19,7 @@ import (
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
 )
 
@@ -311,4 +312,54 @@ func TestEffectJournaled(t *testing.T) {
 		require.Equal(t, store.EffectDone, e.Status)
 		require.JSONEq(t, `{"id":"r-40"}`, string(e.Result))
 	})
+}
+
+// writeCounter counts the writes a runner makes to its store: saves and
+// effect-journal writes (it hides the store's other capabilities, which
+// the runner does without).
+type writeCounter struct {
+	store.Store
+	j                   store.EffectJournal
+	saves, begins, ends int
+}
+
+func (w *writeCounter) Save(ctx context.Context, sv store.Save) (int64, error) {
+	w.saves++
+	return w.Store.Save(ctx, sv)
+}
+
+func (w *writeCounter) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, bool, error) {
+	w.begins++
+	return w.j.BeginEffect(ctx, e)
+}
+
+func (w *writeCounter) EndEffect(ctx context.Context, key string, status store.EffectStatus, result []byte) error {
+	w.ends++
+	return w.j.EndEffect(ctx, key, status, result)
+}
+
+func (w *writeCounter) ForgetEffect(ctx context.Context, key string) error {
+	return w.j.ForgetEffect(ctx, key)
+}
+
+// A journaled effect costs one durable write beside the run's saves (its
+// start); its done rides on the save of its call's result.
+func TestEffectOneWrite(t *testing.T) {
+	s := memstore.New()
+	w := &writeCounter{Store: s, j: s}
+	c, err := effectCharter(filepath.Join(t.TempDir(), "charges.log"), nil, nil)
+	require.NoError(t, err)
+	r, err := durable.New(durable.Config{Store: w, Charter: c})
+	require.NoError(t, err)
+	_, err = r.Create(context.Background(), "m1", "desk", nil)
+	require.NoError(t, err)
+	require.Equal(t, `result: {"id":"r-40"}`, finalText(t, r, machine.UserText("pay 40")))
+	require.Equal(t, 1, w.begins, "writes of the effect's start")
+	require.Equal(t, 0, w.ends, "writes of the effect's end")
+	require.Equal(t, 4, w.saves, "the create, the reply's checkpoint, the tool round, the final answer")
+	m, _, err := r.Load(context.Background(), "m1")
+	require.NoError(t, err)
+	e, _, err := s.BeginEffect(context.Background(), store.Effect{Key: m.Root().ID + "/t1/charge", MachineID: "m1"})
+	require.NoError(t, err)
+	require.Equal(t, store.EffectDone, e.Status)
 }
