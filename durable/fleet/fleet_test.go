@@ -76,11 +76,15 @@ func side(sql string) string {
 func charter() (*machine.Charter, error) {
 	effect := node.NewTool("effect", "make an external effect", func(ctx *node.ToolContext[desk], in effectIn) (string, error) {
 		key := ctx.InstanceID() + "/" + in.Key
-		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.executions (key, pid) VALUES ($1, $2)`), key, os.Getpid()); err != nil {
+		if err := sideExec(ctx, `INSERT INTO {s}.executions (key, pid) VALUES ($1, $2)`, key, os.Getpid()); err != nil {
 			return "", err
 		}
-		_, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.made_effects (key) VALUES ($1) ON CONFLICT DO NOTHING`), key)
-		return "done", err
+		if os.Getenv(journalEnv) != "" {
+			if _, err := journaledEffect(ctx); err != nil {
+				return "", err
+			}
+		}
+		return "done", sideExec(ctx, `INSERT INTO {s}.made_effects (key) VALUES ($1) ON CONFLICT DO NOTHING`, key)
 	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
 		return "", ctx.Suspend("approval", instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond))
@@ -88,11 +92,11 @@ func charter() (*machine.Charter, error) {
 		if os.Getenv(hangEnv) != "" {
 			return hang(ctx, r.SuspendID)
 		}
-		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.handler_runs (suspend_id, pid) VALUES ($1, $2)`), r.SuspendID, os.Getpid()); err != nil {
+		if err := sideExec(ctx, `INSERT INTO {s}.handler_runs (suspend_id, pid) VALUES ($1, $2)`, r.SuspendID, os.Getpid()); err != nil {
 			return "", err
 		}
 		// Heard by tests that wait for handler runs (listenHandlers).
-		if _, err := sideEffects.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, sideEffects.schema+"_handler", r.SuspendID); err != nil {
+		if err := sideExec(ctx, `SELECT pg_notify($1, $2)`, sideEffects.schema+"_handler", r.SuspendID); err != nil {
 			return "", err
 		}
 		return instance.Decode[string](r.Payload)
