@@ -120,14 +120,17 @@ func postgresStore(t testing.TB, env durabletest.Env) store.Store {
 	return pgtest.OpenIn(t, url, schema)
 }
 
+// scenario is the desk's conversation on the stores open makes.
 func scenario(open func(t testing.TB, env durabletest.Env) store.Store) durabletest.Scenario {
+	// effects:crashkit:begin
 	return durabletest.Scenario{
 		Charter:  func(env durabletest.Env) (*machine.Charter, error) { return deskCharter(env.Dir) },
-		Store:    open,
+		Store:    open, // durabletest.SQLite, or a PostgreSQL schema named after env.Name
 		Root:     "desk",
 		Messages: []string{"pay 40", "and again"},
-		World:    worldCounts,
+		World:    worldCounts, // the effects as the outside world counts them, by name
 	}
+	// effects:crashkit:end
 }
 
 // A journaled charge with a reconcile hook survives a SIGKILL at every
