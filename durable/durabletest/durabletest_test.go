@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/markov-agents/markov/durable/durabletest"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
@@ -105,18 +103,7 @@ var stores = map[string]func(t testing.TB, env durabletest.Env) store.Store{
 func postgresStore(t testing.TB, env durabletest.Env) store.Store {
 	url := pgtest.URL(t)
 	schema := "durabletest_" + env.Name
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	pgtest.DropAtEnd(t, url, schema)
 	return pgtest.OpenIn(t, url, schema)
 }
 

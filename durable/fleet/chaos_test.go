@@ -114,17 +114,8 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 
-	modes := []string{"resume", "cancel", "expire"}
-	mode := map[string]string{}
 	start := time.Now()
-	for i := range n {
-		id := fmt.Sprintf("m%03d", i)
-		mode[id] = modes[i%len(modes)]
-		_, err := f.Runner().Create(ctx, id, "desk", nil)
-		require.NoError(t, err)
-		_, err = f.Send(ctx, id, machine.UserText(mode[id]))
-		require.NoError(t, err)
-	}
+	mode := sendModes(t, f, n)
 
 	stop := make(chan struct{})
 	var chaos sync.WaitGroup

@@ -259,16 +259,7 @@ func TestFleet(t *testing.T) {
 		}
 	}()
 
-	modes := []string{"resume", "cancel", "expire"}
-	mode := map[string]string{}
-	for i := range *machines {
-		id := fmt.Sprintf("m%03d", i)
-		mode[id] = modes[i%len(modes)]
-		_, err := f.Runner().Create(ctx, id, "desk", nil)
-		require.NoError(t, err)
-		_, err = f.Send(ctx, id, machine.UserText(mode[id]))
-		require.NoError(t, err)
-	}
+	mode := sendModes(t, f, *machines)
 
 	// Kill a random worker every 200-700 ms for the first seconds, and
 	// start a new one in its place.
@@ -311,6 +302,23 @@ func TestFleet(t *testing.T) {
 	require.Equal(t, *machines/3+boolInt(*machines%3 > 0), resumed, "every resumed suspension ran its handler")
 	t.Logf("%d machines, %d worker processes, %d SIGKILLs: %d tool executions for %d keys (%d re-executions after kills); %d resume-handler runs for %d resumes",
 		*machines, *workers, kills, executions, effects, executions-effects, handlers, resumed)
+}
+
+// sendModes creates n machines and sends each its mode — resume, cancel
+// or expire, in turn — and returns the modes by machine ID.
+func sendModes(t *testing.T, f *fleet.Fleet, n int) map[string]string {
+	ctx := context.Background()
+	modes := []string{"resume", "cancel", "expire"}
+	mode := map[string]string{}
+	for i := range n {
+		id := fmt.Sprintf("m%03d", i)
+		mode[id] = modes[i%len(modes)]
+		_, err := f.Runner().Create(ctx, id, "desk", nil)
+		require.NoError(t, err)
+		_, err = f.Send(ctx, id, machine.UserText(mode[id]))
+		require.NoError(t, err)
+	}
+	return mode
 }
 
 func boolInt(b bool) int {
