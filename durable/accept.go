@@ -190,6 +190,7 @@ func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepte
 	s.rec = r.newRecorder(id)
 	applied, err := s.apply(ctx, []machine.Input{in})
 	if err != nil {
+		s.journal.close(ctx)
 		s.rec.close()
 		h.Release()
 		return Accepted{}, err
@@ -199,6 +200,7 @@ func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepte
 	a.run = r.bg.start(ctx, func(ctx context.Context, b *background) {
 		defer h.Release()
 		defer s.rec.close()
+		defer s.journal.close(ctx)
 		s.proceed(ctx, applied, func(st machine.Step, err error) bool {
 			if err != nil {
 				b.err = err

@@ -534,6 +534,9 @@ type session struct {
 	// parked are the caller suspensions applied since the last step
 	// yielded, which the next one reports.
 	parked []instance.SuspendedCall
+	// journal is the machine's effect journal (nil: the store keeps
+	// none); a save records the outcomes it holds.
+	journal *journal
 	// rec collects the events of the next save (nil when the store keeps
 	// no event log, or outside a run).
 	rec *recorder
@@ -606,7 +609,28 @@ func (s *session) finalStatus(root *instance.Instance, e store.Suspension, now t
 // another process perhaps). A run of a charter with a window
 // (machine.CharterConfig.Window) that has no cached history loads the
 // end of it only (loadEnd).
+//
+// A held session's effects record their outcomes with its saves (see
+// journal); others', at once.
 func (r *Runner) load(ctx context.Context, id string, held bool) (*session, error) {
+	s, err := r.loadSession(ctx, id, held)
+	if err != nil {
+		return nil, err
+	}
+	s.journal = r.newJournal(id, held)
+	s.bindJournal()
+	return s, nil
+}
+
+// bindJournal hands the session's journal, if any, to its machine.
+func (s *session) bindJournal() {
+	if s.journal != nil {
+		s.m.SetEffectJournal(s.journal)
+	}
+}
+
+// loadSession is load without the journal.
+func (r *Runner) loadSession(ctx context.Context, id string, held bool) (*session, error) {
 	tl, tails := r.store.(store.TailLoader)
 	if !tails {
 		snap, err := r.store.Load(ctx, id)
@@ -688,6 +712,7 @@ func (s *session) loadWhole(ctx context.Context, inputs []machine.Input) error {
 		return err
 	}
 	s.m, s.from, s.saved, s.savedSize = m, 0, len(snap.History), heldSize(snap.History)
+	s.bindJournal()
 	return nil
 }
 
@@ -773,35 +798,8 @@ func (r *Runner) decode(id string, snap *store.Snapshot, prefix message.History)
 	}
 	m.SetCheckpoints(true)
 	m.SetSuspendIDCheck(r.checkSuspendID)
-	if j, ok := r.store.(store.EffectJournal); ok {
-		m.SetEffectJournal(journal{j, id})
-	}
 	m.SetExpiry(!r.external)
 	return m, nil
-}
-
-// journal is a store's effect journal bound to one machine, as the
-// machine's effects write it.
-type journal struct {
-	j         store.EffectJournal
-	machineID string
-}
-
-func (j journal) BeginEffect(ctx context.Context, key, name, digest string) (instance.JournalEntry, bool, error) {
-	e, created, err := j.j.BeginEffect(ctx, store.Effect{Key: key, MachineID: j.machineID, Name: name, Digest: digest})
-	return instance.JournalEntry{Status: string(e.Status), Digest: e.Digest, Result: e.Result, StartedAt: e.StartedAt}, created, err
-}
-
-func (j journal) EndEffect(ctx context.Context, key string, failed bool, result []byte) error {
-	status := store.EffectDone
-	if failed {
-		status = store.EffectFailed
-	}
-	return j.j.EndEffect(ctx, key, status, result)
-}
-
-func (j journal) ForgetEffect(ctx context.Context, key string) error {
-	return j.j.ForgetEffect(ctx, key)
 }
 
 // checkSuspendID refuses a suspend ID that a handler chose
@@ -846,6 +844,14 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("encode machine %s: %w", s.id, err)
 	}
+	// Taken after the tree is encoded: every call result the tree holds
+	// has its effects' outcomes among them.
+	ends := s.journal.take()
+	defer func() {
+		if err != nil && ends != nil {
+			s.journal.flush(ctx, ends)
+		}
+	}()
 	appended, err := s.encodeUnsaved()
 	if err != nil {
 		return err
@@ -884,7 +890,7 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("save machine %s: %w", s.id, err)
 	}
-	rev, err := s.write(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events})
+	rev, err := s.write(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events, Effects: ends})
 	if err != nil {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}
@@ -967,6 +973,7 @@ func (s *session) run(ctx context.Context, inputs []machine.Input, yield func(ma
 func recorded[T any](ctx context.Context, s *session, apply func(context.Context) ([]machine.Event, error), yield func(T, error) bool, body func([]machine.Event)) {
 	s.rec = s.r.newRecorder(s.id)
 	defer s.rec.close()
+	defer s.journal.close(ctx)
 	applied, err := apply(ctx)
 	if err != nil {
 		var zero T

@@ -33,6 +33,17 @@ type EffectJournal interface {
 	ForgetEffect(ctx context.Context, key string) error
 }
 
+// EffectEnd is the outcome of a started effect, as a [Save] records it
+// (Save.Effects): what EndEffect records, in the save's transaction.
+type EffectEnd struct {
+	// Key is the effect's key; Status EffectDone or EffectFailed.
+	Key    string
+	Status EffectStatus
+	// Result is the done effect's result (JSON), or the failed effect's
+	// error text.
+	Result []byte
+}
+
 // EffectStatus is the state of a journaled effect.
 type EffectStatus string
 

@@ -188,6 +188,13 @@ type Save struct {
 	// the save's transaction, oldest first (stores that are an
 	// [EventLog]; others ignore them).
 	Events [][]byte
+	// Effects are outcomes of started effects (see [EffectJournal]) to
+	// record in the save's transaction, by stores that are an
+	// EffectJournal (others ignore them): an effect's done or failed
+	// entry rides on the save that records its call's result and costs
+	// no write of its own. An entry that is not started (none, or one
+	// ended already) is left as it is, and the save goes on.
+	Effects []EffectEnd
 }
 
 // Validate reports a malformed save, wrapping [ErrInvalid]. Stores call it
@@ -214,6 +221,11 @@ func (s *Save) Validate() error {
 			return fmt.Errorf("%w: machine %q: duplicate suspend ID %q", ErrInvalid, s.MachineID, sp.ID)
 		}
 		seen[sp.ID] = struct{}{}
+	}
+	for _, e := range s.Effects {
+		if err := CheckEffectEnd(e.Key, e.Status); err != nil {
+			return fmt.Errorf("machine %q: %w", s.MachineID, err)
+		}
 	}
 	return nil
 }

@@ -76,11 +76,15 @@ func side(sql string) string {
 func charter() (*machine.Charter, error) {
 	effect := node.NewTool("effect", "make an external effect", func(ctx *node.ToolContext[desk], in effectIn) (string, error) {
 		key := ctx.InstanceID() + "/" + in.Key
-		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.executions (key, pid) VALUES ($1, $2)`), key, os.Getpid()); err != nil {
+		if err := sideExec(ctx, `INSERT INTO {s}.executions (key, pid) VALUES ($1, $2)`, key, os.Getpid()); err != nil {
 			return "", err
 		}
-		_, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.made_effects (key) VALUES ($1) ON CONFLICT DO NOTHING`), key)
-		return "done", err
+		if os.Getenv(journalEnv) != "" {
+			if _, err := journaledEffect(ctx); err != nil {
+				return "", err
+			}
+		}
+		return "done", sideExec(ctx, `INSERT INTO {s}.made_effects (key) VALUES ($1) ON CONFLICT DO NOTHING`, key)
 	})
 	ask := node.NewTool("ask", "ask for approval", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
 		return "", ctx.Suspend("approval", instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond))
@@ -88,11 +92,11 @@ func charter() (*machine.Charter, error) {
 		if os.Getenv(hangEnv) != "" {
 			return hang(ctx, r.SuspendID)
 		}
-		if _, err := sideEffects.pool.Exec(ctx, side(`INSERT INTO {s}.handler_runs (suspend_id, pid) VALUES ($1, $2)`), r.SuspendID, os.Getpid()); err != nil {
+		if err := sideExec(ctx, `INSERT INTO {s}.handler_runs (suspend_id, pid) VALUES ($1, $2)`, r.SuspendID, os.Getpid()); err != nil {
 			return "", err
 		}
 		// Heard by tests that wait for handler runs (listenHandlers).
-		if _, err := sideEffects.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, sideEffects.schema+"_handler", r.SuspendID); err != nil {
+		if err := sideExec(ctx, `SELECT pg_notify($1, $2)`, sideEffects.schema+"_handler", r.SuspendID); err != nil {
 			return "", err
 		}
 		return instance.Decode[string](r.Payload)
@@ -255,16 +259,7 @@ func TestFleet(t *testing.T) {
 		}
 	}()
 
-	modes := []string{"resume", "cancel", "expire"}
-	mode := map[string]string{}
-	for i := range *machines {
-		id := fmt.Sprintf("m%03d", i)
-		mode[id] = modes[i%len(modes)]
-		_, err := f.Runner().Create(ctx, id, "desk", nil)
-		require.NoError(t, err)
-		_, err = f.Send(ctx, id, machine.UserText(mode[id]))
-		require.NoError(t, err)
-	}
+	mode := sendModes(t, f, *machines)
 
 	// Kill a random worker every 200-700 ms for the first seconds, and
 	// start a new one in its place.
@@ -307,6 +302,23 @@ func TestFleet(t *testing.T) {
 	require.Equal(t, *machines/3+boolInt(*machines%3 > 0), resumed, "every resumed suspension ran its handler")
 	t.Logf("%d machines, %d worker processes, %d SIGKILLs: %d tool executions for %d keys (%d re-executions after kills); %d resume-handler runs for %d resumes",
 		*machines, *workers, kills, executions, effects, executions-effects, handlers, resumed)
+}
+
+// sendModes creates n machines and sends each its mode — resume, cancel
+// or expire, in turn — and returns the modes by machine ID.
+func sendModes(t *testing.T, f *fleet.Fleet, n int) map[string]string {
+	ctx := context.Background()
+	modes := []string{"resume", "cancel", "expire"}
+	mode := map[string]string{}
+	for i := range n {
+		id := fmt.Sprintf("m%03d", i)
+		mode[id] = modes[i%len(modes)]
+		_, err := f.Runner().Create(ctx, id, "desk", nil)
+		require.NoError(t, err)
+		_, err = f.Send(ctx, id, machine.UserText(mode[id]))
+		require.NoError(t, err)
+	}
+	return mode
 }
 
 func boolInt(b bool) int {

@@ -107,6 +107,9 @@ var layers = map[string]rule{
 	// fleet runs durable machines on River across processes sharing one
 	// PostgreSQL: durable and store/postgres.
 	"durable/fleet": {layer: 8},
+	// durabletest, the crash kit for users' tests, runs durable machines
+	// in child processes on the stores (SQLite by default).
+	"durable/durabletest": {layer: 8},
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp": {layer: 7, also: []string{"durable"}},
 	// console is the web page for approvers and operators (layer 8).

@@ -217,6 +217,9 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		m.events = append(m.events, store.LogEvent{Seq: m.lastSeq() + 1, Data: clone(e), At: m.updatedAt})
 	}
 	changed := s.replaceSuspensionsLocked(m, sv)
+	for _, e := range sv.Effects {
+		s.endEffectLocked(e)
+	}
 	if len(sv.Events) > 0 {
 		s.hub.Notify(sv.MachineID)
 	}
@@ -455,13 +458,22 @@ func (s *Store) EndEffect(ctx context.Context, key string, status store.EffectSt
 		return err
 	}
 	defer s.mu.Unlock()
-	e, ok := s.effects[key]
-	if !ok || e.Status != store.EffectStarted {
+	if !s.endEffectLocked(store.EffectEnd{Key: key, Status: status, Result: result}) {
 		return fmt.Errorf("memstore: end effect %q: %w: not started", key, store.ErrConflict)
 	}
-	e.Status, e.Result, e.EndedAt = status, slices.Clone(result), s.now()
-	s.effects[key] = e
 	return nil
+}
+
+// endEffectLocked records the outcome end of a started effect; it
+// reports false, changing nothing, when the effect is not started.
+func (s *Store) endEffectLocked(end store.EffectEnd) bool {
+	e, ok := s.effects[end.Key]
+	if !ok || e.Status != store.EffectStarted {
+		return false
+	}
+	e.Status, e.Result, e.EndedAt = end.Status, slices.Clone(end.Result), s.now()
+	s.effects[end.Key] = e
+	return true
 }
 
 // ForgetEffect implements [store.EffectJournal].

@@ -377,15 +377,15 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 
 // queries holds the SQL with the schema filled in.
 type queries struct {
-	schema                                       *strings.Replacer
-	load, create, update, appendHistory, pack    string
-	deleteSuspensions, insertSuspensions         string
-	deleteMachine, listMachines, findSuspension  string
-	listSuspensions, claimExpired, remember      string
-	keepOutcome, outcome                         string
-	forget, beginEffect, endEffect, forgetEffect string
-	addRequest, requests, dropRequest            string
-	lockMachine, appendEvents                    string
+	schema                                                   *strings.Replacer
+	load, create, update, appendHistory, pack                string
+	deleteSuspensions, insertSuspensions                     string
+	deleteMachine, listMachines, findSuspension              string
+	listSuspensions, claimExpired, remember                  string
+	keepOutcome, outcome                                     string
+	forget, beginEffect, endEffect, endEffects, forgetEffect string
+	addRequest, requests, dropRequest                        string
+	lockMachine, appendEvents                                string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
@@ -499,6 +499,9 @@ func newQueries(schema string) queries {
 		SELECT machine_id, name, digest, status, result, started_at, ended_at, false FROM {s}.effects
 		WHERE key = $1 AND NOT EXISTS (SELECT FROM ins)`)
 	q.endEffect = q.expand(`UPDATE {s}.effects SET status = $2, result = $3, ended_at = now() WHERE key = $1 AND status = 'started'`)
+	q.endEffects = q.expand(`UPDATE {s}.effects e SET status = u.status, result = u.result, ended_at = now()
+		FROM unnest($1::text[], $2::text[], $3::bytea[]) AS u(key, status, result)
+		WHERE e.key = u.key AND e.status = 'started'`)
 	q.forgetEffect = q.expand(`DELETE FROM {s}.effects WHERE key = $1`)
 	q.remember = q.expand(`WITH gone AS (
 			DELETE FROM {s}.replays WHERE key IN (
@@ -656,7 +659,10 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		if err := s.appendEvents(ctx, tx, sv.MachineID, sv.Events, now); err != nil {
 			return err
 		}
-		return s.replaceSuspensions(ctx, tx, sv)
+		if err := s.replaceSuspensions(ctx, tx, sv); err != nil {
+			return err
+		}
+		return s.endEffects(ctx, tx, sv.Effects)
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("postgres: save machine %q: %w", sv.MachineID, err)
@@ -955,6 +961,20 @@ func (s *Store) EndEffect(ctx context.Context, key string, status store.EffectSt
 		return fmt.Errorf("postgres: end effect %q: %w", key, err)
 	}
 	return nil
+}
+
+// endEffects records the outcomes of a save's effects (Save.Effects) in
+// one statement; an effect that is not started is left as it is.
+func (s *Store) endEffects(ctx context.Context, tx pgx.Tx, ends []store.EffectEnd) error {
+	if len(ends) == 0 {
+		return nil
+	}
+	keys, statuses, results := make([]string, len(ends)), make([]string, len(ends)), make([][]byte, len(ends))
+	for i, e := range ends {
+		keys[i], statuses[i], results[i] = e.Key, string(e.Status), e.Result
+	}
+	_, err := tx.Exec(ctx, s.q.endEffects, keys, statuses, results)
+	return err
 }
 
 // ForgetEffect implements [store.EffectJournal].

@@ -674,9 +674,16 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 			return err
 		}
 		if was.indexed || len(sv.Suspensions) > 0 {
-			changed, err = replaceSuspensions(ctx, tx, sv, now)
+			if changed, err = replaceSuspensions(ctx, tx, sv, now); err != nil {
+				return err
+			}
 		}
-		return err
+		for _, e := range sv.Effects {
+			if _, err := endEffect(ctx, tx, e, now); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("sqlite: save machine %q: %w", sv.MachineID, err)
@@ -1095,8 +1102,7 @@ func (s *Store) EndEffect(ctx context.Context, key string, status store.EffectSt
 		return fmt.Errorf("sqlite: end effect: %w", err)
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE effects SET status = ?, result = ?, ended_at = ? WHERE key = ? AND status = ?`,
-			string(status), result, s.now().UnixMicro(), key, string(store.EffectStarted))
+		res, err := endEffect(ctx, tx, store.EffectEnd{Key: key, Status: status, Result: result}, s.now().UnixMicro())
 		if err != nil {
 			return err
 		}
@@ -1106,6 +1112,13 @@ func (s *Store) EndEffect(ctx context.Context, key string, status store.EffectSt
 		return fmt.Errorf("sqlite: end effect %q: %w", key, err)
 	}
 	return nil
+}
+
+// endEffect records the outcome end of a started effect at now (an
+// effect that is not started is left as it is: no row affected).
+func endEffect(ctx context.Context, tx txer, end store.EffectEnd, now int64) (sql.Result, error) {
+	return tx.ExecContext(ctx, `UPDATE effects SET status = ?, result = ?, ended_at = ? WHERE key = ? AND status = ?`,
+		string(end.Status), end.Result, now, end.Key, string(store.EffectStarted))
 }
 
 // ForgetEffect implements [store.EffectJournal].

@@ -16,6 +16,7 @@ var effectChecks = []check[store.EffectJournal]{
 	{"Forget", testEffectForget},
 	{"Invalid", testEffectInvalid},
 	{"Concurrent", testEffectConcurrent},
+	{"EndedBySave", testEffectEndedBySave},
 }
 
 func begin(t testing.TB, j store.EffectJournal, key string) (store.Effect, bool) {
@@ -111,5 +112,53 @@ func testEffectConcurrent(t *testing.T, j store.EffectJournal) {
 	wg.Wait()
 	if created.Load() != 1 {
 		t.Fatalf("%d concurrent BeginEffects created the entry, want 1", created.Load())
+	}
+}
+
+// testEffectEndedBySave checks Save.Effects: a save records the outcomes
+// of started effects in its transaction, leaves others as they are, and
+// a malformed outcome refuses the whole save.
+func testEffectEndedBySave(t *testing.T, j store.EffectJournal) {
+	s, ok := j.(store.Store)
+	if !ok {
+		t.Skip("the journal is not a store")
+	}
+	ctx := context.Background()
+	begin(t, j, "m1/a/charge")
+	begin(t, j, "m1/b/charge")
+	if err := j.EndEffect(ctx, "m1/b/charge", store.EffectFailed, []byte("declined")); err != nil {
+		t.Fatalf("EndEffect: %v", err)
+	}
+	bad := store.Save{MachineID: "m1", Tree: []byte("t"), Effects: []store.EffectEnd{{Key: "m1/a/charge", Status: store.EffectStarted}}}
+	if _, err := s.Save(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a save ending an effect as started: %v, want ErrInvalid", err)
+	}
+	if _, err := s.Load(ctx, "m1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused save created the machine: %v", err)
+	}
+	rev, err := s.Save(ctx, store.Save{MachineID: "m1", Tree: []byte("t"), Effects: []store.EffectEnd{
+		{Key: "m1/a/charge", Status: store.EffectDone, Result: []byte(`{"receipt":"r1"}`)},
+		{Key: "m1/b/charge", Status: store.EffectDone, Result: []byte(`{"receipt":"r2"}`)},
+		{Key: "never-begun", Status: store.EffectDone, Result: []byte(`{}`)},
+	}})
+	if err != nil || rev != 1 {
+		t.Fatalf("a save ending effects: revision %d, %v", rev, err)
+	}
+	if e, _ := begin(t, j, "m1/a/charge"); e.Status != store.EffectDone || string(e.Result) != `{"receipt":"r1"}` || e.EndedAt.IsZero() {
+		t.Fatalf("an effect the save ended reads %+v", e)
+	}
+	if e, _ := begin(t, j, "m1/b/charge"); e.Status != store.EffectFailed || string(e.Result) != "declined" {
+		t.Fatalf("a save changed an effect that had ended: %+v", e)
+	}
+	if e, created := begin(t, j, "never-begun"); !created || e.Status != store.EffectStarted {
+		t.Fatalf("a save's outcome of an effect never begun made an entry: %+v", e)
+	}
+	// A save that fails its revision check ends nothing.
+	begin(t, j, "m1/c/charge")
+	if _, err := s.Save(ctx, store.Save{MachineID: "m1", Revision: 7, Tree: []byte("t"), Effects: []store.EffectEnd{{Key: "m1/c/charge", Status: store.EffectDone}}}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a save on a stale revision: %v, want ErrConflict", err)
+	}
+	if e, _ := begin(t, j, "m1/c/charge"); e.Status != store.EffectStarted {
+		t.Fatalf("a conflicting save ended an effect: %+v", e)
 	}
 }

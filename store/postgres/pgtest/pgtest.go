@@ -45,6 +45,13 @@ func Schema(tb testing.TB, url string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	schema := "markov_test_" + hex.EncodeToString(b)
+	DropAtEnd(tb, url, schema)
+	return schema
+}
+
+// DropAtEnd drops schema, with everything in it, from the database at url
+// when tb ends.
+func DropAtEnd(tb testing.TB, url, schema string) {
 	tb.Cleanup(func() {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, url)
@@ -57,7 +64,6 @@ func Schema(tb testing.TB, url string) string {
 			tb.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	return schema
 }
 
 // Open opens a store in a schema of its own (see Schema), closed when tb

@@ -1,0 +1,163 @@
+package durabletest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/markov-agents/markov/durable/durabletest"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
+)
+
+type desk struct{}
+
+type payIn struct {
+	Amount int `json:"amount"`
+}
+
+type receipt struct {
+	ID string `json:"id"`
+}
+
+// deskCharter is a desk with two tools acting on a world kept in
+// dir/world.log, one line per effect: pay charges through a journaled
+// effect whose key goes to the "bank" (the line), so its reconcile hook
+// can tell; mail, the planted bug, writes its line outside any effect.
+// The model pays, mails, then answers.
+func deskCharter(dir string) (*machine.Charter, error) {
+	world := filepath.Join(dir, "world.log")
+	write := func(line string) error {
+		f, err := os.OpenFile(world, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = fmt.Fprintln(f, line)
+		return err
+	}
+	// The bank: was the charge of key made?
+	reconcile := func(_ context.Context, key string) (receipt, bool, error) {
+		data, err := os.ReadFile(world)
+		if err != nil && !os.IsNotExist(err) {
+			return receipt{}, false, err
+		}
+		found := strings.Contains(string(data), "charge "+key+" ")
+		return receipt{ID: "r-40"}, found, nil
+	}
+	pay := node.NewTool("pay", "charge a card", func(ctx *node.ToolContext[desk], in payIn) (receipt, error) {
+		return node.Effect(ctx, "charge", func(context.Context) (receipt, error) {
+			return receipt{ID: fmt.Sprint("r-", in.Amount)}, write(fmt.Sprintf("charge %s/charge %d", ctx.IdempotencyKey(), in.Amount))
+		}, node.EffectConfig[receipt]{Input: in, Reconcile: reconcile})
+	})
+	mail := node.NewTool("mail", "mail the receipt", func(ctx *node.ToolContext[desk], in receipt) (string, error) {
+		return "sent", write("mail " + in.ID)
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{pay, mail}})
+	if err != nil {
+		return nil, err
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role != message.Tool:
+			return scripted.Reply{Calls: []scripted.Call{{ID: fmt.Sprint("pay", len(req.Messages)), Name: "pay", Input: payIn{Amount: 40}}}}, nil
+		case strings.Contains(last.Parts[0].Text, "r-40") && strings.Contains(os.Getenv("DURABLETEST_MAIL"), "on"):
+			return scripted.Reply{Calls: []scripted.Call{{ID: fmt.Sprint("mail", len(req.Messages)), Name: "mail", Input: receipt{ID: "r-40"}}}}, nil
+		}
+		return scripted.Text("done: " + last.Parts[0].Text), nil
+	})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+}
+
+// worldCounts counts the world's lines by their first word.
+func worldCounts(env durabletest.Env) (map[string]int, error) {
+	data, err := os.ReadFile(filepath.Join(env.Dir, "world.log"))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	out := map[string]int{}
+	for line := range strings.Lines(string(data)) {
+		out[strings.Fields(line)[0]]++
+	}
+	return out, nil
+}
+
+// stores are the stores a child and its parent share: SQLite, and
+// PostgreSQL when MARKOV_TEST_POSTGRES is set.
+var stores = map[string]func(t testing.TB, env durabletest.Env) store.Store{
+	"sqlite":   durabletest.SQLite,
+	"postgres": postgresStore,
+}
+
+// postgresStore opens the schema env.Name of the test database, dropped
+// when the parent's test ends (a child exits before its cleanups run).
+func postgresStore(t testing.TB, env durabletest.Env) store.Store {
+	url := pgtest.URL(t)
+	schema := "durabletest_" + env.Name
+	pgtest.DropAtEnd(t, url, schema)
+	return pgtest.OpenIn(t, url, schema)
+}
+
+// scenario is the desk's conversation on the stores open makes.
+func scenario(open func(t testing.TB, env durabletest.Env) store.Store) durabletest.Scenario {
+	// effects:crashkit:begin
+	return durabletest.Scenario{
+		Charter:  func(env durabletest.Env) (*machine.Charter, error) { return deskCharter(env.Dir) },
+		Store:    open, // durabletest.SQLite, or a PostgreSQL schema named after env.Name
+		Root:     "desk",
+		Messages: []string{"pay 40", "and again"},
+		World:    worldCounts, // the effects as the outside world counts them, by name
+	}
+	// effects:crashkit:end
+}
+
+// A journaled charge with a reconcile hook survives a SIGKILL at every
+// crash point: charged once per message, the transcript as uncrashed.
+func TestJournaledEffectIsResumeSafe(t *testing.T) {
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			rep := durabletest.Run(t, scenario(open))
+			kinds := map[durabletest.PointKind]int{}
+			for _, p := range rep.Points {
+				kinds[p.Kind]++
+			}
+			if kinds[durabletest.EffectStarted] != 2 || kinds[durabletest.BeforeSave] < 6 || kinds[durabletest.AfterSave] != kinds[durabletest.BeforeSave] {
+				t.Fatalf("crash points tried: %v", rep.Points)
+			}
+		})
+	}
+}
+
+// The planted bug: mail writes its effect outside the journal, and a
+// crash after it and before its round's save mails twice. The kit finds
+// it.
+func TestFindsEffectOutsideTheJournal(t *testing.T) {
+	t.Setenv("DURABLETEST_MAIL", "on")
+	sc := scenario(durabletest.SQLite)
+	sc.Messages = sc.Messages[:1]
+	rep, err := durabletest.Check(t, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		if strings.Contains(p.What, "effect mail ran 2 times, 1 in the uncrashed run") {
+			found = true
+		}
+		if strings.Contains(p.What, "effect charge") {
+			t.Errorf("the journaled charge reported: %v", p)
+		}
+	}
+	if !found {
+		t.Fatalf("the double mail is not reported: %v", rep.Problems)
+	}
+}
