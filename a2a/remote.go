@@ -449,7 +449,7 @@ func (r *Remote) decide(meta TaskMetadata, task *sdk.Task) outcome {
 		meta.Polls = 0
 	}
 	meta.TaskID, meta.ContextID, meta.State = string(task.ID), task.ContextID, string(state)
-	meta.Question = messageText(task.Status.Message)
+	meta.Question = statusText(task.Status.Message)
 	who := meta.Agent
 	if who == "" {
 		who = r.cfg.Name
@@ -679,6 +679,24 @@ func askedSchema(m *sdk.Message) json.RawMessage {
 		}
 	}
 	return nil
+}
+
+// statusText renders a status message for a person: its text parts, or
+// all its parts when it has no text (a question's schema is not text).
+func statusText(m *sdk.Message) string {
+	if m == nil {
+		return ""
+	}
+	var texts []*sdk.Part
+	for _, p := range m.Parts {
+		if p != nil && p.Text() != "" {
+			texts = append(texts, p)
+		}
+	}
+	if len(texts) == 0 {
+		return partsText(m.Parts)
+	}
+	return partsText(texts)
 }
 
 // taskText renders a finished task for the model: its artifacts' parts,
