@@ -193,6 +193,14 @@ type TaskMetadata struct {
 	// Question is the agent's status message: what it asks, for an
 	// input-required or auth-required task.
 	Question string `json:"question,omitempty"`
+	// Answer marks a question: the payload is the answer, sent on to the
+	// task. A suspension without it waits for the task, and takes any
+	// payload as a nudge to look at the task now.
+	Answer bool `json:"answer,omitempty"`
+	// Asked identifies the last question asked (its status message's ID,
+	// or its time): a task that still shows it after the answer was sent
+	// has not taken the answer up yet.
+	Asked string `json:"asked,omitempty"`
 	// Event is the event a push notification for the task signals (empty
 	// without push notifications).
 	Event string `json:"event,omitempty"`
@@ -400,7 +408,7 @@ func (r *Remote) send(ctx context.Context, c *a2aclient.Client, meta TaskMetadat
 // polling, then decides.
 func (r *Remote) settle(ctx context.Context, c *a2aclient.Client, meta TaskMetadata, task *sdk.Task) outcome {
 	deadline := time.Now().Add(r.cfg.Wait)
-	for delay := 50 * time.Millisecond; running(task.Status.State); delay *= 2 {
+	for delay := 50 * time.Millisecond; running(meta, task); delay *= 2 {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
@@ -421,9 +429,27 @@ func (r *Remote) settle(ctx context.Context, c *a2aclient.Client, meta TaskMetad
 	return r.decide(meta, task)
 }
 
-// running reports whether a task in state s goes on by itself.
-func running(s sdk.TaskState) bool {
-	return s == sdk.TaskStateSubmitted || s == sdk.TaskStateWorking || s == sdk.TaskStateUnspecified
+// running reports whether task goes on by itself: it works, or it still
+// shows the question meta says was answered.
+func running(meta TaskMetadata, task *sdk.Task) bool {
+	switch s := task.Status.State; s {
+	case sdk.TaskStateSubmitted, sdk.TaskStateWorking, sdk.TaskStateUnspecified:
+		return true
+	case sdk.TaskStateInputRequired:
+		return meta.Asked != "" && asked(task) == meta.Asked
+	}
+	return false
+}
+
+// asked identifies the status of task: its message's ID, or its time.
+func asked(task *sdk.Task) string {
+	if m := task.Status.Message; m != nil && m.ID != "" {
+		return m.ID
+	}
+	if ts := task.Status.Timestamp; ts != nil {
+		return ts.UTC().Format(time.RFC3339Nano)
+	}
+	return ""
 }
 
 // get is tasks/get.
@@ -445,6 +471,7 @@ func (r *Remote) get(ctx context.Context, c *a2aclient.Client, id sdk.TaskID) (*
 // otherwise.
 func (r *Remote) decide(meta TaskMetadata, task *sdk.Task) outcome {
 	state := task.Status.State
+	stale := running(meta, task)
 	if string(state) != meta.State {
 		meta.Polls = 0
 	}
@@ -461,6 +488,10 @@ func (r *Remote) decide(meta TaskMetadata, task *sdk.Task) outcome {
 		verb := map[sdk.TaskState]string{sdk.TaskStateFailed: "failed", sdk.TaskStateRejected: "rejected", sdk.TaskStateCanceled: "cancelled"}[state]
 		return outcome{err: errors.New(strings.TrimSuffix(fmt.Sprintf("the agent %s %s the task: %s", who, verb, meta.Question), ": "))}
 	case sdk.TaskStateInputRequired:
+		if stale {
+			return r.waiting(fmt.Sprintf("waiting for the agent %s to take the answer up", who), meta)
+		}
+		meta.Asked, meta.Answer = asked(task), true
 		w := &waitFor{reason: fmt.Sprintf("the agent %s asks: %s", who, cmpOr(meta.Question, "(no question given)")), meta: meta}
 		if schema := askedSchema(task.Status.Message); schema != nil {
 			w.opts = append(w.opts, instance.WithPayloadSchema(schema))
@@ -478,6 +509,7 @@ func (r *Remote) decide(meta TaskMetadata, task *sdk.Task) outcome {
 // on: woken by the task's push notification (meta.Event), or by the next
 // poll at its deadline.
 func (r *Remote) waiting(reason string, meta TaskMetadata) outcome {
+	meta.Answer = false
 	delay := r.cfg.PollMax
 	if meta.Event == "" {
 		delay = r.cfg.PollMin << min(meta.Polls, 30)
@@ -503,7 +535,7 @@ func (r *Remote) resume(ctx context.Context, res instance.Resolution) outcome {
 	}
 	c, _, err := r.connect(ctx)
 	if err != nil {
-		if res.IsError || meta.State == string(sdk.TaskStateInputRequired) {
+		if res.IsError || meta.Answer {
 			return outcome{err: err}
 		}
 		return r.retry(meta, err)
@@ -512,7 +544,7 @@ func (r *Remote) resume(ctx context.Context, res instance.Resolution) outcome {
 	case res.IsError:
 		r.cancel(ctx, c, sdk.TaskID(meta.TaskID))
 		return outcome{err: errors.New(strings.TrimSuffix("the call to the agent "+r.cfg.Name+" was abandoned: "+res.Text(), ": "))}
-	case meta.State == string(sdk.TaskStateInputRequired) && res.Cause != instance.CauseTimeout && res.Cause != instance.CauseEvent:
+	case meta.Answer:
 		msg := sdk.NewMessage(sdk.MessageRoleUser, answerPart(res.Payload))
 		msg.TaskID, msg.ContextID = sdk.TaskID(meta.TaskID), meta.ContextID
 		return r.send(ctx, c, meta, &sdk.SendMessageRequest{Message: msg, Config: &sdk.SendMessageConfig{ReturnImmediately: true}})
