@@ -17,7 +17,6 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm/scripted"
-	"github.com/markov-agents/markov/machine"
 )
 
 const jsAgentDir = "testdata/jsagent"
@@ -88,10 +87,7 @@ func TestJSAgentInputRequiredThenPush(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "JS Painter", meta.Agent)
 
-	run, err := e.r.Resume(context.Background(), machine.ResumeInput{SuspendID: q.SuspendID, Payload: "red"})
-	require.NoError(t, err)
-	_, err = drain(run.Steps())
-	require.NoError(t, err)
+	e.answer(t, q.SuspendID, "red")
 	w := e.pending(t)
 	require.NotEmpty(t, w.Conditions().Event)
 

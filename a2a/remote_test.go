@@ -2,7 +2,6 @@ package a2a_test
 
 import (
 	"context"
-	"errors"
 	"iter"
 	"net/http"
 	"net/http/httptest"
@@ -19,9 +18,9 @@ import (
 	"github.com/markov-agents/markov/a2a"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
@@ -185,36 +184,13 @@ func (f signalerFunc) Signal(ctx context.Context, event string, payload any) (in
 	return f(ctx, event, payload)
 }
 
-func drain(seq iter.Seq2[machine.Step, error]) ([]machine.Step, error) {
-	var out []machine.Step
-	for s, err := range seq {
-		if err != nil {
-			return out, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
 // results returns the tool results machine m1 holds, as the model saw
 // them ("error: …" for error results).
 func (e *env) results(t *testing.T) []string {
 	t.Helper()
 	m, _, err := e.r.Load(context.Background(), "m1")
 	require.NoError(t, err)
-	var out []string
-	for _, msg := range m.History() {
-		for _, p := range msg.Parts {
-			if p.Kind == message.KindToolResult {
-				if p.IsError {
-					out = append(out, "error: "+p.Text)
-				} else {
-					out = append(out, p.Text)
-				}
-			}
-		}
-	}
-	return out
+	return testkit.ToolResults(m.History())
 }
 
 // pending returns the one pending call of m1.
@@ -228,9 +204,19 @@ func (e *env) pending(t *testing.T) instance.SuspendedCall {
 	return call
 }
 
+// answer resumes suspension id with payload and runs m1 to the end of
+// its run.
+func (e *env) answer(t *testing.T, id string, payload any) {
+	t.Helper()
+	run, err := e.r.Resume(context.Background(), machine.ResumeInput{SuspendID: id, Payload: payload})
+	require.NoError(t, err)
+	_, err = testkit.Collect(run.Steps())
+	require.NoError(t, err)
+}
+
 func (e *env) start(t *testing.T) {
 	t.Helper()
-	_, err := drain(e.r.Run(context.Background(), "m1", machine.UserText("go")))
+	_, err := testkit.Collect(e.r.Run(context.Background(), "m1", machine.UserText("go")))
 	require.NoError(t, err)
 }
 
@@ -270,10 +256,7 @@ func TestRemoteInputRequiredThenPush(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, q.SuspendID, e.pending(t).SuspendID)
 
-	run, err := e.r.Resume(context.Background(), machine.ResumeInput{SuspendID: q.SuspendID, Payload: "blue"})
-	require.NoError(t, err)
-	_, err = drain(run.Steps())
-	require.NoError(t, err)
+	e.answer(t, q.SuspendID, "blue")
 	w := e.pending(t)
 	require.Contains(t, w.Reason, "waiting for the agent Painter")
 	require.NotEmpty(t, w.Conditions().Event, "waits for the push notification")
@@ -358,7 +341,7 @@ func TestRemoteCancelCancelsTheTask(t *testing.T) {
 
 	run, err := e.r.Cancel(context.Background(), machine.CancelInput{SuspendID: w.SuspendID, Reason: "not needed"})
 	require.NoError(t, err)
-	_, err = drain(run.Steps())
+	_, err = testkit.Collect(run.Steps())
 	require.NoError(t, err)
 	select {
 	case id := <-agent.cancelled:
@@ -441,16 +424,9 @@ func TestRemoteRefusesPrivateAddresses(t *testing.T) {
 	require.NoError(t, err)
 	m, err := ch.NewMachine("desk", nil)
 	require.NoError(t, err)
-	_, err = drain(m.Run(context.Background(), machine.UserText("go")))
+	_, err = testkit.Collect(m.Run(context.Background(), machine.UserText("go")))
 	require.NoError(t, err)
-	var got string
-	for _, msg := range m.History() {
-		for _, p := range msg.Parts {
-			if p.Kind == message.KindToolResult {
-				got = p.Text
-			}
-		}
-	}
-	require.Contains(t, got, "is not a public address")
-	require.False(t, errors.Is(err, a2a.ErrForbiddenAddress))
+	got := testkit.ToolResults(m.History())
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], "is not a public address")
 }
