@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/a2a"
-	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm/scripted"
 )
@@ -76,17 +75,7 @@ func release(t *testing.T, url string) {
 // push notification.
 func TestJSAgentInputRequiredThenPush(t *testing.T) {
 	url := jsAgent(t)
-	e := newEnv(t, a2a.Config{URL: url, PushURL: "push", Wait: 100 * time.Millisecond, PollMax: time.Hour},
-		scripted.Tool("painter", a2a.Request{Message: "ask"}), scripted.Text("done"))
-	e.start(t)
-
-	q := e.pending(t)
-	require.Equal(t, "the agent JS Painter asks: what color?", q.Reason)
-	require.JSONEq(t, `{"type":"string","enum":["red","blue"]}`, string(q.PayloadSchema))
-	meta, err := instance.Decode[a2a.TaskMetadata](q.Metadata)
-	require.NoError(t, err)
-	require.Equal(t, "JS Painter", meta.Agent)
-
+	e, q := askColor(t, url, "JS Painter")
 	e.answer(t, q.SuspendID, "red")
 	w := e.pending(t)
 	require.NotEmpty(t, w.Conditions().Event)

@@ -238,21 +238,10 @@ func TestRemoteFailureIsAnErrorResult(t *testing.T) {
 // task, the call waits again, and the agent's push notification ends it.
 func TestRemoteInputRequiredThenPush(t *testing.T) {
 	agent, srv := startGoAgent(t)
-	e := newEnv(t, a2a.Config{URL: srv.URL, PushURL: "push", Wait: 100 * time.Millisecond, PollMax: time.Hour},
-		scripted.Tool("painter", a2a.Request{Message: "ask"}), scripted.Text("done"))
-	e.start(t)
-
-	q := e.pending(t)
-	require.Equal(t, "the agent Painter asks: what color?", q.Reason)
-	require.JSONEq(t, `{"type":"string","enum":["red","blue"]}`, string(q.PayloadSchema))
-	meta, err := instance.Decode[a2a.TaskMetadata](q.Metadata)
-	require.NoError(t, err)
-	require.Equal(t, "Painter", meta.Agent)
-	require.Equal(t, "TASK_STATE_INPUT_REQUIRED", meta.State)
-	require.True(t, q.Conditions().IsZero(), "a question waits for its answer only")
+	e, q := askColor(t, srv.URL, "Painter")
 
 	// A payload the remote's schema refuses is refused here, nothing consumed.
-	_, err = e.r.Resume(context.Background(), machine.ResumeInput{SuspendID: q.SuspendID, Payload: "green"})
+	_, err := e.r.Resume(context.Background(), machine.ResumeInput{SuspendID: q.SuspendID, Payload: "green"})
 	require.Error(t, err)
 	require.Equal(t, q.SuspendID, e.pending(t).SuspendID)
 
@@ -265,6 +254,26 @@ func TestRemoteInputRequiredThenPush(t *testing.T) {
 	close(agent.release)
 	e.pushedUntilDone(t)
 	require.Equal(t, []string{"painted blue"}, e.results(t))
+}
+
+// askColor starts a call of the agent at url (named agent on its card)
+// with "ask", on an env with push notifications, and checks the
+// suspension the agent's question makes: its reason, schema and
+// metadata. It returns the env and the question.
+func askColor(t *testing.T, url, agent string) (*env, instance.SuspendedCall) {
+	t.Helper()
+	e := newEnv(t, a2a.Config{URL: url, PushURL: "push", Wait: 100 * time.Millisecond, PollMax: time.Hour},
+		scripted.Tool("painter", a2a.Request{Message: "ask"}), scripted.Text("done"))
+	e.start(t)
+	q := e.pending(t)
+	require.Equal(t, "the agent "+agent+" asks: what color?", q.Reason)
+	require.JSONEq(t, `{"type":"string","enum":["red","blue"]}`, string(q.PayloadSchema))
+	meta, err := instance.Decode[a2a.TaskMetadata](q.Metadata)
+	require.NoError(t, err)
+	require.Equal(t, agent, meta.Agent)
+	require.Equal(t, "TASK_STATE_INPUT_REQUIRED", meta.State)
+	require.True(t, q.Conditions().IsZero(), "a question waits for its answer only")
+	return e, q
 }
 
 // pushedUntilDone waits for push notifications to wake the call until it
