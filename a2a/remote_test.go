@@ -36,6 +36,8 @@ type desk struct{}
 //   - "ask": asks "what color?" (input-required, with a schema); the
 //     answer's task works until released, then completes with
 //     "painted <answer>";
+//   - "auth": waits for an authorization (auth-required) until released,
+//     then completes with "authorized";
 //   - "slow": works until released, then completes with "slow done".
 type goAgent struct {
 	release   chan struct{}
@@ -79,6 +81,18 @@ func (a *goAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 			}
 		case text == "fail":
 			status(sdk.TaskStateFailed, "no budget")
+		case text == "auth":
+			if !status(sdk.TaskStateAuthRequired, "sign in at https://painter.example/login") {
+				return
+			}
+			select {
+			case <-a.release:
+			case <-ctx.Done():
+				return
+			}
+			if yield(sdk.NewArtifactEvent(ec, sdk.NewTextPart("authorized")), nil) {
+				status(sdk.TaskStateCompleted, "")
+			}
 		case text == "ask":
 			status(sdk.TaskStateInputRequired, "what color?", sdk.NewDataPart(map[string]any{
 				"schema": map[string]any{"type": "string", "enum": []any{"red", "blue"}},
@@ -307,6 +321,38 @@ func (e *env) pushedUntilDone(t *testing.T) {
 		case <-timeout:
 			t.Fatal("no push notification ended the call")
 		}
+	}
+}
+
+// An auth-required task waits like a working one, its reason the
+// agent's message; a person's resume says "look now".
+func TestRemoteAuthRequiredNudged(t *testing.T) {
+	agent, srv := startGoAgent(t)
+	e := newEnv(t, a2a.Config{URL: srv.URL, Wait: 50 * time.Millisecond, PollMax: time.Hour},
+		scripted.Tool("painter", a2a.Request{Message: "auth"}), scripted.Text("done"))
+	e.start(t)
+	w := e.pending(t)
+	require.Equal(t, "the agent Painter waits for an authorization: sign in at https://painter.example/login", w.Reason)
+
+	e.answer(t, w.SuspendID, "done") // too early: the agent still waits
+	again := e.pending(t)
+	require.NotEqual(t, w.SuspendID, again.SuspendID)
+	require.Contains(t, again.Reason, "waits for an authorization")
+
+	close(agent.release)
+	nudgeUntilDone(t, e)
+	require.Equal(t, []string{"authorized"}, e.results(t))
+}
+
+// nudgeUntilDone resumes m1's pending call until it has its result (the
+// agent completes on its own goroutine after being released), for up to
+// ten seconds.
+func nudgeUntilDone(t *testing.T, e *env) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.results(t)) == 0 {
+		require.True(t, time.Now().Before(deadline), "timed out")
+		e.answer(t, e.pending(t).SuspendID, "done")
 	}
 }
 
