@@ -32,7 +32,13 @@ func jsAgent(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, node, "agent.mjs")
 	cmd.Dir = jsAgentDir
-	cmd.Stderr = os.Stderr
+	stderr := &testkit.SyncBuffer{} // its complaints of our 404s, shown on failure
+	cmd.Stderr = stderr
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the JavaScript agent's stderr:\n%s", stderr.String())
+		}
+	})
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

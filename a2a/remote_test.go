@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -130,7 +131,8 @@ func startGoAgent(t *testing.T) (*goAgent, *httptest.Server) {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	h := a2asrv.NewHandler(a, a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(nil)))
+	h := a2asrv.NewHandler(a, a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(nil)),
+		a2asrv.WithLogger(slog.New(slog.DiscardHandler))) // its complaints of our 404s
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(h))
 	mux.Handle("/.well-known/agent-card.json", a2asrv.NewStaticAgentCardHandler(&sdk.AgentCard{
 		Name: "Painter", Description: "paints things", Version: "1",
