@@ -60,8 +60,10 @@ func (a *goAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 			}
 			return yield(sdk.NewStatusUpdateEvent(ec, s, m), nil)
 		}
-		finish := func(result string) {
-			if !status(sdk.TaskStateWorking, "") {
+		// finish waits in state (with msg) until released, then
+		// completes with result.
+		finish := func(state sdk.TaskState, msg, result string) {
+			if !status(state, msg) {
 				return
 			}
 			select {
@@ -75,7 +77,7 @@ func (a *goAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		}
 		switch {
 		case ec.StoredTask != nil && ec.StoredTask.Status.State == sdk.TaskStateInputRequired:
-			finish("painted " + text)
+			finish(sdk.TaskStateWorking, "", "painted "+text)
 		case text == "quick":
 			if yield(sdk.NewArtifactEvent(ec, sdk.NewTextPart("quick done")), nil) {
 				status(sdk.TaskStateCompleted, "")
@@ -83,23 +85,13 @@ func (a *goAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		case text == "fail":
 			status(sdk.TaskStateFailed, "no budget")
 		case text == "auth":
-			if !status(sdk.TaskStateAuthRequired, "sign in at https://painter.example/login") {
-				return
-			}
-			select {
-			case <-a.release:
-			case <-ctx.Done():
-				return
-			}
-			if yield(sdk.NewArtifactEvent(ec, sdk.NewTextPart("authorized")), nil) {
-				status(sdk.TaskStateCompleted, "")
-			}
+			finish(sdk.TaskStateAuthRequired, "sign in at https://painter.example/login", "authorized")
 		case text == "ask":
 			status(sdk.TaskStateInputRequired, "what color?", sdk.NewDataPart(map[string]any{
 				"schema": map[string]any{"type": "string", "enum": []any{"red", "blue"}},
 			}))
 		default:
-			finish("slow done")
+			finish(sdk.TaskStateWorking, "", "slow done")
 		}
 	}
 }
