@@ -2,7 +2,10 @@ package a2a
 
 import (
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/markov-agents/markov/store"
 )
 
 // FuzzDecodeNotification feeds the push endpoint's decoder anything: it
@@ -28,17 +31,22 @@ func FuzzDecodeNotification(f *testing.F) {
 	})
 }
 
-// FuzzTaskOf checks that the task a suspend ID names comes back from any
-// ID, and that any string fed to taskOf is survived.
+// FuzzTaskOf checks that a suspend ID is a valid store ID naming its task
+// (unless the task is too long to fit), and that any string fed to taskOf
+// is survived.
 func FuzzTaskOf(f *testing.F) {
 	f.Add("t1", "a2a-0123456789ABCDEF-dDE")
 	f.Add("01a22469-4771-7c2d-9302-7ded1b9c051f", "a2a-")
+	f.Add(strings.Repeat("long task ", 30), "a2a-0123456789ABCDEF-!!")
 	f.Fuzz(func(t *testing.T, task, id string) {
-		if task != "" {
-			got, ok := taskOf(suspendID(task))
-			if !ok || string(got) != task {
-				t.Fatalf("taskOf(suspendID(%q)) = %q, %v", task, got, ok)
-			}
+		sid := suspendID(task)
+		if !store.ValidID(sid) {
+			t.Fatalf("suspendID(%q) = %q, not a valid ID", task, sid)
+		}
+		if got, ok := taskOf(sid); ok && string(got) != task {
+			t.Fatalf("taskOf(suspendID(%q)) = %q", task, got)
+		} else if !ok && task != "" && len(task) <= 150 {
+			t.Fatalf("suspendID(%q) = %q does not name the task", task, sid)
 		}
 		_, _ = taskOf(id)
 	})

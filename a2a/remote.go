@@ -26,6 +26,7 @@ import (
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
 )
 
 // Defaults of Config's zero fields.
@@ -642,9 +643,13 @@ const suspendIDPrefix = "a2a-"
 
 // suspendID returns a new suspend ID for a call waiting on task: random,
 // and naming the task (so that CancelHook, which sees only the ID, can
-// cancel it).
+// cancel it) when that fits in store.MaxIDLen.
 func suspendID(task string) string {
-	return suspendIDPrefix + rand.Text()[:16] + "-" + base64.RawURLEncoding.EncodeToString([]byte(task))
+	id := suspendIDPrefix + rand.Text()[:16]
+	if named := id + "-" + base64.RawURLEncoding.EncodeToString([]byte(task)); len(named) <= store.MaxIDLen {
+		return named
+	}
+	return id
 }
 
 // taskOf returns the task a suspendID names.
