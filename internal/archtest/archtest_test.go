@@ -121,7 +121,10 @@ var layers = map[string]rule{
 	// durable and below; the protocol packages (layer 8) use it.
 	"internal/bridge": {layer: 7, also: []string{"durable"}},
 	// mcp mounts MCP servers' tools (layer 8).
-	"mcp":           {layer: 8},
+	"mcp": {layer: 8},
+	// a2a serves charters as A2A agents and calls remote ones as tools
+	// (layer 8).
+	"a2a":           {layer: 8},
 	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,

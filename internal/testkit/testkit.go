@@ -131,6 +131,25 @@ func SuspendParts(history []message.Message, suspendID string) []message.Part {
 	return out
 }
 
+// ToolResults returns the tool results of history as the model saw them,
+// in order: their text, "error: " before an error result's.
+func ToolResults(history []message.Message) []string {
+	var out []string
+	for _, m := range history {
+		for _, p := range m.Parts {
+			if p.Kind != message.KindToolResult {
+				continue
+			}
+			if p.IsError {
+				out = append(out, "error: "+p.Text)
+			} else {
+				out = append(out, p.Text)
+			}
+		}
+	}
+	return out
+}
+
 // Child is the setup of a test binary run as a child process: open a store,
 // build a charter, and make a runner over both. The generic parameters keep
 // this package free of the packages above it.
