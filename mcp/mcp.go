@@ -40,6 +40,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/markov-agents/markov/llm"
+
 	"github.com/markov-agents/markov/node"
 )
 
@@ -97,6 +99,12 @@ type Config struct {
 	// refusal is an error result. nil calls every tool straight away.
 	// (t.Annotations.DestructiveHint is the server's own hint.)
 	Approve func(t *sdk.Tool) bool
+	// Sampling, when set, answers the server's sampling requests
+	// (sampling/createMessage, during a call or as an input request):
+	// the charter's model, for a charter that lets its MCP servers use
+	// it. Text messages only, no tools; the model's text is the answer.
+	// nil declares no sampling, and a request is refused.
+	Sampling llm.Model
 	// Logger receives the client's log and a stdio server's stderr, line
 	// by line (slog.Default() if nil).
 	Logger *slog.Logger
@@ -147,7 +155,7 @@ func New(cfg Config) (*Client, error) {
 		c.log = slog.Default()
 	}
 	c.log = c.log.With("mcp_server", cfg.Name)
-	c.client = sdk.NewClient(&sdk.Implementation{Name: "markov", Version: "1"}, &sdk.ClientOptions{
+	opts := &sdk.ClientOptions{
 		Logger:                 c.log,
 		ElicitationHandler:     c.elicit,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.forgetTools() },
@@ -155,7 +163,12 @@ func New(cfg Config) (*Client, error) {
 		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{
 			Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{},
 		}},
-	})
+	}
+	if cfg.Sampling != nil {
+		opts.CreateMessageHandler = c.sampleLegacy
+		opts.Capabilities.Sampling = &sdk.SamplingCapabilities{}
+	}
+	c.client = sdk.NewClient(&sdk.Implementation{Name: "markov", Version: "1"}, opts)
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/mcp"
@@ -308,6 +310,40 @@ func TestElicitationDeclined(t *testing.T) {
 		_, err = resumeSteps(ctx, r, machine.ResumeInput{SuspendID: pending[0].ID, Payload: tc.text, IsError: true})
 		require.NoError(t, err)
 		require.Equal(t, []string{tc.want}, results(t, r), tc)
+	}
+}
+
+// TestSampling: a server's sampling request is answered with the model
+// Config.Sampling names — asked in an input_required result (2026) or
+// by sampling/createMessage during the call (2025-11-25, the SDK's
+// shim) — and refused, an error result, without one.
+func TestSampling(t *testing.T) {
+	for _, version := range []string{"", "2025-11-25"} {
+		var got []*llm.Request
+		model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+			got = append(got, req)
+			return &llm.Response{Message: message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("short")}}, Model: "charter-model"}, nil
+		})
+		ctx := context.Background()
+		for _, sampling := range []llm.Model{model, nil} {
+			c := goServer(t, mcp.Config{ProtocolVersion: version, Sampling: sampling})
+			r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_summarize", map[string]any{"text": "a long text"}), scripted.Text("done"))
+			_, err := r.Create(ctx, "m1", "desk", nil)
+			require.NoError(t, err)
+			_, err = drain(r.Run(ctx, "m1", machine.UserText("go")))
+			require.NoError(t, err)
+			res := results(t, r)
+			require.Len(t, res, 1)
+			if sampling == nil {
+				require.True(t, strings.HasPrefix(res[0], "error: ") && strings.Contains(res[0], "sampling"), "%s: %s", version, res[0])
+				continue
+			}
+			require.Equal(t, "summary by charter-model: short", res[0], version)
+			require.Len(t, got, 1, version)
+			require.Equal(t, "Summarize.", got[0].System)
+			require.Equal(t, 50, got[0].Settings.MaxTokens)
+			require.Equal(t, []message.Message{message.UserText("a long text")}, got[0].Messages)
+		}
 	}
 }
 

@@ -80,6 +80,15 @@ func testServer() *sdk.Server {
 		roots := req.Params.InputResponses["r"].(*sdk.ListRootsResult)
 		return text(fmt.Sprintf("a=%v/%v b=%v/%v roots=%d", a.Action, a.Content["v"], b.Action, b.Content["v"], len(roots.Roots))), nil, nil
 	})
+	sdk.AddTool(s, &sdk.Tool{Name: "summarize", Description: "Summarize the text with the client's model."}, func(_ context.Context, req *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
+		if r, ok := req.Params.InputResponses["s"].(*sdk.CreateMessageWithToolsResult); ok && len(r.Content) == 1 {
+			if t, ok := r.Content[0].(*sdk.TextContent); ok {
+				return text(fmt.Sprintf("summary by %s: %s", r.Model, t.Text)), nil, nil
+			}
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"s": &sdk.CreateMessageParams{SystemPrompt: "Summarize.", MaxTokens: 50,
+			Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: in.Text}}}}}}, nil, nil
+	})
 	var asked atomic.Int32
 	sdk.AddTool(s, &sdk.Tool{Name: "shifty", Description: "Ask a question that is new each time."}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 		if r, ok := req.Params.InputResponses["q"].(*sdk.ElicitResult); ok {
