@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,6 +346,52 @@ func TestSampling(t *testing.T) {
 			require.Equal(t, []message.Message{message.UserText("a long text")}, got[0].Messages)
 		}
 	}
+}
+
+// TestURLElicitationCompleted: a URL-mode request's suspension waits for
+// URLEvent too; the server's notifications/elicitation/complete (sent
+// while another machine calls the server) signals it through
+// Config.Signaler, and the call goes on as after a resume.
+func TestURLElicitationCompleted(t *testing.T) {
+	ctx := context.Background()
+	var sig lateSignaler
+	c := goServer(t, mcp.Config{Signaler: &sig})
+	db := sqlitetest.Path(t)
+	r := runner(t, c, db, scripted.Tool("srv_connect", map[string]any{}), scripted.Tool("srv_consent-done", map[string]any{}),
+		scripted.Text("done"), scripted.Text("done")) // m1's last reply and m2's, in either order
+	sig.r.Store(r)
+	_, err := r.Create(ctx, "m1", "desk", nil)
+	require.NoError(t, err)
+	sus := suspended(t, r, machine.UserText("go"))
+	require.Len(t, sus, 1)
+	require.Equal(t, mcp.URLEvent("srv", "c1"), sus[0].Event)
+
+	_, err = r.Create(ctx, "m2", "desk", nil)
+	require.NoError(t, err)
+	_, err = drain(r.Run(ctx, "m2", machine.UserText("tell")))
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pending, err := r.Pending(ctx, store.Filter{MachineID: "m1"})
+		require.NoError(t, err)
+		if len(pending) == 0 || time.Now().After(deadline) {
+			require.Empty(t, pending, "the completion resumed m1")
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling observable state, with a deadline
+	}
+	require.NoError(t, c.Close()) // waits for the signal's run
+	require.Equal(t, []string{"calendar connected: accept"}, results(t, r))
+}
+
+// lateSignaler is a Signaler whose runner is set after the client is
+// made (the runner needs the client's tools).
+type lateSignaler struct {
+	r atomic.Pointer[durable.Runner]
+}
+
+func (s *lateSignaler) Signal(ctx context.Context, event string, payload any) (int, error) {
+	return s.r.Load().Signal(ctx, event, payload)
 }
 
 // TestConfigRefused: a Config New cannot use.

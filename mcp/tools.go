@@ -211,6 +211,9 @@ func (c *Client) finish(suspend suspendFunc, o outcome) (string, error) {
 	if o.schema != nil {
 		opts = append(opts, instance.WithPayloadSchema(o.schema))
 	}
+	if ev := URLEvent(c.cfg.Name, o.ask.ElicitationID); o.ask.Mode == ModeURL && o.ask.ElicitationID != "" && instance.CheckEvent(ev) == nil {
+		opts = append(opts, instance.WithEvent(ev))
+	}
 	return "", suspend(reason, opts...)
 }
 
