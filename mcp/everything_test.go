@@ -20,7 +20,6 @@ import (
 	"github.com/markov-agents/markov/mcp"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
-	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 // everythingDir holds the pinned reference server (npm ci installs it).
@@ -103,15 +102,7 @@ func TestEverythingTools(t *testing.T) {
 	require.Contains(t, names, "every_trigger-elicitation-request")
 	require.NotContains(t, names, "every_trigger-sampling-request", "offered to a client that declares sampling only")
 
-	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("every_get-sum", map[string]any{"a": 2, "b": 40}), scripted.Text("done"))
-	ctx := context.Background()
-	_, err = r.Create(ctx, "m1", "desk", nil)
-	require.NoError(t, err)
-	_, err = drain(r.Run(ctx, "m1", machine.UserText("add")))
-	require.NoError(t, err)
-	got := results(t, r)
-	require.Len(t, got, 1)
-	require.Contains(t, got[0], "42")
+	require.Contains(t, callTool(t, c, "every_get-sum", map[string]any{"a": 2, "b": 40}), "42")
 }
 
 // TestEverythingSampling: a client whose Config.Sampling names a model
@@ -130,15 +121,7 @@ func TestEverythingSampling(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, ready())
-	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("every_trigger-sampling-request", map[string]any{"prompt": "a haiku", "maxTokens": 30}), scripted.Text("done"))
-	ctx := context.Background()
-	_, err = r.Create(ctx, "m1", "desk", nil)
-	require.NoError(t, err)
-	_, err = drain(r.Run(ctx, "m1", machine.UserText("sample")))
-	require.NoError(t, err)
-	got := results(t, r)
-	require.Len(t, got, 1)
-	require.Contains(t, got[0], "a sampled haiku")
+	require.Contains(t, callTool(t, c, "every_trigger-sampling-request", map[string]any{"prompt": "a haiku", "maxTokens": 30}), "a sampled haiku")
 	require.Len(t, asked, 1)
 	require.Equal(t, "You are a helpful test server.", asked[0].System)
 	require.Equal(t, 30, asked[0].Settings.MaxTokens)

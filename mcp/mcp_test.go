@@ -131,7 +131,13 @@ func resultsOf(r *durable.Runner) ([]string, error) {
 // the result the model saw.
 func call(t *testing.T, c *mcp.Client, tool string, input any) string {
 	t.Helper()
-	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_"+tool, input), scripted.Text("done"))
+	return callTool(t, c, "srv_"+tool, input)
+}
+
+// callTool is call of the markov tool name.
+func callTool(t *testing.T, c *mcp.Client, name string, input any) string {
+	t.Helper()
+	r := runner(t, c, sqlitetest.Path(t), scripted.Tool(name, input), scripted.Text("done"))
 	ctx := context.Background()
 	_, err := r.Create(ctx, "m1", "desk", nil)
 	require.NoError(t, err)
@@ -325,21 +331,13 @@ func TestSampling(t *testing.T) {
 			got = append(got, req)
 			return &llm.Response{Message: message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("short")}}, Model: "charter-model"}, nil
 		})
-		ctx := context.Background()
 		for _, sampling := range []llm.Model{model, nil} {
-			c := goServer(t, mcp.Config{ProtocolVersion: version, Sampling: sampling})
-			r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_summarize", map[string]any{"text": "a long text"}), scripted.Text("done"))
-			_, err := r.Create(ctx, "m1", "desk", nil)
-			require.NoError(t, err)
-			_, err = drain(r.Run(ctx, "m1", machine.UserText("go")))
-			require.NoError(t, err)
-			res := results(t, r)
-			require.Len(t, res, 1)
+			res := call(t, goServer(t, mcp.Config{ProtocolVersion: version, Sampling: sampling}), "summarize", map[string]any{"text": "a long text"})
 			if sampling == nil {
-				require.True(t, strings.HasPrefix(res[0], "error: ") && strings.Contains(res[0], "sampling"), "%s: %s", version, res[0])
+				require.True(t, strings.HasPrefix(res, "error: ") && strings.Contains(res, "sampling"), "%s: %s", version, res)
 				continue
 			}
-			require.Equal(t, "summary by charter-model: short", res[0], version)
+			require.Equal(t, "summary by charter-model: short", res, version)
 			require.Len(t, got, 1, version)
 			require.Equal(t, "Summarize.", got[0].System)
 			require.Equal(t, 50, got[0].Settings.MaxTokens)
