@@ -14,11 +14,12 @@ import (
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/mcp"
+	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
-	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
 // everythingDir holds the pinned reference server (npm ci installs it).
@@ -53,9 +54,9 @@ func findEverything() (string, error) {
 // tools it offers once its conditional tools (elicitation among them) are
 // registered, which it does after the handshake and announces with
 // notifications/tools/list_changed.
-func everything(bin string, log *slog.Logger) (*mcp.Client, func() error, error) {
+func everything(bin string, log *slog.Logger, sampling llm.Model) (*mcp.Client, func() error, error) {
 	changed := make(chan struct{}, 1)
-	c, err := mcp.New(mcp.Config{Name: "every", Command: []string{bin, "stdio"},
+	c, err := mcp.New(mcp.Config{Name: "every", Command: []string{bin, "stdio"}, Sampling: sampling,
 		Logger: slog.New(tee{notify{"mcp tool list changed", changed, ""}, log.Handler()})})
 	if err != nil {
 		return nil, nil, err
@@ -86,7 +87,7 @@ func (t tee) WithGroup(g string) slog.Handler       { return tee{t.a.WithGroup(g
 // call of one (get-sum) reaches the model.
 func TestEverythingTools(t *testing.T) {
 	bin := everythingBin(t)
-	c, ready, err := everything(bin, slog.Default())
+	c, ready, err := everything(bin, slog.Default(), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, ready())
@@ -99,16 +100,32 @@ func TestEverythingTools(t *testing.T) {
 	require.Contains(t, names, "every_echo")
 	require.Contains(t, names, "every_get-sum")
 	require.Contains(t, names, "every_trigger-elicitation-request")
+	require.NotContains(t, names, "every_trigger-sampling-request", "offered to a client that declares sampling only")
 
-	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("every_get-sum", map[string]any{"a": 2, "b": 40}), scripted.Text("done"))
-	ctx := context.Background()
-	_, err = r.Create(ctx, "m1", "desk", nil)
+	require.Contains(t, callTool(t, c, "every_get-sum", map[string]any{"a": 2, "b": 40}), "42")
+}
+
+// TestEverythingSampling: a client whose Config.Sampling names a model
+// is offered the reference server's trigger-sampling-request; a call of
+// it sends the client a sampling/createMessage during the call, which
+// the model answers, and the server's result, with the model's text,
+// reaches the machine's model.
+func TestEverythingSampling(t *testing.T) {
+	bin := everythingBin(t)
+	var asked []*llm.Request
+	model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		asked = append(asked, req)
+		return &llm.Response{Message: message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("a sampled haiku")}}, Model: "charter-model"}, nil
+	})
+	c, ready, err := everything(bin, slog.Default(), model)
 	require.NoError(t, err)
-	_, err = drain(r.Run(ctx, "m1", machine.UserText("add")))
-	require.NoError(t, err)
-	got := results(t, r)
-	require.Len(t, got, 1)
-	require.Contains(t, got[0], "42")
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, ready())
+	require.Contains(t, callTool(t, c, "every_trigger-sampling-request", map[string]any{"prompt": "a haiku", "maxTokens": 30}), "a sampled haiku")
+	require.Len(t, asked, 1)
+	require.Equal(t, "You are a helpful test server.", asked[0].System)
+	require.Equal(t, 30, asked[0].Settings.MaxTokens)
+	require.Equal(t, "Resource trigger-sampling-request context: a haiku", asked[0].Messages[0].Text())
 }
 
 // TestEverythingElicitationAcrossProcesses: in a first process, the
@@ -163,7 +180,7 @@ func everythingStep(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	c, ready, err := everything(bin, log)
+	c, ready, err := everything(bin, log, nil)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/markov-agents/markov/llm"
+
 	"github.com/markov-agents/markov/node"
 )
 
@@ -97,9 +99,34 @@ type Config struct {
 	// refusal is an error result. nil calls every tool straight away.
 	// (t.Annotations.DestructiveHint is the server's own hint.)
 	Approve func(t *sdk.Tool) bool
+	// Sampling, when set, answers the server's sampling requests
+	// (sampling/createMessage, during a call or as an input request):
+	// the charter's model, for a charter that lets its MCP servers use
+	// it. Text messages only, no tools; the model's text is the answer.
+	// nil declares no sampling, and a request is refused.
+	Sampling llm.Model
+	// Signaler, when set, completes URL elicitations: the server's
+	// notifications/elicitation/complete signals URLEvent(Name, its
+	// elicitation ID), which resumes the suspension waiting for it (an
+	// explicit resume still works). A *durable.Runner is one.
+	Signaler Signaler
 	// Logger receives the client's log and a stdio server's stderr, line
 	// by line (slog.Default() if nil).
 	Logger *slog.Logger
+}
+
+// Signaler signals a named event to the suspensions waiting for it
+// (durable.Runner.Signal).
+type Signaler interface {
+	Signal(ctx context.Context, event string, payload any) (woken int, err error)
+}
+
+// URLEvent is the event a URL-mode elicitation of server's, with
+// elicitation ID id, waits for besides a resume: a signal of it
+// completes the elicitation (accept). Config.Signaler sends it when the
+// server notifies the elicitation complete.
+func URLEvent(server, id string) string {
+	return "mcp.elicitation.complete:" + server + ":" + id
 }
 
 // Client is a connection to one MCP server, made when first needed and
@@ -120,6 +147,27 @@ type Client struct {
 	// elicitation request belongs to: such calls take legacy in turn.
 	legacy sync.Mutex
 	open   atomic.Pointer[replay]
+	// signals are the completions being signalled (Close waits for them).
+	signals sync.WaitGroup
+}
+
+// completed signals the completion of a URL elicitation the server
+// notified, on a goroutine of its own: the run it resumes may call this
+// server again.
+func (c *Client) completed(ctx context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
+	if req.Params == nil || req.Params.ElicitationID == "" {
+		return
+	}
+	ev := URLEvent(c.cfg.Name, req.Params.ElicitationID)
+	ctx = context.WithoutCancel(ctx)
+	c.signals.Go(func() {
+		n, err := c.cfg.Signaler.Signal(ctx, ev, map[string]any{"completed": true})
+		if err != nil {
+			c.log.Warn("mcp: complete a URL elicitation", "elicitation", req.Params.ElicitationID, "error", err)
+			return
+		}
+		c.log.Info("mcp: URL elicitation completed", "elicitation", req.Params.ElicitationID, "resumed", n)
+	})
 }
 
 // New returns a client of the server cfg describes; it connects on first
@@ -147,7 +195,7 @@ func New(cfg Config) (*Client, error) {
 		c.log = slog.Default()
 	}
 	c.log = c.log.With("mcp_server", cfg.Name)
-	c.client = sdk.NewClient(&sdk.Implementation{Name: "markov", Version: "1"}, &sdk.ClientOptions{
+	opts := &sdk.ClientOptions{
 		Logger:                 c.log,
 		ElicitationHandler:     c.elicit,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.forgetTools() },
@@ -155,15 +203,25 @@ func New(cfg Config) (*Client, error) {
 		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{
 			Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{},
 		}},
-	})
+	}
+	if cfg.Signaler != nil {
+		opts.ElicitationCompleteHandler = c.completed
+	}
+	if cfg.Sampling != nil {
+		opts.CreateMessageHandler = c.sampleLegacy
+		opts.Capabilities.Sampling = &sdk.SamplingCapabilities{}
+	}
+	c.client = sdk.NewClient(&sdk.Implementation{Name: "markov", Version: "1"}, opts)
 	return c, nil
 }
 
 // Name returns the server's name (Config.Name).
 func (c *Client) Name() string { return c.cfg.Name }
 
-// Close ends the connection, if any (a stdio server is stopped).
+// Close ends the connection, if any (a stdio server is stopped), after
+// the URL elicitations completed meanwhile are signalled.
 func (c *Client) Close() error {
+	c.signals.Wait()
 	c.mu.Lock()
 	cs := c.session
 	c.session, c.tools = nil, nil

@@ -5,6 +5,8 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/mcp"
@@ -128,7 +131,13 @@ func resultsOf(r *durable.Runner) ([]string, error) {
 // the result the model saw.
 func call(t *testing.T, c *mcp.Client, tool string, input any) string {
 	t.Helper()
-	r := runner(t, c, sqlitetest.Path(t), scripted.Tool("srv_"+tool, input), scripted.Text("done"))
+	return callTool(t, c, "srv_"+tool, input)
+}
+
+// callTool is call of the markov tool name.
+func callTool(t *testing.T, c *mcp.Client, name string, input any) string {
+	t.Helper()
+	r := runner(t, c, sqlitetest.Path(t), scripted.Tool(name, input), scripted.Text("done"))
 	ctx := context.Background()
 	_, err := r.Create(ctx, "m1", "desk", nil)
 	require.NoError(t, err)
@@ -309,6 +318,78 @@ func TestElicitationDeclined(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []string{tc.want}, results(t, r), tc)
 	}
+}
+
+// TestSampling: a server's sampling request is answered with the model
+// Config.Sampling names — asked in an input_required result (2026) or
+// by sampling/createMessage during the call (2025-11-25, the SDK's
+// shim) — and refused, an error result, without one.
+func TestSampling(t *testing.T) {
+	for _, version := range []string{"", "2025-11-25"} {
+		var got []*llm.Request
+		model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+			got = append(got, req)
+			return &llm.Response{Message: message.Message{Role: message.Assistant, Parts: []message.Part{message.Text("short")}}, Model: "charter-model"}, nil
+		})
+		for _, sampling := range []llm.Model{model, nil} {
+			res := call(t, goServer(t, mcp.Config{ProtocolVersion: version, Sampling: sampling}), "summarize", map[string]any{"text": "a long text"})
+			if sampling == nil {
+				require.True(t, strings.HasPrefix(res, "error: ") && strings.Contains(res, "sampling"), "%s: %s", version, res)
+				continue
+			}
+			require.Equal(t, "summary by charter-model: short", res, version)
+			require.Len(t, got, 1, version)
+			require.Equal(t, "Summarize.", got[0].System)
+			require.Equal(t, 50, got[0].Settings.MaxTokens)
+			require.Equal(t, []message.Message{message.UserText("a long text")}, got[0].Messages)
+		}
+	}
+}
+
+// TestURLElicitationCompleted: a URL-mode request's suspension waits for
+// URLEvent too; the server's notifications/elicitation/complete (sent
+// while another machine calls the server) signals it through
+// Config.Signaler, and the call goes on as after a resume.
+func TestURLElicitationCompleted(t *testing.T) {
+	ctx := context.Background()
+	var sig lateSignaler
+	c := goServer(t, mcp.Config{Signaler: &sig})
+	db := sqlitetest.Path(t)
+	r := runner(t, c, db, scripted.Tool("srv_connect", map[string]any{}), scripted.Tool("srv_consent-done", map[string]any{}),
+		scripted.Text("done"), scripted.Text("done")) // m1's last reply and m2's, in either order
+	sig.r.Store(r)
+	_, err := r.Create(ctx, "m1", "desk", nil)
+	require.NoError(t, err)
+	sus := suspended(t, r, machine.UserText("go"))
+	require.Len(t, sus, 1)
+	require.Equal(t, mcp.URLEvent("srv", "c1"), sus[0].Event)
+
+	_, err = r.Create(ctx, "m2", "desk", nil)
+	require.NoError(t, err)
+	_, err = drain(r.Run(ctx, "m2", machine.UserText("tell")))
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pending, err := r.Pending(ctx, store.Filter{MachineID: "m1"})
+		require.NoError(t, err)
+		if len(pending) == 0 || time.Now().After(deadline) {
+			require.Empty(t, pending, "the completion resumed m1")
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling observable state, with a deadline
+	}
+	_ = c.Close() // waits for the signal's run (stopping the child server may report its signal)
+	require.Equal(t, []string{"calendar connected: accept"}, results(t, r))
+}
+
+// lateSignaler is a Signaler whose runner is set after the client is
+// made (the runner needs the client's tools).
+type lateSignaler struct {
+	r atomic.Pointer[durable.Runner]
+}
+
+func (s *lateSignaler) Signal(ctx context.Context, event string, payload any) (int, error) {
+	return s.r.Load().Signal(ctx, event, payload)
 }
 
 // TestConfigRefused: a Config New cannot use.

@@ -73,7 +73,7 @@ func deskRunner(t *testing.T) *durable.Runner {
 }
 
 // deskRunnerAt is a runner of the front desk on the SQLite file db.
-func deskRunnerAt(t *testing.T, db string) *durable.Runner {
+func deskRunnerAt(t testing.TB, db string) *durable.Runner {
 	t.Helper()
 	ask := node.NewTool("ask", "Ask a person.", func(ctx *node.ToolContext[frontDesk], in question) (string, error) {
 		return "", ctx.Suspend("a person must answer: " + in.Text)

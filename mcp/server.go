@@ -53,12 +53,21 @@ type ServerConfig struct {
 	// Name and Version are the server's implementation as clients see it
 	// (the charter's name and "(devel)" when empty).
 	Name, Version string
-	// TokenTTL is how long a requestState stays good (a day when zero).
+	// TokenTTL is how long a requestState, and a task ID, stays good (a
+	// day when zero).
 	TokenTTL time.Duration
 	// Logger receives what the SDK's server logs (nothing when nil).
 	Logger *slog.Logger
 	// Now is the clock of requestState expiry (time.Now if nil).
 	Now func() time.Time
+	// TaskWait is how long a call of a client that declares the tasks
+	// extension (TasksExtension) runs before it is answered with a task
+	// that goes on working (DefaultTaskWait when zero; negative: at
+	// once). A call that suspends is answered with a task at once.
+	TaskWait time.Duration
+	// PollInterval is the pollIntervalMs a task suggests
+	// (DefaultPollInterval when zero).
+	PollInterval time.Duration
 }
 
 // Server serves a charter to MCP clients: the conversation tool
@@ -74,6 +83,8 @@ type Server struct {
 	bridge *bridge.Bridge
 	sdk    *sdk.Server
 	logger *slog.Logger
+	now    func() time.Time
+	tasks  *taskRuns
 }
 
 // NewServer returns the server of cfg's charter, or an error wrapping
@@ -94,9 +105,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{runner: cfg.Runner, node: cfg.Node, bridge: b, logger: logger}
+	if cfg.TaskWait == 0 {
+		cfg.TaskWait = DefaultTaskWait
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{runner: cfg.Runner, node: cfg.Node, bridge: b, logger: logger, now: cfg.Now,
+		tasks: newTaskRuns(max(cfg.TaskWait, 0), cmp.Or(cfg.PollInterval, DefaultPollInterval), cmp.Or(cfg.TokenTTL, bridge.DefaultTokenTTL))}
 	impl := &sdk.Implementation{Name: cmp.Or(cfg.Name, charter.Name()), Version: cmp.Or(cfg.Version, "(devel)")}
-	s.sdk = sdk.NewServer(impl, &sdk.ServerOptions{Logger: cfg.Logger})
+	caps := &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}}
+	caps.AddExtension(TasksExtension, map[string]any{})
+	s.sdk = sdk.NewServer(impl, &sdk.ServerOptions{Logger: cfg.Logger, Capabilities: caps})
 	s.sdk.AddTool(&sdk.Tool{
 		Name:        ConversationTool,
 		Description: "Send a user message to the agent and get its answer. Name the conversation (a key of your choice: the same key continues it) or a machine_id from an earlier answer; with neither, a new conversation starts.",
@@ -115,16 +135,36 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// MCP returns the SDK's server, to run on any transport: over stdio,
-// s.MCP().Run(ctx, &sdk.StdioTransport{}).
+// MCP returns the SDK's server, without the tasks extension (the SDK
+// refuses its methods): Run and Handler serve it with the extension.
 func (s *Server) MCP() *sdk.Server { return s.sdk }
+
+// Run serves the server on transport t — over stdio, &sdk.StdioTransport{}
+// — until the client disconnects or ctx ends, with the tasks extension:
+// the tasks/* requests are answered below the SDK's server, and a call
+// answered with a task gets its CreateTaskResult.
+func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
+	return s.sdk.Run(ctx, &taskTransport{Transport: t, s: s})
+}
 
 // Handler returns the Streamable HTTP handler of the server, in the SDK's
 // stateless mode (no sessions: every request stands alone, as the
-// 2026-07-28 protocol has it).
+// 2026-07-28 protocol has it), with the tasks extension.
 func (s *Server) Handler() http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk },
-		&sdk.StreamableHTTPOptions{Stateless: true, Logger: s.logger})
+	get := func(*http.Request) *sdk.Server { return s.sdk }
+	return &taskHandler{s: s,
+		plain:    sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Stateless: true, Logger: s.logger}),
+		buffered: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: s.logger}),
+	}
+}
+
+// Close stops the runs of the tasks this server answered before they
+// ended, and waits for them: each machine is left at its last save, and
+// its next run (markov's recovery at a server's start) continues it. A
+// process calls it on shutdown, after it stopped serving.
+func (s *Server) Close() error {
+	s.tasks.close()
+	return nil
 }
 
 // conversationSchema is the conversation tool's input schema.
@@ -199,7 +239,7 @@ func (s *Server) converse(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 			return errorResult("machine_id " + in.MachineID + ": " + err.Error()), nil
 		}
 	}
-	return s.finish(ctx, req, in.MachineID, s.runner.Run(ctx, in.MachineID, machine.UserText(in.Message)))
+	return s.finish(ctx, req, in.MachineID, s.runner.Run(s.runContext(ctx, req), in.MachineID, machine.UserText(in.Message)))
 }
 
 // invoke returns the tool of command name.
@@ -219,7 +259,7 @@ func (s *Server) invoke(name string) sdk.ToolHandler {
 		if len(in.Input) > 0 {
 			inv.Input = in.Input
 		}
-		run, err := s.runner.Invoke(ctx, in.MachineID, inv)
+		run, err := s.runner.Invoke(s.runContext(ctx, req), in.MachineID, inv)
 		if err != nil {
 			return errorResult(err.Error()), nil
 		}
@@ -277,16 +317,37 @@ func (s *Server) retry(ctx context.Context, req *sdk.CallToolRequest, machineID 
 	} else if err != nil {
 		return nil, err
 	}
+	applied, violations, err := s.answers(ctx, c, reqs, req.Params.InputResponses)
+	if err != nil {
+		return nil, err
+	}
+	if len(violations) > 0 {
+		return s.inputRequired(req, c.MachineID, reqs, violations)
+	}
+	var steps iter.Seq2[machine.Step, error]
+	if len(applied.Inputs) > 0 {
+		steps = s.runner.Run(s.runContext(ctx, req), c.MachineID, applied.Inputs...)
+	}
+	return s.finish(ctx, req, c.MachineID, steps)
+}
+
+// answers turns a client's inputResponses for the pending suspensions
+// reqs into the machine's inputs, through the bridge: every answer is
+// checked against its form and its schema first. The violations, by
+// suspend ID, refuse the set (nothing is consumed); a response that is
+// not an elicitation result, or for a suspension c does not name, is a
+// protocol error.
+func (s *Server) answers(ctx context.Context, c bridge.Continuation, reqs []bridge.Request, responses sdk.InputResponseMap) (bridge.Applied, map[string]string, error) {
 	pending := map[string]bridge.Request{}
 	for _, r := range reqs {
 		pending[r.SuspendID] = r
 	}
 	violations := map[string]string{}
 	var answers []bridge.Answer
-	for id, resp := range req.Params.InputResponses {
+	for id, resp := range responses {
 		er, ok := resp.(*sdk.ElicitResult)
 		if !ok {
-			return nil, invalidParams("inputResponses[%s]: not an elicitation result", id)
+			return bridge.Applied{}, nil, invalidParams("inputResponses[%s]: not an elicitation result", id)
 		}
 		a := bridge.Answer{SuspendID: id, Action: bridge.Action(er.Action)}
 		if r, ok := pending[id]; ok && slices.Contains(c.SuspendIDs, id) && (a.Action == bridge.Accept || a.Action == "") {
@@ -305,37 +366,49 @@ func (s *Server) retry(ctx context.Context, req *sdk.CallToolRequest, machineID 
 			violations[v.SuspendID] = violation(v.Err)
 		}
 	} else if errors.Is(err, bridge.ErrNotInToken) || errors.Is(err, bridge.ErrInvalidAnswer) {
-		return nil, invalidParams("inputResponses: %v", err)
+		return bridge.Applied{}, nil, invalidParams("inputResponses: %v", err)
 	} else if err != nil {
-		return nil, err
+		return bridge.Applied{}, nil, err
 	}
-	if len(violations) > 0 {
-		return s.inputRequired(req, c.MachineID, reqs, violations)
-	}
-	var steps iter.Seq2[machine.Step, error]
-	if len(applied.Inputs) > 0 {
-		steps = s.runner.Run(ctx, c.MachineID, applied.Inputs...)
-	}
-	return s.finish(ctx, req, c.MachineID, steps)
+	return applied, violations, nil
 }
 
 // finish runs steps (nil: nothing to run) on machine id and answers the
 // call: input_required when the machine has pending suspensions, its
 // answer otherwise.
 func (s *Server) finish(ctx context.Context, req *sdk.CallToolRequest, id string, steps iter.Seq2[machine.Step, error]) (*sdk.CallToolResult, error) {
+	if steps != nil && declaresTasks(req) {
+		return s.task(ctx, req, id, steps)
+	}
+	out, fault := collect(id, steps)
+	if fault != nil {
+		return fault, nil
+	}
+	return s.answer(ctx, req, id, out)
+}
+
+// collect runs steps (nil: nothing to run) on machine id: what they
+// said, or the error result of a run that failed.
+func collect(id string, steps iter.Seq2[machine.Step, error]) (runOutcome, *sdk.CallToolResult) {
 	var out runOutcome
 	if steps == nil {
-		steps = func(func(machine.Step, error) bool) {}
+		return out, nil
 	}
 	for st, err := range steps {
 		if errors.Is(err, durable.ErrRejected) {
 			break // another answer was first: show the current state
 		}
 		if err != nil {
-			return errorResult(fmt.Sprintf("machine %s: %v", id, err)), nil
+			return out, errorResult(fmt.Sprintf("machine %s: %v", id, err))
 		}
 		out.step(st)
 	}
+	return out, nil
+}
+
+// answer is the result of a call whose run said out: input_required
+// when machine id has pending suspensions, its answer otherwise.
+func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, id string, out runOutcome) (*sdk.CallToolResult, error) {
 	m, _, err := s.runner.Load(ctx, id)
 	if err != nil {
 		return nil, err
@@ -348,11 +421,16 @@ func (s *Server) finish(ctx context.Context, req *sdk.CallToolRequest, id string
 	} else if len(reqs) > 0 {
 		return s.inputRequired(req, id, reqs, nil)
 	}
-	res := &sdk.CallToolResult{
-		Content:           []sdk.Content{&sdk.TextContent{Text: out.answer}},
-		StructuredContent: Reply{MachineID: id, Answer: out.answer, Result: out.result},
+	return replyResult(id, out.answer, out.result), nil
+}
+
+// replyResult is the result of a call whose run on machine id ended with
+// nothing pending: its answer, and a command's result.
+func replyResult(id, answer string, result any) *sdk.CallToolResult {
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: answer}},
+		StructuredContent: Reply{MachineID: id, Answer: answer, Result: result},
 	}
-	return res, nil
 }
 
 // Reply is the structured content of a call that ran to its end.
@@ -411,11 +489,17 @@ func (s *Server) inputRequired(req *sdk.CallToolRequest, id string, reqs []bridg
 	if err != nil {
 		return nil, err
 	}
+	return &sdk.CallToolResult{InputRequests: inputRequests(reqs, violations), RequestState: token}, nil
+}
+
+// inputRequests are the input requests of the pending suspensions reqs:
+// one form elicitation per suspension, keyed by its suspend ID.
+func inputRequests(reqs []bridge.Request, violations map[string]string) sdk.InputRequestMap {
 	ir := sdk.InputRequestMap{}
 	for _, r := range reqs {
 		ir[r.SuspendID] = &sdk.ElicitParams{Mode: "form", Message: prompt(r, violations), RequestedSchema: formFor(r.Schema).schema}
 	}
-	return &sdk.CallToolResult{InputRequests: ir, RequestState: token}, nil
+	return ir
 }
 
 // prompt is the elicitation message of r: its reason, and why the last

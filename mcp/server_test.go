@@ -2,6 +2,8 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/markov-agents/markov/internal/testkit"
@@ -34,11 +37,27 @@ type textIn struct {
 
 // serve runs the test server over stdio.
 func serve() int {
-	if err := testServer().Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+	if err := testServer().Run(context.Background(), &notifying{Transport: &sdk.StdioTransport{}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// notifier is the connection of the test server over stdio, for the
+// notification the SDK's server has no method for
+// (notifications/elicitation/complete); nil in process.
+var notifier atomic.Pointer[sdk.Connection]
+
+// notifying is a transport whose connection is the notifier.
+type notifying struct{ sdk.Transport }
+
+func (n *notifying) Connect(ctx context.Context) (sdk.Connection, error) {
+	c, err := n.Transport.Connect(ctx)
+	if err == nil {
+		notifier.Store(&c)
+	}
+	return c, err
 }
 
 // testServer returns the Go SDK's server with the tools the tests call,
@@ -80,6 +99,15 @@ func testServer() *sdk.Server {
 		roots := req.Params.InputResponses["r"].(*sdk.ListRootsResult)
 		return text(fmt.Sprintf("a=%v/%v b=%v/%v roots=%d", a.Action, a.Content["v"], b.Action, b.Content["v"], len(roots.Roots))), nil, nil
 	})
+	sdk.AddTool(s, &sdk.Tool{Name: "summarize", Description: "Summarize the text with the client's model."}, func(_ context.Context, req *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
+		if r, ok := req.Params.InputResponses["s"].(*sdk.CreateMessageWithToolsResult); ok && len(r.Content) == 1 {
+			if t, ok := r.Content[0].(*sdk.TextContent); ok {
+				return text(fmt.Sprintf("summary by %s: %s", r.Model, t.Text)), nil, nil
+			}
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"s": &sdk.CreateMessageParams{SystemPrompt: "Summarize.", MaxTokens: 50,
+			Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: in.Text}}}}}}, nil, nil
+	})
 	var asked atomic.Int32
 	sdk.AddTool(s, &sdk.Tool{Name: "shifty", Description: "Ask a question that is new each time."}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 		if r, ok := req.Params.InputResponses["q"].(*sdk.ElicitResult); ok {
@@ -96,6 +124,14 @@ func testServer() *sdk.Server {
 		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"consent": &sdk.ElicitParams{
 			Mode: "url", Message: "Grant calendar access", URL: "https://calendar.example.com/consent?state=c1", ElicitationID: "c1",
 		}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "consent-done", Description: "Say the calendar consent c1 is given."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		c := notifier.Load()
+		if c == nil {
+			return nil, nil, errors.New("no connection to notify on")
+		}
+		err := (*c).Write(ctx, &jsonrpc.Request{Method: "notifications/elicitation/complete", Params: json.RawMessage(`{"elicitationId":"c1"}`)})
+		return text("notified"), nil, err
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "hugeform"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"f": &sdk.ElicitParams{

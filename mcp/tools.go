@@ -211,6 +211,9 @@ func (c *Client) finish(suspend suspendFunc, o outcome) (string, error) {
 	if o.schema != nil {
 		opts = append(opts, instance.WithPayloadSchema(o.schema))
 	}
+	if ev := URLEvent(c.cfg.Name, o.ask.ElicitationID); o.ask.Mode == ModeURL && o.ask.ElicitationID != "" && instance.CheckEvent(ev) == nil {
+		opts = append(opts, instance.WithEvent(ev))
+	}
 	return "", suspend(reason, opts...)
 }
 
@@ -264,7 +267,7 @@ func (c *Client) call(ctx context.Context, name string, args json.RawMessage, pr
 func (c *Client) callMRTR(ctx context.Context, cs *sdk.ClientSession, name string, args json.RawMessage, prev *InputMetadata) outcome {
 	params := &sdk.CallToolParams{Name: name, Arguments: args}
 	if prev != nil {
-		o, done := c.respond(prev, params)
+		o, done := c.respond(ctx, prev, params)
 		if done {
 			return o
 		}
@@ -284,7 +287,7 @@ func (c *Client) callMRTR(ctx context.Context, cs *sdk.ClientSession, name strin
 			return outcome{err: fmt.Errorf("%w: %s: input requests: %v", ErrServer, c.cfg.Name, err)}
 		}
 		meta := &InputMetadata{Server: c.cfg.Name, Tool: name, RequestState: res.RequestState, InputRequests: raw}
-		if o, done := c.respond(meta, params); done {
+		if o, done := c.respond(ctx, meta, params); done {
 			return o
 		}
 	}
@@ -293,8 +296,9 @@ func (c *Client) callMRTR(ctx context.Context, cs *sdk.ClientSession, name strin
 
 // respond works on meta's input requests: it returns the next one a
 // person must answer (done), or fills params with every answer for the
-// retry. Sampling, which markov does not offer, is an error result.
-func (c *Client) respond(meta *InputMetadata, params *sdk.CallToolParams) (outcome, bool) {
+// retry. A sampling request is answered with the Sampling model, or is
+// an error result without one.
+func (c *Client) respond(ctx context.Context, meta *InputMetadata, params *sdk.CallToolParams) (outcome, bool) {
 	var reqs sdk.InputRequestMap
 	if err := json.Unmarshal(meta.InputRequests, &reqs); err != nil {
 		return outcome{err: fmt.Errorf("%w: %s: input requests: %v", ErrServer, c.cfg.Name, err)}, true
@@ -320,6 +324,12 @@ func (c *Client) respond(meta *InputMetadata, params *sdk.CallToolParams) (outco
 			responses[id] = &res
 		case *sdk.ListRootsParams:
 			responses[id] = &sdk.ListRootsResult{Roots: []*sdk.Root{}}
+		case *sdk.CreateMessageWithToolsParams:
+			res, err := c.sample(ctx, p)
+			if err != nil {
+				return outcome{err: err}, true
+			}
+			responses[id] = res
 		default:
 			return outcome{err: fmt.Errorf("%w: %s asks for %T, which markov does not offer", ErrServer, c.cfg.Name, p)}, true
 		}

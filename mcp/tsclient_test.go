@@ -116,8 +116,14 @@ func tsSetup(ctx context.Context, t *testing.T) (node, bin, url string) {
 	bin = filepath.Join(tmp, "markov")
 	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/markov-agents/markov/cmd/markov").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
+	return node, bin, serveMCP(ctx, t, bin, filepath.Join(tmp, "http.db"))
+}
 
-	srv := exec.CommandContext(ctx, bin, "mcp", "--db", filepath.Join(tmp, "http.db"), "--http", "127.0.0.1:0")
+// serveMCP starts "markov mcp --http" of bin on database db, on the ACP
+// demo's charter, and returns its URL.
+func serveMCP(ctx context.Context, t *testing.T, bin, db string) (url string) {
+	t.Helper()
+	srv := exec.CommandContext(ctx, bin, "mcp", "--db", db, "--http", "127.0.0.1:0", "--task-wait", "1m", "--poll-interval", "20ms")
 	srv.Env = append(os.Environ(), "MARKOV_CHARTER=acpdemo", "MARKOV_MCP_SECRET=a-test-secret-of-at-least-32-bytes!!")
 	stderr, err := srv.StderrPipe()
 	require.NoError(t, err)
@@ -141,7 +147,72 @@ func tsSetup(ctx context.Context, t *testing.T) (node, bin, url string) {
 		}
 	}()
 	require.NotEmpty(t, url, "markov mcp --http did not say where it listens")
-	return node, bin, url
+	return url
+}
+
+// TestTypeScriptTasks drives the markov binary's "mcp" command with the
+// official TypeScript client of the 2026-07-28 protocol declaring the
+// tasks extension (testdata/tsclient/tasks.mjs), over stdio and over two
+// "markov mcp --http" processes on one SQLite file: the demo's refund is
+// answered with a task (input_required); tasks/get from the other
+// process shows its form; a refused answer is a -32602 and consumes
+// nothing; the answer, given to the other process, completes the task
+// with the run's answer; tasks/cancel cancels a second refund's task; a
+// tampered task ID is refused.
+func TestTypeScriptTasks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	node, bin, _ := tsSetup(ctx, t)
+	db := filepath.Join(t.TempDir(), "shared.db")
+	url1, url2 := serveMCP(ctx, t, bin, db), serveMCP(ctx, t, bin, db)
+	cmd := exec.CommandContext(ctx, node, "tasks.mjs", bin, filepath.Join(t.TempDir(), "stdio.db"), url1, url2)
+	cmd.Dir = tsClientDir
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.Output()
+	require.NoError(t, err, "node tasks.mjs: %s", stdout)
+	t.Logf("%s", stdout)
+	var r map[string]struct {
+		Created struct {
+			ResultType     string `json:"resultType"`
+			Status         string `json:"status"`
+			PollIntervalMs int    `json:"pollIntervalMs"`
+			TTLMs          int64  `json:"ttlMs"`
+		} `json:"created"`
+		Get struct {
+			Status, Method, Message string
+			Schema                  map[string]any
+		} `json:"get"`
+		Bad struct {
+			Code            int
+			Message, Status string
+		} `json:"bad"`
+		Done      struct{ Status, Text string } `json:"done"`
+		Cancelled struct{ Status string }       `json:"cancelled"`
+		Tampered  struct {
+			Code    int
+			Message string
+		} `json:"tampered"`
+	}
+	require.NoError(t, json.Unmarshal(stdout, &r), "%s", stdout)
+	for _, kind := range []string{"stdio", "http"} {
+		run := r[kind]
+		require.Equal(t, "task", run.Created.ResultType, kind)
+		require.Equal(t, "input_required", run.Created.Status, kind)
+		require.Equal(t, (24 * time.Hour).Milliseconds(), run.Created.TTLMs, kind)
+		require.Equal(t, "input_required", run.Get.Status, kind)
+		require.Equal(t, "elicitation/create", run.Get.Method, kind)
+		require.Equal(t, "refund of order 42 needs a manager", run.Get.Message, kind)
+		require.Equal(t, []any{"approved", "manager"}, run.Get.Schema["required"], kind)
+		require.Equal(t, -32602, run.Bad.Code, kind)
+		require.Contains(t, run.Bad.Message, "the answer was refused: approved: expected boolean, got string", kind)
+		require.Equal(t, "input_required", run.Bad.Status, kind)
+		require.Equal(t, "completed", run.Done.Status, kind)
+		require.Equal(t, "Done: order 42 refunded, approved by ts-tasks", run.Done.Text, kind)
+		require.Equal(t, "cancelled", run.Cancelled.Status, kind)
+		require.Equal(t, -32602, run.Tampered.Code, kind)
+		require.Contains(t, run.Tampered.Message, "task not found", kind)
+	}
+	require.Equal(t, 20, r["http"].Created.PollIntervalMs)
 }
 
 // TestTypeScriptClientV1 drives the markov binary's "mcp" command with

@@ -156,10 +156,18 @@ func (b *Bridge) Open(token string) (Continuation, error) {
 	if err != nil {
 		return Continuation{}, err
 	}
-	if !b.now().Before(c.Expires) {
-		return Continuation{}, &TokenError{Err: ErrTokenExpired, Detail: "expired at " + c.Expires.UTC().Format(time.RFC3339)}
+	if err := b.expired(c.Expires); err != nil {
+		return Continuation{}, err
 	}
 	return c, nil
+}
+
+// expired is the *TokenError of a token that expires at t, if it has.
+func (b *Bridge) expired(t time.Time) error {
+	if !b.now().Before(t) {
+		return &TokenError{Err: ErrTokenExpired, Detail: "expired at " + t.UTC().Format(time.RFC3339)}
+	}
+	return nil
 }
 
 // Applied is what Inputs made of a set of answers.

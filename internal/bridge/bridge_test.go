@@ -190,3 +190,38 @@ func TestTokenRefused(t *testing.T) {
 	_, err = bridge.New(bridge.Config{Secret: secret})
 	require.True(t, errors.Is(err, bridge.ErrInvalidConfig))
 }
+
+// TestTaskID: a task ID names its machine and creation, and is refused
+// tampered with, signed with another secret, past its expiry, or when it
+// is a continuation token; a task ID is no continuation token either.
+func TestTaskID(t *testing.T) {
+	r := asked(t)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 123456789, time.UTC)
+	clock := func() time.Time { return now }
+	b, err := bridge.New(bridge.Config{Runner: r, Secret: secret, TokenTTL: time.Hour, Now: clock})
+	require.NoError(t, err)
+	id, task, err := b.TaskID("m1", now)
+	require.NoError(t, err)
+	require.Equal(t, now.Truncate(time.Millisecond), task.Created)
+	got, err := b.OpenTask(id)
+	require.NoError(t, err)
+	require.Equal(t, "m1", got.MachineID)
+	require.True(t, got.Created.Equal(task.Created), "%s != %s", got.Created, task.Created)
+
+	other, err := bridge.New(bridge.Config{Runner: r, Secret: []byte(strings.Repeat("o", bridge.MinSecret)), Now: clock})
+	require.NoError(t, err)
+	_, err = other.OpenTask(id)
+	require.ErrorIs(t, err, bridge.ErrBadToken)
+	_, err = b.OpenTask(id[:len(id)-2] + "xx")
+	require.ErrorIs(t, err, bridge.ErrBadToken)
+	token, err := b.Token("m1", nil)
+	require.NoError(t, err)
+	_, err = b.OpenTask(token)
+	require.ErrorIs(t, err, bridge.ErrBadToken)
+	_, err = b.Open(id)
+	require.ErrorIs(t, err, bridge.ErrBadToken)
+
+	now = now.Add(2 * time.Hour)
+	_, err = b.OpenTask(id)
+	require.ErrorIs(t, err, bridge.ErrTokenExpired)
+}

@@ -32,3 +32,30 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOpenTask: no task ID makes openWire panic, a continuation token is
+// never taken for a task ID, and an ID it accepts names a valid machine.
+func FuzzOpenTask(f *testing.F) {
+	secret := []byte(strings.Repeat("k", MinSecret))
+	b := &Bridge{secret: secret, ttl: time.Hour, now: func() time.Time { return time.Unix(1e9, 0) }}
+	good, _, err := b.TaskID("m1", time.Unix(1e9, 0))
+	if err != nil {
+		f.Fatal(err)
+	}
+	token, err := seal(secret, Continuation{MachineID: "m1", Expires: time.Unix(1e9+60, 0)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{good, token, "", ".", good[:len(good)-1], "eyJ2IjoxLCJrIjoidGFzayJ9." + strings.Repeat("A", 43)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		task, err := b.OpenTask(id)
+		if err != nil {
+			return
+		}
+		if id == token || task.MachineID != "m1" {
+			t.Fatalf("accepted %q as the task %+v", id, task)
+		}
+	})
+}

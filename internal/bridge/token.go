@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -25,13 +26,20 @@ type Continuation struct {
 	Expires    time.Time
 }
 
-// wireToken is the signed body of a token.
+// wireToken is the signed body of a token: a continuation token (K
+// empty) or a task ID (K "task", C its creation in Unix milliseconds).
 type wireToken struct {
 	V int      `json:"v"`
+	K string   `json:"k,omitempty"`
 	M string   `json:"m"`
-	S []string `json:"s"`
+	S []string `json:"s,omitempty"`
+	C int64    `json:"c,omitempty"`
 	E int64    `json:"e"`
 }
+
+// kindTask is the kind of a task ID's body: a continuation token is
+// never taken for a task ID, nor a task ID for a continuation token.
+const kindTask = "task"
 
 // TokenError is a token Open refuses: Err is ErrBadToken or
 // ErrTokenExpired, Detail says what is wrong.
@@ -51,7 +59,12 @@ var b64 = base64.RawURLEncoding
 
 // seal encodes c and signs it: base64url(body) "." base64url(HMAC).
 func seal(secret []byte, c Continuation) (string, error) {
-	body, err := json.Marshal(wireToken{V: tokenVersion, M: c.MachineID, S: c.SuspendIDs, E: c.Expires.Unix()})
+	return sealWire(secret, wireToken{V: tokenVersion, M: c.MachineID, S: c.SuspendIDs, E: c.Expires.Unix()})
+}
+
+// sealWire encodes w and signs it.
+func sealWire(secret []byte, w wireToken) (string, error) {
+	body, err := json.Marshal(w)
 	if err != nil {
 		return "", err
 	}
@@ -65,38 +78,50 @@ func sign(secret []byte, enc string) []byte {
 	return mac.Sum(nil)
 }
 
-// open checks token's signature and decodes it; the expiry is the
-// caller's to check.
+// open checks token's signature and decodes it as a continuation token;
+// the expiry is the caller's to check.
 func open(secret []byte, token string) (Continuation, error) {
+	w, err := openWire(secret, token, "")
+	if err != nil {
+		return Continuation{}, err
+	}
+	return Continuation{MachineID: w.M, SuspendIDs: w.S, Expires: time.Unix(w.E, 0)}, nil
+}
+
+// openWire checks token's signature and decodes its body, which must be
+// of kind kind ("" for a continuation token, kindTask for a task ID).
+func openWire(secret []byte, token, kind string) (wireToken, error) {
 	if len(token) > MaxToken {
-		return Continuation{}, bad("longer than the limit")
+		return wireToken{}, bad("longer than the limit")
 	}
 	enc, sig, ok := strings.Cut(token, ".")
 	if !ok {
-		return Continuation{}, bad("no signature")
+		return wireToken{}, bad("no signature")
 	}
 	mac, err := b64.DecodeString(sig)
 	if err != nil || !hmac.Equal(mac, sign(secret, enc)) {
-		return Continuation{}, bad("signature does not match")
+		return wireToken{}, bad("signature does not match")
 	}
 	body, err := b64.DecodeString(enc)
 	if err != nil {
-		return Continuation{}, bad("body is not base64url")
+		return wireToken{}, bad("body is not base64url")
 	}
 	var w wireToken
 	if err := json.Unmarshal(body, &w); err != nil {
-		return Continuation{}, bad("body is not JSON")
+		return wireToken{}, bad("body is not JSON")
 	}
-	if w.V != tokenVersion {
-		return Continuation{}, bad("unknown version")
-	}
-	if !store.ValidID(w.M) {
-		return Continuation{}, bad("no machine")
+	switch {
+	case w.V != tokenVersion:
+		return wireToken{}, bad("unknown version")
+	case w.K != kind:
+		return wireToken{}, bad("not a " + cmp.Or(kind, "continuation") + " token")
+	case !store.ValidID(w.M):
+		return wireToken{}, bad("no machine")
 	}
 	for _, id := range w.S {
 		if !store.ValidID(id) {
-			return Continuation{}, bad("a suspension ID is not valid")
+			return wireToken{}, bad("a suspension ID is not valid")
 		}
 	}
-	return Continuation{MachineID: w.M, SuspendIDs: w.S, Expires: time.Unix(w.E, 0)}, nil
+	return w, nil
 }

@@ -26,13 +26,18 @@ import (
 // run that suspends answers input_required with a requestState signed
 // with the secret in $MARKOV_MCP_SECRET (--secret-env), or with a secret
 // of this process when it is unset. Over stdio nothing but the protocol is
-// written to stdout; the log goes to stderr.
+// written to stdout; the log goes to stderr. A client that declares the
+// tasks extension (io.modelcontextprotocol/tasks) gets a task for a call
+// that suspends or runs longer than --task-wait; on SQLite the runs a stop
+// cut short are continued at the start (durable.Runner.Recover).
 func MCP(ctx context.Context, c *CLI, args []string) error {
 	fs := c.FlagSet("mcp")
 	nodeName := fs.String("node", c.Node, "the `node` new conversations start at")
 	addr := fs.String("http", "", "serve Streamable HTTP (stateless) on `host:port` instead of stdio")
 	secretEnv := fs.String("secret-env", "MARKOV_MCP_SECRET", "the environment `variable` holding the secret that signs requestState (at least 32 bytes; unset: a secret of this process, so a state dies with it)")
 	ttl := fs.Duration("state-ttl", bridge.DefaultTokenTTL, "how long a requestState stays good")
+	taskWait := fs.Duration("task-wait", mcp.DefaultTaskWait, "how long a call of a client that declares the tasks extension runs before it is answered with a task (negative: at once)")
+	poll := fs.Duration("poll-interval", mcp.DefaultPollInterval, "the polling interval a task suggests to its client")
 	sweep := fs.Duration("sweep", time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
 	if _, err := c.ParseArgs(fs, "mcp", args, 0, 0, ""); err != nil {
 		return err
@@ -40,8 +45,8 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	if *nodeName == "" {
 		return Usagef("mcp", "--node is required")
 	}
-	if *sweep < 0 || *ttl < 0 {
-		return Usagef("mcp", "--sweep and --state-ttl must not be negative")
+	if *sweep < 0 || *ttl < 0 || *poll < 0 {
+		return Usagef("mcp", "--sweep, --state-ttl and --poll-interval must not be negative")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -61,22 +66,29 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	}
 	defer db.Close()
 	srv, err := mcp.NewServer(mcp.ServerConfig{Runner: db.Runner, Secret: secret, Node: *nodeName, Name: c.name(),
-		Version: c.versionInfo().Version, TokenTTL: *ttl, Logger: c.Logger})
+		Version: c.versionInfo().Version, TokenTTL: *ttl, Logger: c.Logger, TaskWait: *taskWait, PollInterval: *poll})
 	if err != nil {
 		return err
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	if *sweep > 0 && db.Fleet == nil { // on PostgreSQL, the fleet's workers expire deadlines
-		wg.Go(func() { _ = db.Runner.RunSweeper(ctx, *sweep) })
+	if db.Fleet == nil { // on PostgreSQL, the fleet's workers continue runs and expire deadlines
+		wg.Go(func() {
+			c.recoverRuns(ctx, db) // a task's run cut short by a stop goes on
+			if *sweep > 0 {
+				_ = db.Runner.RunSweeper(ctx, *sweep)
+			}
+		})
 	}
 	if *addr == "" {
-		err = srv.MCP().Run(ctx, c.stdio())
+		err = srv.Run(ctx, c.stdio())
 	} else {
 		err = serveHTTP(ctx, c, *addr, srv.Handler())
 	}
 	stop()
+	_ = srv.Close()
+	_ = db.Runner.Wait(ctx)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil // stopped by a signal

@@ -48,6 +48,8 @@ func TestMCPFlags(t *testing.T) {
 	require.EqualError(t, err, "$S: 5 bytes, want at least 32 (for example: openssl rand -hex 32)")
 	err = c.Run(context.Background(), []string{"mcp", "--db", db})
 	require.EqualError(t, err, "--node is required")
+	err = c.Run(context.Background(), []string{"mcp", "--db", db, "--node", refund.NodeName, "--poll-interval", "-1s"})
+	require.ErrorContains(t, err, "--poll-interval")
 	err = c.Run(context.Background(), []string{"mcp", "--db", db, "--node", "nowhere"})
 	require.ErrorIs(t, err, mcp.ErrInvalidConfig)
 	require.ErrorContains(t, err, `Node "nowhere" is not a node of charter`)
