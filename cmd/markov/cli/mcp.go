@@ -70,6 +70,7 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return err
 	}
+	signalled := ctx // done when a signal stops the command
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -90,7 +91,7 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	_ = srv.Close()
 	_ = db.Runner.Wait(ctx)
 	wg.Wait()
-	if ctx.Err() != nil {
+	if signalled.Err() != nil {
 		return nil // stopped by a signal
 	}
 	return err

@@ -53,4 +53,8 @@ func TestMCPFlags(t *testing.T) {
 	err = c.Run(context.Background(), []string{"mcp", "--db", db, "--node", "nowhere"})
 	require.ErrorIs(t, err, mcp.ErrInvalidConfig)
 	require.ErrorContains(t, err, `Node "nowhere" is not a node of charter`)
+	// A server that cannot start says why (its error was once swallowed as
+	// if a signal had stopped it).
+	err = c.Run(context.Background(), []string{"mcp", "--db", db, "--node", refund.NodeName, "--http", "127.0.0.1:-1"})
+	require.ErrorContains(t, err, "invalid port")
 }
