@@ -230,18 +230,18 @@ func (h *Handler) by(r *http.Request) string {
 func (h *Handler) run(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
-		newStream(w, h.heartbeat).refuse("", fmt.Errorf("%w: body: %w", ErrInvalidInput, err))
+		newStream(w, h.heartbeat).refuse(fmt.Errorf("%w: body: %w", ErrInvalidInput, err))
 		return
 	}
 	in, err := DecodeInput(body)
 	if err != nil {
-		newStream(w, h.heartbeat).refuse(in.RunID, err)
+		newStream(w, h.heartbeat).refuse(err)
 		return
 	}
 	lr, after, err := h.start(r.Context(), in, h.by(r))
 	if err != nil {
 		h.logError(r.Context(), "refused", in.ThreadID, err)
-		newStream(w, h.heartbeat).refuse(in.RunID, err)
+		newStream(w, h.heartbeat).refuse(err)
 		return
 	}
 	h.follow(w, r, in.ThreadID, in.RunID, after, lr)
@@ -266,7 +266,7 @@ func (h *Handler) reconnect(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: Last-Event-ID: not a non-negative integer", ErrInvalidInput)
 	}
 	if err != nil {
-		newStream(w, h.heartbeat).refuse(runID, err)
+		newStream(w, h.heartbeat).refuse(err)
 		return
 	}
 	h.mu.Lock()

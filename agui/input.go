@@ -12,6 +12,7 @@ import (
 
 	"github.com/ag-ui-protocol/ag-ui/sdks/community/go/pkg/core/types"
 
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/bridge"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
@@ -239,7 +240,14 @@ func (h *Handler) checkInterrupt(ctx context.Context, thread, id string) error {
 func violations(rej *bridge.RejectedError) string {
 	out := make([]string, 0, len(rej.Violations))
 	for _, v := range rej.Violations {
-		out = append(out, v.SuspendID+": "+v.Err.Error())
+		msg := v.Err.Error()
+		if pe, ok := errors.AsType[*instance.PayloadError](v.Err); ok {
+			msg = pe.Violation
+			if pe.Field != "" {
+				msg = pe.Field + ": " + msg
+			}
+		}
+		out = append(out, v.SuspendID+": "+msg)
 	}
 	return strings.Join(out, "; ")
 }

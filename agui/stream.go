@@ -57,6 +57,15 @@ func (s *stream) write(frame []byte) {
 
 // send writes event e, with the SSE id seq when seq > 0.
 func (s *stream) send(seq int64, e events.Event) {
+	id := ""
+	if seq > 0 {
+		id = strconv.FormatInt(seq, 10)
+	}
+	s.sendID(id, e)
+}
+
+// sendID writes event e with the SSE id id ("": none).
+func (s *stream) sendID(id string, e events.Event) {
 	data, err := e.ToJSON()
 	if err != nil {
 		s.mu.Lock()
@@ -65,8 +74,8 @@ func (s *stream) send(seq int64, e events.Event) {
 		return
 	}
 	var frame []byte
-	if seq > 0 {
-		frame = append(frame, "id: "+strconv.FormatInt(seq, 10)+"\n"...)
+	if id != "" {
+		frame = append(frame, "id: "+id+"\n"...)
 	}
 	frame = append(frame, "data: "...)
 	frame = append(frame, data...)
@@ -95,12 +104,8 @@ func (s *stream) beat(ctx context.Context, interval time.Duration) {
 }
 
 // refuse ends the stream with the RUN_ERROR of err.
-func (s *stream) refuse(runID string, err error) {
-	opts := []events.RunErrorOption{events.WithErrorCode(Code(err))}
-	if runID != "" {
-		opts = append(opts, events.WithRunID(runID))
-	}
-	s.send(0, events.NewRunErrorEvent(err.Error(), opts...))
+func (s *stream) refuse(err error) {
+	s.send(0, events.NewRunErrorEvent(err.Error(), events.WithErrorCode(Code(err))))
 }
 
 // Code is the RUN_ERROR code of err: "invalid_input",
@@ -141,10 +146,11 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID s
 	defer cancel()
 	s := newStream(w, h.heartbeat)
 	go s.beat(ctx, h.heartbeat)
-	s.send(after, events.NewRunStartedEvent(thread, runID))
+	// RUN_STARTED carries the log position the stream starts from.
+	s.sendID(strconv.FormatInt(after, 10), events.NewRunStartedEvent(thread, runID))
 	t := &translator{h: h, s: s, thread: thread, prefix: rand.Text()[:10]}
 	if err := t.snapshot(ctx); err != nil {
-		t.fail(runID, err)
+		t.fail(err)
 		return
 	}
 	t.flush(0)
@@ -175,7 +181,7 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID s
 			}
 		}()
 	} else if busy, err := h.isBusy(ctx, thread); err != nil {
-		t.fail(runID, err)
+		t.fail(err)
 		return
 	} else if !busy {
 		setEnd()
@@ -185,13 +191,13 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID s
 			if watchCtx.Err() != nil && ctx.Err() == nil {
 				break // the run is over and streamed
 			}
-			t.fail(runID, err)
+			t.fail(err)
 			return
 		}
 		// An echo shows what was streamed live: it only moves the ID.
 		if !e.Echo {
 			if err := t.event(ctx, e); err != nil {
-				t.fail(runID, err)
+				t.fail(err)
 				return
 			}
 		}
@@ -209,7 +215,7 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID s
 	if lr != nil {
 		<-lr.done
 		if lr.err != nil {
-			t.fail(runID, lr.err)
+			t.fail(lr.err)
 			return
 		}
 	}
@@ -305,7 +311,7 @@ func (t *translator) openStep() {
 	if !t.inStep {
 		t.step++
 		t.inStep = true
-		t.emit(events.NewStepStartedEvent("step "+strconv.Itoa(t.step)))
+		t.emit(events.NewStepStartedEvent("step " + strconv.Itoa(t.step)))
 	}
 }
 
@@ -386,7 +392,7 @@ func (t *translator) endStep(ctx context.Context, e durable.Event) error {
 			return err
 		}
 	}
-	t.emit(events.NewStepFinishedEvent("step "+strconv.Itoa(t.step)))
+	t.emit(events.NewStepFinishedEvent("step " + strconv.Itoa(t.step)))
 	t.inStep = false
 	t.done = e.Step.Done
 	return nil
@@ -396,16 +402,16 @@ func (t *translator) endStep(ctx context.Context, e durable.Event) error {
 func (t *translator) closeAll() {
 	t.closeTexts("")
 	if t.inStep {
-		t.emit(events.NewStepFinishedEvent("step "+strconv.Itoa(t.step)))
+		t.emit(events.NewStepFinishedEvent("step " + strconv.Itoa(t.step)))
 		t.inStep = false
 	}
 }
 
 // fail ends the stream with the RUN_ERROR of err.
-func (t *translator) fail(runID string, err error) {
+func (t *translator) fail(err error) {
 	t.closeAll()
 	t.flush(0)
-	t.s.refuse(runID, err)
+	t.s.refuse(err)
 }
 
 // finish ends the stream with RUN_FINISHED: an interrupt outcome with
@@ -415,7 +421,7 @@ func (t *translator) finish(ctx context.Context, runID string) {
 	t.flush(0)
 	reqs, err := t.h.bridge.Requests(ctx, t.thread)
 	if err != nil {
-		t.s.refuse(runID, err)
+		t.s.refuse(err)
 		return
 	}
 	outcome := events.WithSuccessOutcome()
