@@ -50,13 +50,13 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// example:begin
+	// agui:new:begin
 	h, err := agui.New(agui.Config{Runner: runner, Node: "desk"}) // Auth: api.Protect, behind the HTTP API's signatures
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer h.Close()
-	// example:end
+	// agui:new:end
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
