@@ -207,3 +207,44 @@ func fieldOf(evs []event, name string) []string {
 	}
 	return out
 }
+
+// TestCORSAndAuth: a preflight is answered without authentication, with
+// CORS headers for an allowed origin only; every other request goes
+// through Config.Auth, which may refuse it before anything runs.
+func TestCORSAndAuth(t *testing.T) {
+	f := newFixture(t)
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Test-Key") != "open sesame" {
+				http.Error(w, "no", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	_, srv := f.serve(t, agui.Config{Auth: auth, AllowOrigins: []string{"https://app.example"}})
+	preflight := func(origin string) *http.Response {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodOptions, srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	ok := preflight("https://app.example")
+	require.Equal(t, http.StatusNoContent, ok.StatusCode)
+	require.Equal(t, "https://app.example", ok.Header.Get("Access-Control-Allow-Origin"))
+	require.Equal(t, "POST, GET, OPTIONS", ok.Header.Get("Access-Control-Allow-Methods"))
+	other := preflight("https://evil.example")
+	require.Equal(t, http.StatusNoContent, other.StatusCode)
+	require.Empty(t, other.Header.Get("Access-Control-Allow-Origin"))
+
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(string(input("t1", "r1", "hello"))))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	_, _, err = f.runner.Load(t.Context(), "t1")
+	require.ErrorIs(t, err, store.ErrNotFound, "a refused request runs nothing")
+}
