@@ -143,9 +143,11 @@ func Code(err error) string {
 // away.
 func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID string, after int64, lr *liveRun) {
 	ctx, cancel := context.WithCancel(r.Context())
+	var beats sync.WaitGroup
+	defer beats.Wait() // no write after the handler returns
 	defer cancel()
 	s := newStream(w, h.heartbeat)
-	go s.beat(ctx, h.heartbeat)
+	beats.Go(func() { s.beat(ctx, h.heartbeat) })
 	// RUN_STARTED carries the log position the stream starts from.
 	s.sendID(strconv.FormatInt(after, 10), events.NewRunStartedEvent(thread, runID))
 	t := &translator{h: h, s: s, thread: thread, prefix: rand.Text()[:10]}
