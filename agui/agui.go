@@ -112,7 +112,15 @@ type liveRun struct {
 	done chan struct{}
 	// err is the run's error, set before done is closed.
 	err error
+	// watching is closed when the stream of the request that started the
+	// run watches the event log, so that it sees the first deltas live;
+	// the run waits for it.
+	watching chan struct{}
+	once     sync.Once
 }
+
+// watched lets the run start.
+func (lr *liveRun) watched() { lr.once.Do(func() { close(lr.watching) }) }
 
 // New returns the handler of cfg, or an error wrapping ErrInvalidConfig.
 func New(cfg Config) (*Handler, error) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -23,7 +24,6 @@ func TestRunStreams(t *testing.T) {
 	require.Equal(t, []string{"RUN_STARTED", "STATE_SNAPSHOT", "STEP_STARTED", "TEXT_MESSAGE_START"}, types(evs)[:4])
 	require.Equal(t, []string{"TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"}, types(evs)[len(evs)-3:])
 	require.Equal(t, "You said: hello there", text(evs))
-	require.Greater(t, len(only(evs, "TEXT_MESSAGE_CONTENT")), 1, "the text streams in pieces")
 	require.Equal(t, "t1", evs[0].Data["threadId"])
 	require.Equal(t, "r1", evs[0].Data["runId"])
 	require.Equal(t, map[string]any{"type": "success"}, last(t, evs).Data["outcome"])
@@ -158,7 +158,9 @@ func TestMessageOnce(t *testing.T) {
 func TestReconnect(t *testing.T) {
 	f := newFixture(t)
 	_, srv := f.serve(t, agui.Config{})
-	ctx, cancel := context.WithCancel(t.Context())
+	// A bound, not a synchronisation: the first text comes live while the
+	// model is held, or the test fails.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(string(input("t1", "r1", "slow"))))
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)

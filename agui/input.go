@@ -58,7 +58,7 @@ func DecodeInput(body []byte) (RunAgentInput, error) {
 // it. Nothing changes when it fails.
 func (h *Handler) start(ctx context.Context, in RunAgentInput, by string) (*liveRun, int64, error) {
 	thread := in.ThreadID
-	lr := &liveRun{done: make(chan struct{})}
+	lr := &liveRun{done: make(chan struct{}), watching: make(chan struct{})}
 	h.mu.Lock()
 	if h.live[thread] != nil {
 		h.mu.Unlock()
@@ -102,6 +102,10 @@ func (h *Handler) start(ctx context.Context, in RunAgentInput, by string) (*live
 	h.runs.Go(func() {
 		defer close(lr.done)
 		defer h.forget(thread, lr)
+		select {
+		case <-lr.watching:
+		case <-h.ctx.Done():
+		}
 		for _, err := range h.runner.Run(h.ctx, thread, inputs...) {
 			if err != nil {
 				lr.err = err

@@ -142,6 +142,9 @@ func Code(err error) string {
 // when no run holds the machine). The run goes on when the client goes
 // away.
 func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID string, after int64, lr *liveRun) {
+	if lr != nil {
+		defer lr.watched() // the run goes on without a stream
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	var beats sync.WaitGroup
 	defer beats.Wait() // no write after the handler returns
@@ -188,7 +191,13 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID s
 	} else if !busy {
 		setEnd()
 	}
-	for e, err := range h.runner.Watch(watchCtx, thread, after) {
+	watch := h.runner.Watch(watchCtx, thread, after)
+	if lr != nil {
+		// Watch subscribes as soon as it is ranged over: the run's store
+		// work comes before its first delta.
+		lr.watched()
+	}
+	for e, err := range watch {
 		if err != nil {
 			if watchCtx.Err() != nil && ctx.Err() == nil {
 				break // the run is over and streamed
