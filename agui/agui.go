@@ -59,9 +59,9 @@ type Config struct {
 	Node string
 	// Auth authenticates every request but a CORS preflight: it serves
 	// next when the request is allowed and answers it otherwise — the
-	// signed requests of the HTTP API (resumehttp.Handler.Protect) or
-	// the console's session (console.Console.Protect). Nil serves every
-	// request: only behind an authentication of your own.
+	// signed requests of the HTTP API (resumehttp.Handler.Protect), or
+	// any authentication of your own. Nil serves every request: only
+	// behind an authentication of your own.
 	Auth func(next http.Handler) http.Handler
 	// Identity names who sends an authenticated request, for the
 	// attribution of its answers (ResumedBy when nil or empty).
