@@ -334,44 +334,10 @@ func (h *Handler) routes() *http.ServeMux {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
 	defer h.recoverPanic(jw, r)
-	client := h.client(r)
-	if wait := h.limit.Wait(client, h.now()); wait > 0 {
-		jw.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
-		h.refuse(jw, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
+	r, sig, ok := h.authenticate(jw, r)
+	if !ok {
 		return
 	}
-	ts, sig, aerr := checkHeaders(r, h.now(), h.window)
-	if aerr != nil {
-		h.limit.Fail(client, h.now())
-		h.refuse(jw, r, http.StatusUnauthorized, aerr.code, aerr.msg)
-		return
-	}
-	// A body is a failure until its signature checks out: a client has at
-	// most its burst of unverified bodies in the air, and it gets the token
-	// back once verified.
-	h.limit.Fail(client, h.now())
-	if r.ContentLength > h.maxBody {
-		h.refuseTooLarge(jw, r)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			h.refuseTooLarge(jw, r)
-			return
-		}
-		h.refuse(jw, r, http.StatusBadRequest, "bad_request", "cannot read the request body")
-		return
-	}
-	if !verify(h.secret, r, ts, sig, body) {
-		h.writeError(jw, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
-		return
-	}
-	// Verified: not a failed authentication, a second delivery of a
-	// signed request neither (a sender retrying is not an attacker).
-	h.limit.Forgive(client, h.now())
-	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		h.mux.ServeHTTP(jw, r)
 		return
@@ -384,6 +350,71 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.redelivered(jw, r, key)
 		}
 	}
+}
+
+// Protect returns next behind the handler's authentication, for an
+// endpoint of another package served beside the API (an AG-UI endpoint):
+// the same failure limit, signature (headers, or the query of a signed
+// URL for a GET), replay window and body limit as the API's own
+// endpoints, refused with the same JSON errors. next receives the
+// request with its verified body to read again. The replay guard is
+// next's business: a signed request may reach it twice within the
+// window.
+func (h *Handler) Protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
+		defer h.recoverPanic(jw, r)
+		if r, _, ok := h.authenticate(jw, r); ok {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// authenticate checks the request: a client address over its failure
+// limit, and unsigned, stale or malformed requests, are refused before
+// their body is read; the signature is then checked over the body read
+// up to MaxBody. It returns the request carrying its verified body and
+// the signature, or ok false when it has answered.
+func (h *Handler) authenticate(jw *jsonWriter, r *http.Request) (_ *http.Request, sig []byte, ok bool) {
+	client := h.client(r)
+	if wait := h.limit.Wait(client, h.now()); wait > 0 {
+		jw.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+		h.refuse(jw, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
+		return nil, nil, false
+	}
+	ts, sig, aerr := checkHeaders(r, h.now(), h.window)
+	if aerr != nil {
+		h.limit.Fail(client, h.now())
+		h.refuse(jw, r, http.StatusUnauthorized, aerr.code, aerr.msg)
+		return nil, nil, false
+	}
+	// A body is a failure until its signature checks out: a client has at
+	// most its burst of unverified bodies in the air, and it gets the token
+	// back once verified.
+	h.limit.Fail(client, h.now())
+	if r.ContentLength > h.maxBody {
+		h.refuseTooLarge(jw, r)
+		return nil, nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(jw.ResponseWriter, r.Body, h.maxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			h.refuseTooLarge(jw, r)
+			return nil, nil, false
+		}
+		h.refuse(jw, r, http.StatusBadRequest, "bad_request", "cannot read the request body")
+		return nil, nil, false
+	}
+	if !verify(h.secret, r, ts, sig, body) {
+		h.writeError(jw, r, http.StatusUnauthorized, "bad_signature", "signature does not match")
+		return nil, nil, false
+	}
+	// Verified: not a failed authentication, a second delivery of a
+	// signed request neither (a sender retrying is not an attacker).
+	h.limit.Forgive(client, h.now())
+	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return r, sig, true
 }
 
 // needs serves an endpoint with the capability C of the handler's

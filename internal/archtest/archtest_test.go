@@ -124,7 +124,9 @@ var layers = map[string]rule{
 	"mcp": {layer: 8},
 	// a2a serves charters as A2A agents and calls remote ones as tools
 	// (layer 8).
-	"a2a":           {layer: 8},
+	"a2a": {layer: 8},
+	// agui is the AG-UI endpoint (layer 8).
+	"agui":          {layer: 8},
 	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,

@@ -34,6 +34,9 @@ type Request struct {
 	// Kind and Name are the suspended call's kind ("tool", "command", …)
 	// and its tool or command name.
 	Kind, Name string
+	// ToolUseID is the model's tool-use ID of a suspended tool call;
+	// empty for other kinds.
+	ToolUseID string
 	// Schema is the JSON Schema an accepted answer must satisfy; empty
 	// when any answer goes.
 	Schema json.RawMessage
@@ -130,7 +133,7 @@ func requests(machineID string, calls []instance.SuspendedCall) []Request {
 	for _, c := range calls {
 		out = append(out, Request{
 			SuspendID: c.SuspendID, MachineID: machineID, Reason: c.Reason,
-			Kind: string(c.Kind), Name: c.Name, Schema: c.PayloadSchema, Metadata: c.Metadata, Deadline: c.Deadline,
+			Kind: string(c.Kind), Name: c.Name, ToolUseID: c.ToolUseID, Schema: c.PayloadSchema, Metadata: c.Metadata, Deadline: c.Deadline,
 		})
 	}
 	return out

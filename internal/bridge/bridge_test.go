@@ -89,6 +89,11 @@ func TestBridgeRoundTrip(t *testing.T) {
 	require.Equal(t, "Refund?", reqs[0].Reason)
 	require.JSONEq(t, `{"type":"boolean"}`, string(reqs[0].Schema))
 	require.Equal(t, node.AskUserTool, reqs[1].Name)
+	m, _, err := r.Load(ctx, "m1")
+	require.NoError(t, err)
+	pending := m.Pending()
+	require.NotEmpty(t, pending[0].ToolUseID)
+	require.Equal(t, []string{pending[0].ToolUseID, pending[1].ToolUseID}, []string{reqs[0].ToolUseID, reqs[1].ToolUseID}, "each request names its tool call")
 
 	tok, err := b.Token("m1", reqs)
 	require.NoError(t, err)

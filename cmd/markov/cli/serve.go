@@ -33,6 +33,7 @@ type serveConfig struct {
 	proxies []netip.Prefix
 	work    workFlags
 	ui      consoleFlags
+	agui    aguiFlags
 	server  resumehttp.ServerConfig
 }
 
@@ -61,10 +62,11 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 		return err
 	}
 	defer db.Close()
-	h, err := c.serveHandler(cfg, db)
+	h, stopAGUI, err := c.serveHandler(cfg, db)
 	if err != nil {
 		return err
 	}
+	defer stopAGUI() // its runs in progress: each continues from its last save
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.addr)
 	if err != nil {
@@ -140,6 +142,7 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	proxies := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of the reverse proxies in front of serve: a request from one is keyed, for the failure limit, by the client address it forwards (Forwarded, X-Forwarded-For); none if empty")
 	cfg.work.register(fs)
 	cfg.ui.register(fs)
+	cfg.agui.register(fs, c.Node)
 	fs.DurationVar(&cfg.server.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
 	fs.DurationVar(&cfg.server.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written (a wait for its run included: --max-wait)")
 	fs.DurationVar(&cfg.server.IdleTimeout, "idle-timeout", resumehttp.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
@@ -157,6 +160,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 		return nil, Usagef("serve", "--trusted-proxies: %v", err)
 	}
 	if err := cfg.work.check("serve", 0); err != nil {
+		return nil, err
+	}
+	if err := cfg.agui.check("serve"); err != nil {
 		return nil, err
 	}
 	if cfg.server.ReadTimeout <= 0 || cfg.server.WriteTimeout <= 0 || cfg.server.IdleTimeout <= 0 {
@@ -177,8 +183,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 }
 
 // serveHandler assembles serve's handler: the unauthenticated probes, the
-// signed resumehttp endpoints and, when asked for, the console.
-func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
+// signed resumehttp endpoints and, when asked for, the console and the
+// AG-UI endpoint; and the function that stops the AG-UI endpoint's runs.
+func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), error) {
 	rc := resumehttp.Config{Runner: db.Runner, Secret: cfg.secret, Acceptor: db.Runner, MaxWait: cfg.maxWait, Logger: c.Logger,
 		MaxBody: cfg.limits.MaxBody, FailureBurst: cfg.limits.FailureBurst, FailureRefill: cfg.limits.FailureRefill}
 	if len(cfg.proxies) > 0 {
@@ -189,13 +196,17 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
 	}
 	api, err := resumehttp.New(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h, err := cfg.ui.mount(c, db, api, rc.ClientKey)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return withProbes(h, db.Store), nil
+	h, stop, err := cfg.agui.mount(c, db, api, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	return withProbes(h, db.Store), stop, nil
 }
 
 // runUntilDone serves srv on ln (none if srv is nil) until ctx is done or

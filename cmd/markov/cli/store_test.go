@@ -189,7 +189,7 @@ func TestServeConsoleWithoutFleet(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	require.Nil(t, db.Fleet)
-	h, err := c.serveHandler(&serveConfig{secret: []byte(childSecret), ui: consoleFlags{enabled: true, header: "X-Test-User"}}, db)
+	h, _, err := c.serveHandler(&serveConfig{secret: []byte(childSecret), ui: consoleFlags{enabled: true, header: "X-Test-User"}}, db)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -207,7 +207,7 @@ func TestServeRedirectsAreJSON(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	for _, ui := range []bool{false, true} {
-		h, err := c.serveHandler(&serveConfig{secret: []byte(childSecret), ui: consoleFlags{enabled: ui, header: "X-Test-User"}}, db)
+		h, _, err := c.serveHandler(&serveConfig{secret: []byte(childSecret), ui: consoleFlags{enabled: ui, header: "X-Test-User"}}, db)
 		require.NoError(t, err)
 		srv := httptest.NewServer(h)
 		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -241,7 +241,7 @@ func TestServeLimitFlags(t *testing.T) {
 	db, err := c.Open(context.Background(), false)
 	require.NoError(t, err)
 	defer db.Close()
-	h, err := c.serveHandler(cfg, db)
+	h, _, err := c.serveHandler(cfg, db)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

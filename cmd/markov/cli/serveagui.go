@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/markov-agents/markov/agui"
+	"github.com/markov-agents/markov/resumehttp"
+)
+
+// aguiFlags are serve's flags for the AG-UI endpoint.
+type aguiFlags struct {
+	path    string
+	node    string
+	origins string
+}
+
+func (f *aguiFlags) register(fs *flag.FlagSet, node string) {
+	fs.StringVar(&f.path, "agui", "", "serve the AG-UI endpoint at `path` (for example /agui; off if empty), behind the API's signed requests")
+	fs.StringVar(&f.node, "agui-node", node, "the `node` new AG-UI threads start at")
+	fs.StringVar(&f.origins, "agui-origins", "", "comma-separated `origins` of the browser frontends allowed to call the AG-UI endpoint (CORS; * for any)")
+}
+
+// check checks the flags of command cmd.
+func (f *aguiFlags) check(cmd string) error {
+	switch {
+	case f.path == "":
+		return nil
+	case !strings.HasPrefix(f.path, "/") || strings.HasSuffix(f.path, "/") && f.path != "/":
+		return Usagef(cmd, "--agui %q: want a path like /agui", f.path)
+	case f.node == "":
+		return Usagef(cmd, "--agui needs --agui-node (the node new threads start at)")
+	}
+	return nil
+}
+
+// mount returns next with the AG-UI endpoint at its path, behind api's
+// authentication, when enabled, and the function that stops the runs it
+// started (nothing to stop when disabled).
+func (f *aguiFlags) mount(c *CLI, db *DB, api *resumehttp.Handler, next http.Handler) (http.Handler, func(), error) {
+	if f.path == "" {
+		return next, func() {}, nil
+	}
+	var origins []string
+	for o := range strings.SplitSeq(f.origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	h, err := agui.New(agui.Config{Runner: db.Runner, Node: f.node, Auth: api.Protect, AllowOrigins: origins, Logger: c.Logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(c.Out(), "the AG-UI endpoint is at %s\n", f.path)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == f.path {
+			h.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	}), h.Close, nil
+}
