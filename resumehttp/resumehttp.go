@@ -22,6 +22,7 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/faillimit"
+	"github.com/markov-agents/markov/internal/redelivery"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
@@ -241,7 +242,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.replays = replayGuard(cfg)
 	if h.replays == nil {
-		h.replays = &replayCache{now: h.now}
+		h.replays = &redelivery.Cache{Now: h.now}
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -277,10 +278,7 @@ func replayGuard(cfg Config) store.ReplayGuard {
 	if cfg.Replays != nil {
 		return cfg.Replays
 	}
-	if r, ok := cfg.Runner.(interface{ ReplayGuard() store.ReplayGuard }); ok {
-		return r.ReplayGuard()
-	}
-	return nil
+	return redelivery.GuardOf(cfg.Runner)
 }
 
 // bodyKey carries the verified request body to the endpoint handlers.
