@@ -121,10 +121,10 @@ var layers = map[string]rule{
 	// durable and below; the protocol packages (layer 8) use it.
 	"internal/bridge": {layer: 7, also: []string{"durable"}},
 	// mcp mounts MCP servers' tools (layer 8).
-	"mcp":           {layer: 8},
+	"mcp": {layer: 8},
 	// webhook serves and sends signed webhooks (layer 8): resumehttp's
 	// error statuses, durable through small interfaces.
-	"webhook": {layer: 8},
+	"webhook":       {layer: 8},
 	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,
