@@ -12,13 +12,13 @@ import (
 	"github.com/markov-agents/markov/internal/redelivery"
 )
 
-// serveFirst serves the first delivery of a state-changing request whose
+// serveFirst serves, with next, the first delivery of a state-changing request whose
 // replay record is key, and keeps its answer with the record when the
 // guard is a store.OutcomeKeeper. An answer of 5xx is not kept: whether
 // the request applied is unknown.
-func (h *Handler) serveFirst(w http.ResponseWriter, r *http.Request, key string) {
+func (h *Handler) serveFirst(w http.ResponseWriter, r *http.Request, key string, next http.Handler) {
 	rec := redelivery.NewRecorder(w)
-	h.mux.ServeHTTP(rec, r)
+	next.ServeHTTP(rec, r)
 	if err := redelivery.Keep(r.Context(), h.replays, key, rec); err != nil {
 		h.log.LogAttrs(r.Context(), slog.LevelWarn, "resumehttp: keep the outcome for redeliveries", slog.String("error", err.Error()))
 	}

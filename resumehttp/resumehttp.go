@@ -329,7 +329,19 @@ func (h *Handler) routes() *http.ServeMux {
 // the body read up to MaxBody, before any other work. A body over MaxBody
 // is answered 413 once read to its end (up to 16 MiB; one declared larger
 // is not read), so that the client reads the answer.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, h.mux) }
+
+// Protect returns next behind the handler's authentication: the same
+// signed requests, failure limit, body cap, and replay guard for
+// state-changing methods (a redelivery is answered with the first
+// outcome) as the handler's own endpoints; next sees the request with its
+// verified body. markov serve mounts the webhook deliveries this way.
+func (h *Handler) Protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, next) })
+}
+
+// serve authenticates r and serves it with next.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
 	defer h.recoverPanic(jw, r)
 	client := h.client(r)
@@ -371,13 +383,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		h.mux.ServeHTTP(jw, r)
+		next.ServeHTTP(jw, r)
 		return
 	}
 	key := replayKey(sig)
 	if first, ok := h.firstDelivery(jw, r, key); ok {
 		if first {
-			h.serveFirst(jw, r, key)
+			h.serveFirst(jw, r, key, next)
 		} else {
 			h.redelivered(jw, r, key)
 		}

@@ -74,7 +74,9 @@ func newClient(timeout time.Duration, allowPrivate bool) *http.Client {
 		}
 	}
 	tr := &http.Transport{
-		DialContext:           func(ctx context.Context, network, addr string) (net.Conn, error) { return d.DialContext(ctx, network, addr) },
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
 		TLSHandshakeTimeout:   timeout,
 		ResponseHeaderTimeout: timeout,
 		MaxIdleConnsPerHost:   2,
