@@ -47,7 +47,9 @@ func TestServeWebhooks(t *testing.T) {
 	var out, errb syncBuffer
 	addrs := make(chan net.Addr, 1)
 	c := &CLI{Charter: charter, Model: "test model", Stdout: &out, Stderr: &errb,
-		Getenv:   func(k string) string { return map[string]string{"TEST_SECRET": string(secret), "HOOK_SECRET": hookSecret}[k] },
+		Getenv: func(k string) string {
+			return map[string]string{"TEST_SECRET": string(secret), "HOOK_SECRET": hookSecret}[k]
+		},
 		onListen: func(a net.Addr) { addrs <- a }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
