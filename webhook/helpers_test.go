@@ -52,6 +52,12 @@ type env struct {
 // "answer: <result>".
 func newRunner(t *testing.T) (*durable.Runner, store.Store) {
 	t.Helper()
+	return newRunnerOn(t, memstore.New())
+}
+
+// newRunnerOn is newRunner on st.
+func newRunnerOn(t *testing.T, st store.Store) (*durable.Runner, store.Store) {
+	t.Helper()
 	wait := node.NewTool("wait", "Wait for an outside answer.",
 		func(ctx *node.ToolContext[desk], in waitIn) (string, error) {
 			opts := []instance.SuspendOption{instance.WithID(in.ID)}
@@ -75,7 +81,6 @@ func newRunner(t *testing.T) (*durable.Runner, store.Store) {
 	})
 	charter, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
 	require.NoError(t, err)
-	st := memstore.New()
 	r, err := durable.New(durable.Config{Store: st, Charter: charter})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Wait(context.Background()) })
@@ -86,7 +91,13 @@ func newRunner(t *testing.T) (*durable.Runner, store.Store) {
 // env.now.
 func newEnv(t *testing.T, routes ...webhook.Route) *env {
 	t.Helper()
-	r, st := newRunner(t)
+	return newEnvOn(t, memstore.New(), routes...)
+}
+
+// newEnvOn is newEnv on st.
+func newEnvOn(t *testing.T, st store.Store, routes ...webhook.Route) *env {
+	t.Helper()
+	r, st := newRunnerOn(t, st)
 	e := &env{t: t, runner: r, store: st, now: time.Now().Truncate(time.Second)}
 	h, err := webhook.New(webhook.Config{Routes: routes, Acceptor: r, Signaler: r, Clock: func() time.Time { return e.now }})
 	require.NoError(t, err)

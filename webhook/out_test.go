@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 	"github.com/markov-agents/markov/webhook"
 	"github.com/stretchr/testify/require"
 )
@@ -194,4 +195,37 @@ func TestSenderConfigRefused(t *testing.T) {
 		_, err := webhook.NewSender(webhook.SenderConfig{Store: e.store, Subscriptions: []webhook.Subscription{sub}})
 		require.ErrorIs(t, err, webhook.ErrInvalidConfig, name)
 	}
+}
+
+// On SQLite the sender's position survives a restart: what happened
+// while it was stopped goes out, and nothing goes out twice.
+func TestSenderResumesAfterRestart(t *testing.T) {
+	st := sqlitetest.Open(t, sqlitetest.Path(t))
+	e := newEnvOn(t, st, approvals)
+	rc := newReceiver(t, http.StatusOK)
+	cfg := webhook.SenderConfig{Store: st, AllowPrivate: true, Subscriptions: []webhook.Subscription{{ID: "ops", URL: rc.srv.URL, Secret: secretA}}}
+	run := func() (*webhook.Sender, func()) {
+		s, err := webhook.NewSender(cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		<-s.Started()
+		return s, func() { cancel(); require.NoError(t, <-done) }
+	}
+	s, stop := run()
+	e.wait("m1", "approve-1", "")
+	require.Eventually(t, func() bool { return len(s.Deliveries(webhook.Delivered, 0)) == 1 }, 10*time.Second, 5*time.Millisecond, "%+v", s.Deliveries("", 0))
+	stop()
+	e.wait("m2", "approve-2", "")
+	s, stop = run()
+	defer stop()
+	require.Eventually(t, func() bool { return len(s.Deliveries(webhook.Delivered, 0)) == 1 }, 10*time.Second, 5*time.Millisecond, "%+v %d", s.Deliveries("", 0), len(rc.all()))
+	var suspended []string
+	for _, r := range rc.all() {
+		var ev webhook.Event
+		require.NoError(t, json.Unmarshal([]byte(r.body), &ev))
+		suspended = append(suspended, ev.Data.SuspendID)
+	}
+	require.Equal(t, []string{"approve-1", "approve-2"}, suspended)
 }

@@ -327,12 +327,16 @@ func (s *Sender) position(ctx context.Context) (int64, error) {
 	}
 }
 
-// savePosition keeps cursor as the sender's position.
+// savePosition keeps cursor as the sender's position, even as ctx ends
+// (Run stopping): the changes up to it are claimed already, and a
+// position lost would skip what happens until the next start. Reading
+// a change again is harmless: its deliveries' claims stand.
 func (s *Sender) savePosition(ctx context.Context, cursor int64) {
 	k, ok := s.guard.(store.OutcomeKeeper)
 	if !ok {
 		return
 	}
+	ctx = context.WithoutCancel(ctx)
 	b := binary.BigEndian.AppendUint64(nil, uint64(cursor))
 	_, err := s.guard.Remember(ctx, positionKey, s.now().AddDate(100, 0, 0))
 	if err == nil {
