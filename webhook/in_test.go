@@ -261,3 +261,20 @@ func TestConfigRefused(t *testing.T) {
 		require.ErrorContains(t, err, c.want, c.name)
 	}
 }
+
+// Two handlers sharing a store (two processes): a redelivery to the
+// other one gets the first outcome, from the store's replay guard.
+func TestRedeliveryAcrossHandlers(t *testing.T) {
+	e := newEnv(t, approvals)
+	e.wait("m1", "approve-1", "")
+	other, err := webhook.New(webhook.Config{Routes: []webhook.Route{approvals}, Acceptor: e.runner, Signaler: e.runner,
+		Clock: func() time.Time { return e.now }})
+	require.NoError(t, err)
+	body := []byte(`{"suspend_id":"approve-1","decision":"approved"}`)
+	first := e.post("/approvals", body, standard(t, secretA, "msg_x", e.now, body))
+	require.Equal(t, http.StatusAccepted, first.status, first.raw)
+	e.srv.Config.Handler = other
+	again := e.post("/approvals", body, standard(t, secretA, "msg_x", e.now, body))
+	require.Equal(t, http.StatusOK, again.status, again.raw)
+	require.Equal(t, first.body, again.body)
+}
