@@ -68,6 +68,12 @@ func classify(err error) (status int, code, msg string) {
 	return http.StatusInternalServerError, "internal", "internal error"
 }
 
+// ErrorStatus returns the HTTP status, the error code and the message
+// for a person that the handler answers err with (the package
+// documentation's table; 500 "internal error" for an error it does not
+// know). Package webhook answers its refusals the same way.
+func ErrorStatus(err error) (status int, code, msg string) { return classify(err) }
+
 // fail answers with the status err maps to and logs err in full.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, attrs ...slog.Attr) {
 	status, code, msg := classify(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/faillimit"
+	"github.com/markov-agents/markov/internal/redelivery"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
@@ -241,7 +242,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.replays = replayGuard(cfg)
 	if h.replays == nil {
-		h.replays = &replayCache{now: h.now}
+		h.replays = &redelivery.Cache{Now: h.now}
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -277,10 +278,7 @@ func replayGuard(cfg Config) store.ReplayGuard {
 	if cfg.Replays != nil {
 		return cfg.Replays
 	}
-	if r, ok := cfg.Runner.(interface{ ReplayGuard() store.ReplayGuard }); ok {
-		return r.ReplayGuard()
-	}
-	return nil
+	return redelivery.GuardOf(cfg.Runner)
 }
 
 // bodyKey carries the verified request body to the endpoint handlers.
@@ -331,7 +329,10 @@ func (h *Handler) routes() *http.ServeMux {
 // the body read up to MaxBody, before any other work. A body over MaxBody
 // is answered 413 once read to its end (up to 16 MiB; one declared larger
 // is not read), so that the client reads the answer.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, h.mux) }
+
+// serve authenticates r and serves it with next.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	jw := &jsonWriter{ResponseWriter: w, h: h, r: r}
 	defer h.recoverPanic(jw, r)
 	r, sig, ok := h.authenticate(jw, r)
@@ -339,13 +340,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		h.mux.ServeHTTP(jw, r)
+		next.ServeHTTP(jw, r)
 		return
 	}
 	key := replayKey(sig)
 	if first, ok := h.firstDelivery(jw, r, key); ok {
 		if first {
-			h.serveFirst(jw, r, key)
+			h.serveFirst(jw, r, key, next)
 		} else {
 			h.redelivered(jw, r, key)
 		}

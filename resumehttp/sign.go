@@ -1,7 +1,6 @@
 package resumehttp
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,10 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/markov-agents/markov/store"
 )
 
 // The headers that authenticate a request.
@@ -83,79 +79,6 @@ func withoutQueryAuth(raw string) string {
 		}
 	}
 	return strings.Join(kept, "&")
-}
-
-// replayCache is the in-process replay guard, for a runner whose store
-// has none: it remembers keys in this process only, so a request sent to
-// two handlers is accepted by each. Resumes and cancellations are still
-// resolved once, by the store; commands are not.
-type replayCache struct {
-	now       func() time.Time
-	mu        sync.Mutex
-	seen      map[string]time.Time // key → when it may be forgotten
-	outcomes  map[string][]byte    // key → the outcome kept with it
-	lastPrune int
-}
-
-// Remember records key until expiresAt and reports whether it is new.
-func (c *replayCache) Remember(_ context.Context, key string, expiresAt time.Time) (bool, error) {
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[string]time.Time{}
-	}
-	if until, ok := c.seen[key]; ok && now.Before(until) {
-		return false, nil
-	}
-	c.seen[key] = expiresAt
-	delete(c.outcomes, key)
-	if len(c.seen) > 2*c.lastPrune+64 {
-		for k, until := range c.seen {
-			if !now.Before(until) {
-				delete(c.seen, k)
-				delete(c.outcomes, k)
-			}
-		}
-		c.lastPrune = len(c.seen)
-	}
-	return true, nil
-}
-
-// KeepOutcome keeps outcome with the live record of key
-// (store.OutcomeKeeper).
-func (c *replayCache) KeepOutcome(_ context.Context, key string, outcome []byte) error {
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if until, ok := c.seen[key]; ok && now.Before(until) {
-		if c.outcomes == nil {
-			c.outcomes = map[string][]byte{}
-		}
-		c.outcomes[key] = outcome
-	}
-	return nil
-}
-
-// Outcome returns the outcome kept with the live record of key
-// (store.OutcomeKeeper).
-func (c *replayCache) Outcome(_ context.Context, key string) ([]byte, error) {
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if until, ok := c.seen[key]; !ok || !now.Before(until) {
-		return nil, store.ErrNotFound
-	}
-	return c.outcomes[key], nil
-}
-
-// Forget deletes the record of key.
-func (c *replayCache) Forget(_ context.Context, key string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.seen, key)
-	delete(c.outcomes, key)
-	return nil
 }
 
 // replayKey is the replay guard's key for a request signature.

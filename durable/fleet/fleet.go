@@ -526,3 +526,8 @@ func (f *Fleet) inboxKey(machineID string) int64 {
 	h.Write([]byte("markov/inbox:" + f.cfg.Store.Schema() + ":" + machineID))
 	return int64(h.Sum64())
 }
+
+// ReplayGuard returns the replay guard of the fleet's store, shared by
+// every process of the fleet: package webhook remembers delivery IDs in
+// it when handed the fleet as its Acceptor.
+func (f *Fleet) ReplayGuard() store.ReplayGuard { return f.runner.ReplayGuard() }

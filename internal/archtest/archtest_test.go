@@ -65,6 +65,9 @@ var layers = map[string]rule{
 	"internal/errtext": {layer: 0, stdlib: true},
 	// faillimit limits clients that fail authentication (the API, the console).
 	"internal/faillimit": {layer: 0, stdlib: true},
+	// redelivery answers a redelivered request with the first outcome
+	// (resumehttp, webhook): the store's replay guard.
+	"internal/redelivery": {layer: 6, also: []string{"store"}},
 	// schematype reads a JSON Schema's type (console, acp).
 	"internal/schematype": {layer: 0, stdlib: true},
 	"instance":            {layer: 1},
@@ -126,7 +129,10 @@ var layers = map[string]rule{
 	// (layer 8).
 	"a2a": {layer: 8},
 	// agui is the AG-UI endpoint (layer 8).
-	"agui":          {layer: 8},
+	"agui": {layer: 8},
+	// webhook serves and sends signed webhooks (layer 8): resumehttp's
+	// error statuses, durable through small interfaces.
+	"webhook":       {layer: 8},
 	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,

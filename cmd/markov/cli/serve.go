@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/webhook"
 )
 
 // ShutdownTimeout is the default of serve's and worker's
@@ -35,6 +36,9 @@ type serveConfig struct {
 	ui      consoleFlags
 	agui    aguiFlags
 	server  resumehttp.ServerConfig
+	// webhooks is the --webhooks file, read; sender its subscriptions'.
+	webhooks *webhookFile
+	sender   *webhook.Sender
 }
 
 // Serve serves the resumehttp endpoints for the database's machines until
@@ -79,6 +83,10 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 		_ = ln.Close()
 		return err
 	}
+	stopSender := runSender(ctx, cfg.sender, func(err error) {
+		c.logger().LogAttrs(ctx, slog.LevelError, "webhooks out stopped", slog.String("error", err.Error()))
+	})
+	stopAll := func(ctx context.Context) error { stopSender(); return stopWork(ctx) }
 
 	w := c.Out()
 	c.PrintModel()
@@ -89,7 +97,7 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	if c.onListen != nil {
 		c.onListen(ln.Addr())
 	}
-	return c.runUntilDone(ctx, cfg.work.shutdown, db, srv, ln, stopWork)
+	return c.runUntilDone(ctx, cfg.work.shutdown, db, srv, ln, stopAll)
 }
 
 // parsePrefixes parses a comma-separated list of CIDRs and addresses (an
@@ -139,6 +147,7 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	fs.Int64Var(&cfg.limits.MaxBody, "max-body", resumehttp.DefaultMaxBody, "the largest request body accepted, in `bytes` (larger: 413)")
 	fs.IntVar(&cfg.limits.FailureBurst, "failure-burst", resumehttp.DefaultFailureBurst, "how many failed authentications a client address may make in a row before its requests get 429")
 	fs.DurationVar(&cfg.limits.FailureRefill, "failure-refill", resumehttp.DefaultFailureRefill, "how long it takes for one failed authentication to be forgiven")
+	webhooks := fs.String("webhooks", "", "a JSON `file` of webhook routes (signed deliveries in, under "+HooksPrefix+") and subscriptions (events out, signed per Standard Webhooks): docs/webhooks.md")
 	proxies := fs.String("trusted-proxies", "", "comma-separated `CIDRs` (or addresses) of the reverse proxies in front of serve: a request from one is keyed, for the failure limit, by the client address it forwards (Forwarded, X-Forwarded-For); none if empty")
 	cfg.work.register(fs)
 	cfg.ui.register(fs)
@@ -158,6 +167,11 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	}
 	if cfg.proxies, err = parsePrefixes(*proxies); err != nil {
 		return nil, Usagef("serve", "--trusted-proxies: %v", err)
+	}
+	if *webhooks != "" {
+		if cfg.webhooks, err = c.readWebhooks(*webhooks); err != nil {
+			return nil, err
+		}
 	}
 	if err := cfg.work.check("serve", 0); err != nil {
 		return nil, err
@@ -183,8 +197,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 }
 
 // serveHandler assembles serve's handler: the unauthenticated probes, the
-// signed resumehttp endpoints and, when asked for, the console and the
-// AG-UI endpoint; and the function that stops the AG-UI endpoint's runs.
+// signed resumehttp endpoints and, when asked for, the console, the
+// AG-UI endpoint and the webhooks; and the function that stops the AG-UI
+// endpoint's runs.
 func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), error) {
 	rc := resumehttp.Config{Runner: db.Runner, Secret: cfg.secret, Acceptor: db.Runner, MaxWait: cfg.maxWait, Logger: c.Logger,
 		MaxBody: cfg.limits.MaxBody, FailureBurst: cfg.limits.FailureBurst, FailureRefill: cfg.limits.FailureRefill}
@@ -205,6 +220,12 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 	h, stop, err := cfg.agui.mount(c, db, api, h)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.webhooks != nil {
+		if h, cfg.sender, err = c.mountWebhooks(cfg.webhooks, db, rc, api, h); err != nil {
+			stop()
+			return nil, nil, err
+		}
 	}
 	return withProbes(h, db.Store), stop, nil
 }

@@ -1,0 +1,522 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/markov-agents/markov/internal/redelivery"
+	"github.com/markov-agents/markov/store"
+)
+
+// EventType names an event a subscription receives.
+type EventType string
+
+// The events of the store's suspension feed.
+const (
+	SuspensionCreated   EventType = "suspension.created"
+	SuspensionResolved  EventType = "suspension.resolved"
+	SuspensionExpired   EventType = "suspension.expired"
+	SuspensionCancelled EventType = "suspension.cancelled"
+)
+
+// EventTypes are the event types, in the order of the lifecycle.
+var EventTypes = []EventType{SuspensionCreated, SuspensionResolved, SuspensionExpired, SuspensionCancelled}
+
+// Defaults of SenderConfig.
+const (
+	// DefaultTimeout bounds one attempt (connection, TLS, answer).
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxAttempts is how many attempts a delivery gets before it
+	// is dead.
+	DefaultMaxAttempts = 8
+	// DefaultBackoff is the wait before the second attempt; each next
+	// wait doubles, up to MaxBackoff.
+	DefaultBackoff = 5 * time.Second
+	// MaxBackoff caps the wait between two attempts.
+	MaxBackoff = time.Hour
+	// DefaultKeep is how many deliveries a Sender keeps for Deliveries.
+	DefaultKeep = 1000
+	// claimWindow is how long a delivery's claim in the replay guard
+	// lives: longer than every retry schedule.
+	claimWindow = 7 * 24 * time.Hour
+)
+
+// Event is the body of a delivery, as Standard Webhooks recommends it:
+// a type, when it happened, and its data.
+type Event struct {
+	Type      EventType `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      EventData `json:"data"`
+}
+
+// EventData is a suspension after the change an Event reports.
+type EventData struct {
+	SuspendID string    `json:"suspend_id"`
+	MachineID string    `json:"machine_id"`
+	Status    string    `json:"status"`
+	Kind      string    `json:"kind,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Event     string    `json:"event,omitempty"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Cursor is the change's position in the store's suspension feed.
+	Cursor int64 `json:"cursor"`
+}
+
+// Subscription is a receiver of events.
+type Subscription struct {
+	// ID names the subscription in delivery IDs: letters, digits, - and
+	// _, at most 64. Required.
+	ID string `json:"id"`
+	// URL is where deliveries are POSTed: http or https. Required.
+	URL string `json:"url"`
+	// Secret signs the deliveries: "whsec_" + base64. Required.
+	Secret string `json:"secret"`
+	// Events are the event types sent (every type if empty).
+	Events []EventType `json:"events,omitempty"`
+}
+
+// DeliveryState is where a delivery stands.
+type DeliveryState string
+
+// The states of a delivery.
+const (
+	// Pending: not attempted yet, or waiting for its next attempt.
+	Pending DeliveryState = "pending"
+	// Delivered: an attempt was answered 2xx.
+	Delivered DeliveryState = "delivered"
+	// Dead: its last attempt failed (the dead-letter state); only a
+	// manual redelivery tries again.
+	Dead DeliveryState = "dead"
+)
+
+// Delivery is one event for one subscription and its attempts.
+type Delivery struct {
+	// ID is the delivery's webhook-id, the same in every attempt and
+	// every redelivery, for the receiver to deduplicate.
+	ID           string        `json:"id"`
+	Subscription string        `json:"subscription"`
+	Type         EventType     `json:"type"`
+	URL          string        `json:"url"`
+	State        DeliveryState `json:"state"`
+	Attempts     int           `json:"attempts"`
+	// LastStatus is the status of the last answer (0: none), LastError
+	// why the last attempt failed.
+	LastStatus  int       `json:"last_status,omitempty"`
+	LastError   string    `json:"last_error,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	// Body is what is POSTed: an Event.
+	Body json.RawMessage `json:"body"`
+}
+
+// SenderConfig configures a Sender. Zero fields take the documented
+// defaults.
+type SenderConfig struct {
+	// Store is the store whose suspension feed is sent: it must keep an
+	// event log (store.EventLog; every store of this module does).
+	// Required. Its replay guard claims each delivery, so that several
+	// processes sharing the store send each once, and keeps the
+	// sender's position in the feed across restarts.
+	Store store.Store
+	// Subscriptions are the receivers. At least one.
+	Subscriptions []Subscription
+	// AllowPrivate lets deliveries reach loopback, private, link-local
+	// and other non-public addresses (refused by default, after name
+	// resolution, as a defence against SSRF).
+	AllowPrivate bool
+	// Timeout bounds one attempt (DefaultTimeout if zero).
+	Timeout time.Duration
+	// MaxAttempts is how many attempts a delivery gets before it is dead
+	// (DefaultMaxAttempts if zero).
+	MaxAttempts int
+	// Backoff is the wait before the second attempt, doubled for each
+	// next one up to MaxBackoff (DefaultBackoff if zero).
+	Backoff time.Duration
+	// Keep is how many deliveries are kept for Deliveries, the newest
+	// (DefaultKeep if zero).
+	Keep int
+	// Clock tells the time of the signatures (time.Now if nil).
+	Clock func() time.Time
+	// Logger receives a record of every attempt (silent if nil).
+	Logger *slog.Logger
+}
+
+// Sender sends the store's suspension feed to the subscriptions, signed
+// per Standard Webhooks, with retries. Run it for as long as events
+// should go out.
+type Sender struct {
+	log         store.EventLog
+	guard       store.ReplayGuard
+	subs        []subscription
+	client      *http.Client
+	maxAttempts int
+	backoff     time.Duration
+	keep        int
+	now         func() time.Time
+	logger      *slog.Logger
+	started     chan struct{}
+
+	mu         sync.Mutex
+	deliveries map[string]*Delivery
+	order      []string // delivery IDs, oldest first
+	wg         sync.WaitGroup
+}
+
+type subscription struct {
+	Subscription
+	key    []byte
+	events map[EventType]bool
+}
+
+var subID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// NewSender returns a Sender for cfg, or an error wrapping
+// ErrInvalidConfig (with ErrBadSecret or ErrUnsafeTarget for a bad
+// secret or URL).
+func NewSender(cfg SenderConfig) (*Sender, error) {
+	l, ok := cfg.Store.(store.EventLog)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: Store must keep an event log", ErrInvalidConfig)
+	case len(cfg.Subscriptions) == 0:
+		return nil, fmt.Errorf("%w: Subscriptions: at least one is required", ErrInvalidConfig)
+	case cfg.Timeout < 0 || cfg.MaxAttempts < 0 || cfg.Backoff < 0 || cfg.Keep < 0:
+		return nil, fmt.Errorf("%w: Timeout, MaxAttempts, Backoff and Keep must not be negative", ErrInvalidConfig)
+	}
+	s := &Sender{
+		log: l, guard: redelivery.GuardOf(cfg.Store),
+		client:      newClient(orDefault(cfg.Timeout, DefaultTimeout), cfg.AllowPrivate),
+		maxAttempts: orDefault(cfg.MaxAttempts, DefaultMaxAttempts),
+		backoff:     orDefault(cfg.Backoff, DefaultBackoff),
+		keep:        orDefault(cfg.Keep, DefaultKeep),
+		now:         cfg.Clock, logger: cfg.Logger, started: make(chan struct{}),
+		deliveries: map[string]*Delivery{},
+	}
+	if g, ok := cfg.Store.(store.ReplayGuard); ok && s.guard == nil {
+		s.guard = g
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.guard == nil {
+		s.guard = &redelivery.Cache{Now: s.now}
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	seen := map[string]bool{}
+	for _, sub := range cfg.Subscriptions {
+		bad := func(err error) error { return fmt.Errorf("%w: subscription %s: %w", ErrInvalidConfig, sub.ID, err) }
+		if !subID.MatchString(sub.ID) || seen[sub.ID] {
+			return nil, bad(errors.New("id must be 1 to 64 letters, digits, - or _, and unique"))
+		}
+		seen[sub.ID] = true
+		if err := checkURL(sub.URL); err != nil {
+			return nil, bad(err)
+		}
+		key, err := ParseSecret(sub.Secret)
+		if err != nil {
+			return nil, bad(err)
+		}
+		ss := subscription{Subscription: sub, key: key, events: map[EventType]bool{}}
+		for _, e := range sub.Events {
+			if !slices.Contains(EventTypes, e) {
+				return nil, bad(fmt.Errorf("unknown event %q (known: %v)", e, EventTypes))
+			}
+			ss.events[e] = true
+		}
+		s.subs = append(s.subs, ss)
+	}
+	return s, nil
+}
+
+// Started is closed once Run knows its position in the feed: every
+// change committed after that is sent.
+func (s *Sender) Started() <-chan struct{} { return s.started }
+
+// positionKey is the replay guard's record of the sender's position in
+// the feed (the cursor of the last change handed to the subscriptions).
+const positionKey = "webhook-out:position"
+
+// feedBatch is how many changes are read at a time.
+const feedBatch = 500
+
+// Run sends the feed until ctx ends, then waits for the attempts in
+// flight and returns nil. It starts after the position a previous Run on
+// the store saved, or — the first time — at the end of the feed: what
+// happened before webhooks were configured is not sent.
+func (s *Sender) Run(ctx context.Context) error {
+	defer s.wg.Wait()
+	sub, err := s.log.Subscribe(ctx, "")
+	if err != nil {
+		return fmt.Errorf("webhook: subscribe to the suspension feed: %w", err)
+	}
+	defer sub.Close()
+	cursor, err := s.position(ctx)
+	if err != nil {
+		return err
+	}
+	close(s.started)
+	for {
+		for {
+			changes, err := s.log.ReadSuspensionChanges(ctx, cursor, feedBatch)
+			if err != nil {
+				return s.ended(ctx, fmt.Errorf("webhook: read the suspension feed: %w", err))
+			}
+			for _, c := range changes {
+				s.dispatch(ctx, c)
+				cursor = c.Cursor
+			}
+			if len(changes) > 0 {
+				s.savePosition(ctx, cursor)
+			}
+			if len(changes) < feedBatch {
+				break
+			}
+		}
+		if _, err := sub.Next(ctx); err != nil {
+			return s.ended(ctx, err)
+		}
+	}
+}
+
+// ended is nil when ctx ended, else err.
+func (s *Sender) ended(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// position is the saved position, or the end of the feed.
+func (s *Sender) position(ctx context.Context) (int64, error) {
+	if k, ok := s.guard.(store.OutcomeKeeper); ok {
+		raw, err := k.Outcome(ctx, positionKey)
+		if err == nil && len(raw) == 8 {
+			return int64(binary.BigEndian.Uint64(raw)), nil
+		}
+	}
+	var cursor int64
+	for {
+		changes, err := s.log.ReadSuspensionChanges(ctx, cursor, feedBatch)
+		if err != nil {
+			return 0, fmt.Errorf("webhook: read the suspension feed: %w", err)
+		}
+		if len(changes) > 0 {
+			cursor = changes[len(changes)-1].Cursor
+		}
+		if len(changes) < feedBatch {
+			return cursor, nil
+		}
+	}
+}
+
+// savePosition keeps cursor as the sender's position, even as ctx ends
+// (Run stopping): the changes up to it are claimed already, and a
+// position lost would skip what happens until the next start. Reading
+// a change again is harmless: its deliveries' claims stand.
+func (s *Sender) savePosition(ctx context.Context, cursor int64) {
+	k, ok := s.guard.(store.OutcomeKeeper)
+	if !ok {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	b := binary.BigEndian.AppendUint64(nil, uint64(cursor))
+	_, err := s.guard.Remember(ctx, positionKey, s.now().AddDate(100, 0, 0))
+	if err == nil {
+		err = k.KeepOutcome(ctx, positionKey, b)
+	}
+	if err != nil {
+		s.logger.LogAttrs(ctx, slog.LevelWarn, "webhook: save the position in the feed", slog.String("error", err.Error()))
+	}
+}
+
+// eventOf is the Event of change c.
+func eventOf(c store.SuspensionChange) Event {
+	sus := c.Suspension
+	typ := EventType("suspension." + string(sus.Status))
+	if sus.Status == store.StatusPending {
+		typ = SuspensionCreated
+	}
+	return Event{Type: typ, Timestamp: c.At, Data: EventData{SuspendID: sus.ID, MachineID: sus.MachineID, Status: string(sus.Status),
+		Kind: sus.Kind, Name: sus.Name, Reason: sus.Reason, Event: sus.Event, Deadline: sus.Deadline, CreatedAt: sus.CreatedAt, Cursor: c.Cursor}}
+}
+
+// dispatch starts the deliveries of change c that this process claims.
+func (s *Sender) dispatch(ctx context.Context, c store.SuspensionChange) {
+	ev := eventOf(c)
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return // only times out of range; the store keeps none
+	}
+	for i := range s.subs {
+		sub := &s.subs[i]
+		if len(sub.events) > 0 && !sub.events[ev.Type] {
+			continue
+		}
+		id := "msg_" + strconv.FormatInt(c.Cursor, 10) + "_" + sub.ID
+		sum := sha256.Sum256([]byte(id))
+		fresh, err := s.guard.Remember(ctx, "webhook-out:"+hex.EncodeToString(sum[:]), s.now().Add(claimWindow))
+		if err != nil || !fresh {
+			if err != nil {
+				s.logger.LogAttrs(ctx, slog.LevelWarn, "webhook: claim a delivery", slog.String("delivery_id", id), slog.String("error", err.Error()))
+			}
+			continue // another process sends it
+		}
+		d := &Delivery{ID: id, Subscription: sub.ID, Type: ev.Type, URL: sub.URL, State: Pending, CreatedAt: s.now(), Body: body}
+		s.add(d)
+		s.wg.Go(func() { s.retry(ctx, sub, d) })
+	}
+}
+
+// add keeps d, dropping the oldest delivery past Keep.
+func (s *Sender) add(d *Delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliveries[d.ID] = d
+	s.order = append(s.order, d.ID)
+	if len(s.order) > s.keep {
+		delete(s.deliveries, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+// retry attempts d until it is delivered, dead, or ctx ends.
+func (s *Sender) retry(ctx context.Context, sub *subscription, d *Delivery) {
+	wait := s.backoff
+	for {
+		if s.attempt(ctx, sub, d) != Pending {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, MaxBackoff)
+	}
+}
+
+// attempt POSTs d once and returns its state after: Delivered, Pending
+// (to be tried again) or Dead (its last attempt; an unsafe target or a
+// 410 Gone are dead at once).
+func (s *Sender) attempt(ctx context.Context, sub *subscription, d *Delivery) DeliveryState {
+	s.mu.Lock()
+	body := d.Body
+	s.mu.Unlock()
+	status, err := s.post(ctx, sub, d.ID, body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d.Attempts++
+	d.LastStatus, d.LastError, d.NextAttempt = status, "", time.Time{}
+	switch {
+	case err == nil:
+		d.State = Delivered
+	case errors.Is(err, ErrUnsafeTarget) || status == http.StatusGone || d.Attempts >= s.maxAttempts:
+		d.State, d.LastError = Dead, err.Error()
+	default:
+		d.State, d.LastError = Pending, err.Error()
+		d.NextAttempt = s.now().Add(s.backoff << min(d.Attempts-1, 20))
+	}
+	level := slog.LevelInfo
+	if d.State != Delivered {
+		level = slog.LevelWarn
+	}
+	s.logger.LogAttrs(ctx, level, "webhook: delivery attempt", slog.String("delivery_id", d.ID), slog.String("url", d.URL),
+		slog.Int("attempt", d.Attempts), slog.Int("status", status), slog.String("state", string(d.State)), slog.String("error", d.LastError))
+	return d.State
+}
+
+// post sends one attempt of delivery id and returns the answer's
+// status; an error for anything but 2xx.
+func (s *Sender) post(ctx context.Context, sub *subscription, id string, body []byte) (int, error) {
+	now := s.now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrDeliveryFailed, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "markov-webhooks")
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderSignature, Sign(sub.key, id, now, body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		if errors.Is(err, ErrUnsafeTarget) {
+			return 0, fmt.Errorf("%w: %s", ErrUnsafeTarget, sub.URL)
+		}
+		return 0, fmt.Errorf("%w: %w", ErrDeliveryFailed, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%w: answered %d", ErrDeliveryFailed, resp.StatusCode)
+	}
+	return resp.StatusCode, nil
+}
+
+// Deliveries returns the deliveries kept, newest first, those in state
+// if it is not empty, at most limit (no cap if limit <= 0).
+func (s *Sender) Deliveries(state DeliveryState, limit int) []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Delivery
+	for i := len(s.order) - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
+		if d := s.deliveries[s.order[i]]; state == "" || d.State == state {
+			out = append(out, *d)
+		}
+	}
+	return out
+}
+
+// Delivery returns the delivery id, or an error wrapping
+// ErrUnknownDelivery.
+func (s *Sender) Delivery(id string) (Delivery, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.deliveries[id]
+	if !ok {
+		return Delivery{}, fmt.Errorf("%w: %s", ErrUnknownDelivery, id)
+	}
+	return *d, nil
+}
+
+// Redeliver attempts delivery id once more now, whatever its state, with
+// the same ID and body, and returns it after the attempt.
+func (s *Sender) Redeliver(ctx context.Context, id string) (Delivery, error) {
+	d, err := s.Delivery(id)
+	if err != nil {
+		return d, err
+	}
+	for i := range s.subs {
+		if s.subs[i].ID == d.Subscription {
+			s.mu.Lock()
+			kept := s.deliveries[id]
+			s.mu.Unlock()
+			if kept == nil {
+				return Delivery{}, fmt.Errorf("%w: %s", ErrUnknownDelivery, id)
+			}
+			s.attempt(ctx, &s.subs[i], kept)
+			return s.Delivery(id)
+		}
+	}
+	return Delivery{}, fmt.Errorf("%w: %s", ErrUnknownDelivery, id)
+}
