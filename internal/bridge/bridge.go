@@ -41,6 +41,9 @@ type Request struct {
 	Metadata json.RawMessage
 	// Deadline is zero when the suspension never expires.
 	Deadline time.Time
+	// Event is the event the suspension waits for (instance.WithEvent):
+	// a signal resolves it, not a person's answer. Empty for most.
+	Event string
 }
 
 // Action is what an answer does with its suspension.
@@ -130,7 +133,7 @@ func requests(machineID string, calls []instance.SuspendedCall) []Request {
 	for _, c := range calls {
 		out = append(out, Request{
 			SuspendID: c.SuspendID, MachineID: machineID, Reason: c.Reason,
-			Kind: string(c.Kind), Name: c.Name, Schema: c.PayloadSchema, Metadata: c.Metadata, Deadline: c.Deadline,
+			Kind: string(c.Kind), Name: c.Name, Schema: c.PayloadSchema, Metadata: c.Metadata, Deadline: c.Deadline, Event: c.Event,
 		})
 	}
 	return out
