@@ -387,6 +387,32 @@ func TestStream(t *testing.T) {
 	require.Equal(t, a2a.TaskStateSubmitted, states[0])
 	require.Equal(t, a2a.TaskStateInputRequired, states[len(states)-1])
 	require.Equal(t, []string{"started", "finished"}, tools)
+	require.Empty(t, streamed, "the model wrote no text")
+
+	// Text streams into the answer artifact; the final answer replaces it.
+	var chunks []*a2a.TaskArtifactUpdateEvent
+	var last a2a.TaskState
+	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: text("hello")}) {
+		require.NoError(t, err)
+		switch e := ev.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			chunks = append(chunks, e)
+		case *a2a.TaskStatusUpdateEvent:
+			last = e.Status.State
+		}
+	}
+	require.Equal(t, a2a.TaskStateCompleted, last)
+	require.GreaterOrEqual(t, len(chunks), 2)
+	deltas, final := chunks[:len(chunks)-1], chunks[len(chunks)-1]
+	streamed = ""
+	for i, d := range deltas {
+		require.Equal(t, i > 0, d.Append, "delta %d", i)
+		streamed += d.Artifact.Parts[0].Text()
+	}
+	require.Equal(t, "You said: hello", streamed)
+	require.False(t, final.Append)
+	require.True(t, final.LastChunk)
+	require.Equal(t, "You said: hello", final.Artifact.Parts[0].Text())
 }
 
 func TestCancel(t *testing.T) {

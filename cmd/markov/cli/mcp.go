@@ -74,7 +74,7 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	if *addr == "" {
 		err = srv.MCP().Run(ctx, c.stdio())
 	} else {
-		err = serveHTTP(ctx, c, *addr, srv.Handler())
+		err = serveHTTP(ctx, c, *addr, "MCP (Streamable HTTP, stateless)", srv.Handler())
 	}
 	stop()
 	wg.Wait()
@@ -84,8 +84,8 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	return err
 }
 
-// serveHTTP serves h on addr until ctx is done.
-func serveHTTP(ctx context.Context, c *CLI, addr string, h http.Handler) error {
+// serveHTTP serves h, what names it, on addr until ctx is done.
+func serveHTTP(ctx context.Context, c *CLI, addr, what string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func serveHTTP(ctx context.Context, c *CLI, addr string, h http.Handler) error {
 	if c.onListen != nil {
 		c.onListen(ln.Addr())
 	}
-	fmt.Fprintf(c.stderr(), "serving MCP (Streamable HTTP, stateless) on http://%s\n", ln.Addr())
+	fmt.Fprintf(c.stderr(), "serving %s on http://%s\n", what, ln.Addr())
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
