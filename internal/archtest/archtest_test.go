@@ -118,7 +118,9 @@ var layers = map[string]rule{
 	// durable and below; the protocol packages (layer 8) use it.
 	"internal/bridge": {layer: 7, also: []string{"durable"}},
 	// mcp mounts MCP servers' tools (layer 8).
-	"mcp":           {layer: 8},
+	"mcp": {layer: 8},
+	// a2a speaks Agent2Agent (layer 8): a charter served as an agent.
+	"a2a":           {layer: 8},
 	"acp/acpdemo":   {layer: topLayer, anything: true},
 	"llm/anthropic": sdkAdapter,
 	"llm/openai":    sdkAdapter,
