@@ -17,10 +17,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/markov-agents/markov/durable"
-	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/bridge"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -223,7 +221,7 @@ func (s *Server) plan(ctx context.Context, task *a2a.Task, msg *a2a.Message) (pl
 	if rej, ok := errors.AsType[*bridge.RejectedError](err); ok {
 		p.violations = map[string]string{}
 		for _, v := range rej.Violations {
-			p.violations[v.SuspendID] = violation(v.Err)
+			p.violations[v.SuspendID] = bridge.ViolationText(v.Err)
 		}
 		return p, nil
 	}
@@ -279,18 +277,6 @@ func issuedIDs(task *a2a.Task) []string {
 	return ids
 }
 
-// violation is the text for a person of a refused payload.
-func violation(err error) string {
-	pe, ok := errors.AsType[*instance.PayloadError](err)
-	switch {
-	case !ok:
-		return err.Error()
-	case pe.Field == "":
-		return pe.Violation
-	}
-	return pe.Field + ": " + pe.Violation
-}
-
 // waitingStatus is the status event of a task waiting on reqs: a text
 // part with their reasons (and the violations of refused answers), and a
 // data part per suspension.
@@ -331,7 +317,7 @@ func (s *Server) finish(ctx context.Context, t *turn, id string) {
 			return
 		}
 		if len(reqs) == 0 {
-			answer := lastAnswer(l.Machine.History())
+			answer := bridge.LastAnswer(l.Machine.History())
 			art := &a2a.TaskArtifactUpdateEvent{TaskID: t.ec.TaskID, ContextID: t.ec.ContextID, LastChunk: true,
 				Artifact: &a2a.Artifact{ID: AnswerArtifact, Name: AnswerArtifact, Parts: a2a.ContentParts{a2a.NewTextPart(answer)}}}
 			if t.yield(art, nil) {
@@ -421,17 +407,4 @@ func dataPart(v any) *a2a.Part {
 func (t *turn) fail(err error) {
 	t.yield(a2a.NewStatusUpdateEvent(t.ec, a2a.TaskStateFailed,
 		a2a.NewMessageForTask(a2a.MessageRoleAgent, t.ec, a2a.NewTextPart(err.Error()))), nil)
-}
-
-// lastAnswer is the text of the last assistant message of msgs that has
-// text.
-func lastAnswer(msgs []message.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == message.Assistant {
-			if t := msgs[i].Text(); t != "" {
-				return t
-			}
-		}
-	}
-	return ""
 }

@@ -11,6 +11,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 )
 
 // DefaultTokenTTL is how long a continuation token stays good when
@@ -273,4 +275,30 @@ func (e *RejectedError) Unwrap() []error {
 		out[i] = v.Err
 	}
 	return out
+}
+
+// ViolationText is the text for a person of a payload a schema refused
+// (an *instance.PayloadError): the field and what is wrong with it.
+func ViolationText(err error) string {
+	pe, ok := errors.AsType[*instance.PayloadError](err)
+	switch {
+	case !ok:
+		return err.Error()
+	case pe.Field == "":
+		return pe.Violation
+	}
+	return pe.Field + ": " + pe.Violation
+}
+
+// LastAnswer is the text of the last assistant message of msgs that has
+// text: what a protocol shows as a run's answer.
+func LastAnswer(msgs []message.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == message.Assistant {
+			if t := msgs[i].Text(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/markov-agents/markov/a2a"
@@ -51,17 +50,7 @@ func A2A(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	if *sweep > 0 && db.Fleet == nil { // on PostgreSQL, the fleet's workers expire deadlines
-		wg.Go(func() { _ = db.Runner.RunSweeper(ctx, *sweep) })
-	}
-	err = serveHTTP(ctx, c, *addr, "A2A (agent card, JSON-RPC at /, HTTP+JSON at /rest)", srv)
-	stop()
-	wg.Wait()
-	if ctx.Err() != nil {
-		return nil // stopped by a signal
-	}
-	return err
+	return sweeping(ctx, db, *sweep, func(ctx context.Context) error {
+		return serveHTTP(ctx, c, *addr, "A2A (agent card, JSON-RPC at /, HTTP+JSON at /rest)", srv)
+	})
 }

@@ -65,17 +65,26 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return err
 	}
+	return sweeping(ctx, db, *sweep, func(ctx context.Context) error {
+		if *addr == "" {
+			return srv.MCP().Run(ctx, c.stdio())
+		}
+		return serveHTTP(ctx, c, *addr, "MCP (Streamable HTTP, stateless)", srv.Handler())
+	})
+}
+
+// sweeping runs serve, and beside it on SQLite the sweeper every sweep
+// (none when 0; on PostgreSQL the fleet's workers expire deadlines),
+// until serve returns or ctx is done: stopped by a signal, it returns
+// nil.
+func sweeping(ctx context.Context, db *DB, sweep time.Duration, serve func(context.Context) error) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	if *sweep > 0 && db.Fleet == nil { // on PostgreSQL, the fleet's workers expire deadlines
-		wg.Go(func() { _ = db.Runner.RunSweeper(ctx, *sweep) })
+	if sweep > 0 && db.Fleet == nil {
+		wg.Go(func() { _ = db.Runner.RunSweeper(ctx, sweep) })
 	}
-	if *addr == "" {
-		err = srv.MCP().Run(ctx, c.stdio())
-	} else {
-		err = serveHTTP(ctx, c, *addr, "MCP (Streamable HTTP, stateless)", srv.Handler())
-	}
+	err := serve(ctx)
 	stop()
 	wg.Wait()
 	if ctx.Err() != nil {
