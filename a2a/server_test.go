@@ -3,8 +3,10 @@ package a2a_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"iter"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -519,5 +521,36 @@ func TestNewServerRefusesBadConfig(t *testing.T) {
 	} {
 		_, err := markova2a.NewServer(cfg)
 		require.ErrorIs(t, err, markova2a.ErrInvalidConfig)
+	}
+}
+
+// A push notification config given with the message gets the task's
+// events, the one that made it input-required among them.
+func TestPushNotification(t *testing.T) {
+	f := newFixture(t)
+	got := make(chan string, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- r.Header.Get("A2A-Notification-Token") + " " + string(body)
+	}))
+	defer hook.Close()
+	c := f.client(t, a2a.TransportProtocolJSONRPC)
+	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: text("ask colour?"),
+		Config: &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: hook.URL, Token: "tok"}}})
+	require.NoError(t, err)
+	task := res.(*a2a.Task)
+	require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case p := <-got:
+			require.True(t, strings.HasPrefix(p, "tok "), p)
+			if strings.Contains(p, "TASK_STATE_INPUT_REQUIRED") {
+				require.Contains(t, p, string(task.ID))
+				return
+			}
+		case <-deadline:
+			t.Fatal("no push notification of the input-required task")
+		}
 	}
 }
