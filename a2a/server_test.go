@@ -118,7 +118,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) start(t *testing.T) {
 	t.Helper()
 	r, st := deskRunner(t, f.db)
-	s, err := markova2a.NewServer(markova2a.ServerConfig{Runner: r, Node: "desk", Records: st, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	s, err := markova2a.NewServer(markova2a.ServerConfig{Runner: r, Node: "desk", Records: st, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	f.runner, f.srv = r, httptest.NewServer(s)
 	t.Cleanup(f.srv.Close)
