@@ -2,7 +2,7 @@ package a2a
 
 // This file is the client half of the package: a remote A2A agent called
 // as a tool (Remote, Tool, PackTool), whose long waits suspend the call
-// durably. See docs/A2A-remote.md.
+// durably. See docs/A2A.md.
 
 import (
 	"context"
@@ -221,7 +221,7 @@ type wake struct {
 
 // Tool returns the remote agent as a tool of nodes with state S, reading
 // its card first (for the description). A call sends the model's message
-// to the agent; see docs/A2A-remote.md for how it waits.
+// to the agent; see docs/A2A.md for how it waits.
 func Tool[S any](ctx context.Context, r *Remote) (node.Tool[S], error) {
 	desc, err := r.description(ctx)
 	if err != nil {

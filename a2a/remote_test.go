@@ -28,7 +28,8 @@ import (
 	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
 
-type desk struct{}
+// caller is the state of the node that calls remote agents.
+type caller struct{}
 
 // goAgent is a remote agent built with the official Go SDK's server. What
 // it does depends on the first message's text:
@@ -190,9 +191,9 @@ func newEnvOn(t *testing.T, b backend, cfg a2a.Config, replies ...scripted.Reply
 	cfg.AllowPrivate = true
 	remote, err := a2a.NewRemote(cfg)
 	require.NoError(t, err)
-	tool, err := a2a.Tool[desk](context.Background(), remote)
+	tool, err := a2a.Tool[caller](context.Background(), remote)
 	require.NoError(t, err)
-	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{tool}})
+	n, err := node.New("desk", node.Config[caller]{Tools: []node.Tool[caller]{tool}})
 	require.NoError(t, err)
 	ch, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(replies...), Nodes: []*node.Node{n},
 		Hooks: machine.Hooks{OnResolved: a2a.CancelHook(remote)}})
@@ -486,9 +487,9 @@ func TestRemoteRefusesPrivateAddresses(t *testing.T) {
 	card := &sdk.AgentCard{Name: "Painter", SupportedInterfaces: []*sdk.AgentInterface{sdk.NewAgentInterface(srv.URL+"/rpc", sdk.TransportProtocolJSONRPC)}}
 	remote, err := a2a.NewRemote(a2a.Config{Name: "painter", Card: card})
 	require.NoError(t, err)
-	tool, err := a2a.Tool[desk](context.Background(), remote)
+	tool, err := a2a.Tool[caller](context.Background(), remote)
 	require.NoError(t, err)
-	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{tool}})
+	n, err := node.New("desk", node.Config[caller]{Tools: []node.Tool[caller]{tool}})
 	require.NoError(t, err)
 	ch, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(scripted.Tool("painter", a2a.Request{Message: "quick"}), scripted.Text("done")), Nodes: []*node.Node{n}})
 	require.NoError(t, err)

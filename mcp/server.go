@@ -25,10 +25,8 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
-	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/bridge"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -280,19 +278,6 @@ func decodeArgs(args json.RawMessage, v any) error {
 	return nil
 }
 
-// violation is the text for a person of a refused payload: the field
-// and what is wrong with it.
-func violation(err error) string {
-	pe, ok := errors.AsType[*instance.PayloadError](err)
-	switch {
-	case !ok:
-		return err.Error()
-	case pe.Field == "":
-		return pe.Violation
-	}
-	return pe.Field + ": " + pe.Violation
-}
-
 // invalidParams is the protocol error of a retry the server refuses.
 func invalidParams(format string, args ...any) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
@@ -363,7 +348,7 @@ func (s *Server) answers(ctx context.Context, c bridge.Continuation, reqs []brid
 	applied, err := s.bridge.Inputs(ctx, c, answers, ResumedBy)
 	if rej, ok := errors.AsType[*bridge.RejectedError](err); ok {
 		for _, v := range rej.Violations {
-			violations[v.SuspendID] = violation(v.Err)
+			violations[v.SuspendID] = bridge.ViolationText(v.Err)
 		}
 	} else if errors.Is(err, bridge.ErrNotInToken) || errors.Is(err, bridge.ErrInvalidAnswer) {
 		return bridge.Applied{}, nil, invalidParams("inputResponses: %v", err)
@@ -414,7 +399,7 @@ func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, id string
 		return nil, err
 	}
 	if out.answer == "" {
-		out.answer = lastAnswer(m.History())
+		out.answer = bridge.LastAnswer(m.History())
 	}
 	if reqs, err := s.bridge.Requests(ctx, id); err != nil {
 		return nil, err
@@ -451,25 +436,12 @@ type runOutcome struct {
 }
 
 func (o *runOutcome) step(st machine.Step) {
-	if a := lastAnswer(st.Messages); a != "" {
+	if a := bridge.LastAnswer(st.Messages); a != "" {
 		o.answer = a
 	}
 	if st.Command != nil && st.Command.Suspension == nil {
 		o.result = st.Command.Value
 	}
-}
-
-// lastAnswer is the text of the last assistant message of msgs that has
-// text.
-func lastAnswer(msgs []message.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == message.Assistant {
-			if t := msgs[i].Text(); t != "" {
-				return t
-			}
-		}
-	}
-	return ""
 }
 
 // inputRequired is the input_required result of reqs, machine id's

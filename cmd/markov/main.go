@@ -50,6 +50,8 @@
 //	mcp [--node NAME] [--http HOST:PORT] [--secret-env VAR] [--state-ttl D] [--sweep D]
 //	                                  serve the charter as an MCP server on stdin/stdout,
 //	                                  or stateless Streamable HTTP (--http)
+//	a2a [--addr HOST:PORT] [--node NAME] [--url URL] [--sweep D]
+//	                                  serve the charter as an A2A agent over HTTP
 //	version [-o text|json]            print the version and the Go version
 //	help [command]                    print help (also -h, --help, <command> -h)
 //

@@ -11,6 +11,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 )
 
 // DefaultTokenTTL is how long a continuation token stays good when
@@ -44,6 +46,9 @@ type Request struct {
 	Metadata json.RawMessage
 	// Deadline is zero when the suspension never expires.
 	Deadline time.Time
+	// Event is the event the suspension waits for (instance.WithEvent):
+	// a signal resolves it, not a person's answer. Empty for most.
+	Event string
 }
 
 // Action is what an answer does with its suspension.
@@ -133,7 +138,7 @@ func requests(machineID string, calls []instance.SuspendedCall) []Request {
 	for _, c := range calls {
 		out = append(out, Request{
 			SuspendID: c.SuspendID, MachineID: machineID, Reason: c.Reason,
-			Kind: string(c.Kind), Name: c.Name, ToolUseID: c.ToolUseID, Schema: c.PayloadSchema, Metadata: c.Metadata, Deadline: c.Deadline,
+			Kind: string(c.Kind), Name: c.Name, ToolUseID: c.ToolUseID, Schema: c.PayloadSchema, Metadata: c.Metadata, Deadline: c.Deadline, Event: c.Event,
 		})
 	}
 	return out
@@ -281,4 +286,30 @@ func (e *RejectedError) Unwrap() []error {
 		out[i] = v.Err
 	}
 	return out
+}
+
+// ViolationText is the text for a person of a payload a schema refused
+// (an *instance.PayloadError): the field and what is wrong with it.
+func ViolationText(err error) string {
+	pe, ok := errors.AsType[*instance.PayloadError](err)
+	switch {
+	case !ok:
+		return err.Error()
+	case pe.Field == "":
+		return pe.Violation
+	}
+	return pe.Field + ": " + pe.Violation
+}
+
+// LastAnswer is the text of the last assistant message of msgs that has
+// text: what a protocol shows as a run's answer.
+func LastAnswer(msgs []message.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == message.Assistant {
+			if t := msgs[i].Text(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }

@@ -51,6 +51,8 @@ type Store struct {
 	hub livehub.Hub
 	// effects is the effect journal, by key.
 	effects map[string]store.Effect
+	// records are the records of store.RecordKeeper, by kind and key.
+	records map[[2]string]store.Record
 }
 
 type machine struct {
@@ -83,6 +85,7 @@ func New() *Store {
 		suspensions: make(map[string]*store.Suspension),
 		replays:     make(map[string]time.Time),
 		effects:     make(map[string]store.Effect),
+		records:     make(map[[2]string]store.Record),
 		outcomes:    make(map[string][]byte),
 		requests:    make(map[string][]store.SuspendRequest),
 		floors:      make(map[string]int64),

@@ -335,6 +335,15 @@ var migrations = [...]string{
 		ended_at   timestamptz
 	);
 	CREATE INDEX effects_machine_idx ON {s}.effects (machine_id);`,
+	// 12: the records of protocol packages (store.RecordKeeper).
+	`CREATE TABLE {s}.records (
+		kind       text NOT NULL,
+		key        text NOT NULL,
+		data       bytea NOT NULL,
+		version    bigint NOT NULL,
+		updated_at timestamptz NOT NULL,
+		PRIMARY KEY (kind, key)
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of

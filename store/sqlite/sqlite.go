@@ -448,6 +448,15 @@ var migrations = [...]string{
 		ended_at   INTEGER
 	) WITHOUT ROWID;
 	CREATE INDEX effects_machine ON effects (machine_id);`,
+	// 12: the records of protocol packages (store.RecordKeeper).
+	`CREATE TABLE records (
+		kind       TEXT NOT NULL,
+		key        TEXT NOT NULL,
+		data       BLOB NOT NULL,
+		version    INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		PRIMARY KEY (kind, key)
+	) WITHOUT ROWID;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of

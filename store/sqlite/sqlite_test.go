@@ -327,7 +327,7 @@ func TestMigrateHistoryRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db := olderDatabase(t, path,
 		`PRAGMA user_version = 6`, // as version 6 left it
-		`DROP TABLE effects`,
+		`DROP TABLE effects`, `DROP TABLE records`,
 		`DROP TABLE parked`,
 		`ALTER TABLE replays DROP COLUMN outcome`,
 		`DROP TABLE event_floors`,
@@ -376,7 +376,7 @@ func TestMigrateEventFloors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	olderDatabase(t, path,
 		`PRAGMA user_version = 7`, // as version 7 left it
-		`DROP TABLE effects`,
+		`DROP TABLE effects`, `DROP TABLE records`,
 		`DROP TABLE parked`,
 		`ALTER TABLE replays DROP COLUMN outcome`,
 		`DROP TABLE event_floors`,
@@ -396,7 +396,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	olderDatabase(t, path,
 		`PRAGMA user_version = 1`, // as version 1 left it
-		`DROP TABLE effects`,
+		`DROP TABLE effects`, `DROP TABLE records`,
 		`DROP TABLE parked`,
 		`DROP TABLE replays`,
 		`DROP TABLE suspend_requests`,

@@ -40,6 +40,7 @@ func builtins() []Command {
 		{Name: "worker", Args: "--store postgres://… [--schema S] [--workers N] [--shutdown-timeout D] [--health HOST:PORT]", Summary: "run a fleet's workers on PostgreSQL, with no HTTP API", Run: Worker},
 		{Name: "parked", Args: "[-n N] [-o text|json]", Summary: "list the machines parked after their runs kept failing (a fleet's jobs; SQLite's sweeper), with their errors", Run: Parked},
 		{Name: "mcp", Args: "[--node NAME] [--http HOST:PORT] [--secret-env VAR] [--state-ttl D] [--sweep D]", Summary: "serve the charter as a Model Context Protocol server on stdin/stdout, or Streamable HTTP (--http)", Run: MCP},
+		{Name: "a2a", Args: "[--addr HOST:PORT] [--node NAME] [--url URL] [--sweep D]", Summary: "serve the charter as an Agent2Agent (A2A) agent over HTTP: agent card, JSON-RPC and HTTP+JSON", Run: A2A},
 		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},
 		{Name: "version", Args: "[-o text|json]", Summary: "print the program's version and the Go version it was built with", Run: Version},
 	}

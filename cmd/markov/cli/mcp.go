@@ -70,25 +70,38 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	if err != nil {
 		return err
 	}
+	return c.serving(ctx, db, *sweep, func(ctx context.Context) error {
+		if *addr == "" {
+			return srv.Run(ctx, c.stdio())
+		}
+		return serveHTTP(ctx, c, *addr, "MCP (Streamable HTTP, stateless)", srv.Handler())
+	}, srv.Close)
+}
+
+// serving runs serve until it returns or ctx is done and, beside it on
+// SQLite (on PostgreSQL the fleet's workers do both), continues the runs
+// a stop cut short and resolves expired suspensions every sweep (never
+// when 0). Then it calls closers, cancels the runs still going and waits
+// for them; it returns serve's error, or nil when a signal stopped the
+// command.
+func (c *CLI) serving(ctx context.Context, db *DB, sweep time.Duration, serve func(context.Context) error, closers ...func() error) error {
 	signalled := ctx // done when a signal stops the command
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	if db.Fleet == nil { // on PostgreSQL, the fleet's workers continue runs and expire deadlines
+	if db.Fleet == nil {
 		wg.Go(func() {
-			c.recoverRuns(ctx, db) // a task's run cut short by a stop goes on
-			if *sweep > 0 {
-				_ = db.Runner.RunSweeper(ctx, *sweep)
+			c.recoverRuns(ctx, db)
+			if sweep > 0 {
+				_ = db.Runner.RunSweeper(ctx, sweep)
 			}
 		})
 	}
-	if *addr == "" {
-		err = srv.Run(ctx, c.stdio())
-	} else {
-		err = serveHTTP(ctx, c, *addr, srv.Handler())
-	}
+	err := serve(ctx)
 	stop()
-	_ = srv.Close()
+	for _, closeFn := range closers {
+		_ = closeFn()
+	}
 	_ = db.Runner.Wait(ctx)
 	wg.Wait()
 	if signalled.Err() != nil {
@@ -97,8 +110,8 @@ func MCP(ctx context.Context, c *CLI, args []string) error {
 	return err
 }
 
-// serveHTTP serves h on addr until ctx is done.
-func serveHTTP(ctx context.Context, c *CLI, addr string, h http.Handler) error {
+// serveHTTP serves h, what names it, on addr until ctx is done.
+func serveHTTP(ctx context.Context, c *CLI, addr, what string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -106,7 +119,7 @@ func serveHTTP(ctx context.Context, c *CLI, addr string, h http.Handler) error {
 	if c.onListen != nil {
 		c.onListen(ln.Addr())
 	}
-	fmt.Fprintf(c.stderr(), "serving MCP (Streamable HTTP, stateless) on http://%s\n", ln.Addr())
+	fmt.Fprintf(c.stderr(), "serving %s on http://%s\n", what, ln.Addr())
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
