@@ -408,7 +408,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		if r.payload != nil {
 			t.add(message.Message{
 				Role:   message.User,
-				Parts:  []message.Part{{Kind: message.KindText, Text: frame.PayloadText(r.payload), SuspendID: c.SuspendID}},
+				Parts:  []message.Part{instancePayload(c, r)},
 				Source: message.Source{To: in.ID},
 			})
 			t.wakeInstance(in)
@@ -418,6 +418,20 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 	}
 	t.finish(in)
 	return steps, nil
+}
+
+// instancePayload is the part a whole-instance suspension's resolution
+// hands the instance: the payload's text, or — for an error resolution
+// (ResumeInput.IsError) — the error, flagged (Part.IsError) and worded
+// as an error, so that neither code nor a model takes it for something
+// the user said.
+func instancePayload(c instance.SuspendedCall, r resolution) message.Part {
+	text := frame.PayloadText(r.payload)
+	if !r.isError {
+		return message.Part{Kind: message.KindText, Text: text, SuspendID: c.SuspendID}
+	}
+	return message.Part{Kind: message.KindText, IsError: true, SuspendID: c.SuspendID,
+		Text: fmt.Sprintf("Error: the wait %q ended with an error, not with a message from the user: %s", c.Reason, text)}
 }
 
 // resolveTool delivers the result of tool call c of in: the failure, or
