@@ -229,7 +229,7 @@ func TestBrowserRace(t *testing.T) {
 	require.NoError(t, chromedp.Do(first, chromedp.Click(css(`button.approve`)), chromedp.WaitVisible(css(`#answer`))))
 	require.NoError(t, chromedp.Do(second, chromedp.Click(css(`button.reject`))))
 	conflict := text(t, second, `.conflict`)
-	require.Contains(t, conflict, "Someone else decided this suspension first")
+	require.Contains(t, conflict, "ada decided this suspension first")
 	require.Contains(t, conflict, "resolved")
 }
 

@@ -191,7 +191,7 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := cfg.ui.mount(c, db, api, rc.ClientKey)
+	h, err := cfg.ui.mount(c, db, api, rc)
 	if err != nil {
 		return nil, err
 	}
