@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,4 +164,61 @@ func TestErrorPageSaysNothingInternal(t *testing.T) {
 	require.Contains(t, body, "Something went wrong on our side (reference ")
 	require.NotContains(t, body, "sql")
 	require.Contains(t, body, "<main")
+}
+
+// TestDecidedRows: in the inbox, decided rows say what was decided and
+// by whom, and neither count as waiting nor show a deadline; an expired
+// row is not overdue (#29 item 8).
+func TestDecidedRows(t *testing.T) {
+	var shift atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	charter, err := charterAt(refundModel(), clock)
+	require.NoError(t, err)
+	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
+	s := newStack(t, console.Config{Runner: r, Charter: charter, Now: clock})
+	ids := map[string]string{}
+	for i, m := range []string{"approved", "declined", "cancelled", "failed", "expired"} {
+		ids[m] = s.park(t, "m-"+m, i+1)
+	}
+	ada, grace := signedIn(t, s, "ada"), signedIn(t, s, "grace")
+	decide := func(c *client, id, action string, form url.Values) {
+		t.Helper()
+		page := "/ui/suspensions/" + id
+		status, _, body := c.post(page, page+"/"+action, form)
+		require.Equal(t, http.StatusSeeOther, status, body)
+	}
+	decide(ada, ids["approved"], "resume", url.Values{"_decision": {"true"}})
+	decide(grace, ids["declined"], "resume", url.Values{"_decision": {"false"}})
+	decide(grace, ids["cancelled"], "cancel", url.Values{"reason": {"duplicate"}})
+	decide(ada, ids["failed"], "error", url.Values{"message": {"no such order"}})
+	shift.Store(int64(2 * time.Hour)) // past the deadline of the one left
+	_, err = r.Sweep(context.Background(), 10)
+	require.NoError(t, err)
+	s.requireStatus(t, ids["expired"], store.StatusExpired)
+
+	_, body := ada.get("/ui/?status=all")
+	for word, by := range map[string]string{"approved": "ada", "declined": "grace", "cancelled": "grace", "failed with an error": "ada", "expired": ""} {
+		key, _, _ := strings.Cut(word, " ")
+		row := inboxRow(t, body, ids[key])
+		require.Contains(t, row, `<td class="outcome"><span class="status `)
+		require.Contains(t, row, ">"+word+"</span>")
+		if by != "" {
+			require.Contains(t, row, `<span class="by">by `+by+`</span>`)
+		} else {
+			require.NotContains(t, row, `class="by"`)
+		}
+		require.Contains(t, row, `<td class="deadline">—</td>`, "no deadline for a decided row")
+		require.NotContains(t, row, "overdue")
+		require.Contains(t, row, "asked ", "no time waiting")
+	}
+}
+
+// inboxRow is the inbox's row of suspension id.
+func inboxRow(t *testing.T, body, id string) string {
+	t.Helper()
+	start := strings.Index(body, `data-suspension="`+id+`"`)
+	require.GreaterOrEqual(t, start, 0, "no row for %s", id)
+	end := strings.Index(body[start:], "</tr>")
+	require.Greater(t, end, 0)
+	return body[start : start+end]
 }

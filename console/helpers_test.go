@@ -136,7 +136,10 @@ func newCharter(t testing.TB) *machine.Charter {
 func buildCharter() (*machine.Charter, error) { return charterWith(refundModel()) }
 
 // charterWith is the refund charter on model.
-func charterWith(model llm.Model) (*machine.Charter, error) {
+func charterWith(model llm.Model) (*machine.Charter, error) { return charterAt(model, nil) }
+
+// charterAt is the refund charter on model and clock (time.Now if nil).
+func charterAt(model llm.Model, clock func() time.Time) (*machine.Charter, error) {
 	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
 		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
 			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
@@ -153,7 +156,7 @@ func charterWith(model llm.Model) (*machine.Charter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{d, a}})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{d, a}, Clock: clock})
 }
 
 // stack is a console served by httptest, over a runner on a SQLite file

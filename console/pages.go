@@ -27,8 +27,12 @@ type Row struct {
 	store.Suspension
 	Node, InstanceID string
 	Input, Metadata  string
-	Waiting, Left    string
-	Overdue          bool
+	// Waiting, Left and Overdue are a pending suspension's: how long it
+	// has waited, the time left to its deadline, and whether that passed.
+	Waiting, Left string
+	Overdue       bool
+	// Outcome is a decided one's: what was decided, and by whom.
+	Outcome Outcome
 }
 
 // inboxData is the inbox page's data.
@@ -82,14 +86,20 @@ func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 
 // row fills in a suspension from its machine (loaded once per page).
 func (c *Console) row(ctx context.Context, machines map[string]*machine.Machine, e store.Suspension, now time.Time) Row {
-	row := Row{Suspension: e, Waiting: since(now, e.CreatedAt)}
-	if !e.Deadline.IsZero() {
-		row.Left, row.Overdue = until(now, e.Deadline), !now.Before(e.Deadline)
+	row := Row{Suspension: e}
+	if e.Status == store.StatusPending {
+		row.Waiting = since(now, e.CreatedAt)
+		if !e.Deadline.IsZero() {
+			row.Left, row.Overdue = until(now, e.Deadline), !now.Before(e.Deadline)
+		}
 	}
 	m, ok := machines[e.MachineID]
 	if !ok {
 		m, _, _ = c.runner.Load(ctx, e.MachineID) // a machine gone since: the index entry alone
 		machines[e.MachineID] = m
+	}
+	if e.Status != store.StatusPending {
+		row.Outcome = outcomeOf(e, outcomes(m))
 	}
 	if m == nil {
 		return row
