@@ -279,8 +279,10 @@ type page struct {
 	Live string
 	// Fleet shows the link to the fleet view.
 	Fleet bool
-	// Refresh, if positive, reloads the page every Refresh seconds.
-	Refresh int
+	// Refresh, if positive, reloads the page every Refresh seconds;
+	// Following does only where scripts do not run (live pages follow
+	// the events with them).
+	Refresh, Following int
 	Data    any
 }
 

@@ -19,6 +19,10 @@ import (
 	"github.com/markov-agents/markov/store"
 )
 
+// noScriptRefresh is how often, in seconds, a machine page whose run goes
+// on reloads itself where scripts do not run.
+const noScriptRefresh = 2
+
 // inboxLimit caps the suspensions one inbox page lists per status.
 const inboxLimit = 500
 
@@ -268,7 +272,11 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "machine", page{Title: "Machine " + id, Live: id, Data: d}, who)
+	p := page{Title: "Machine " + id, Live: id, Data: d}
+	if d.State == durable.StateRunning || d.Queued > 0 || (d.Decided != "" && d.State == durable.StateIdle && c.fleet != nil) {
+		p.Following = noScriptRefresh // a run goes on: show its end without scripts too
+	}
+	c.render(w, r, http.StatusOK, "machine", p, who)
 }
 
 // treeRows flattens the tree, depth first, noting the leaves' nodes in
