@@ -250,3 +250,28 @@ func TestBrowserNoJavaScript(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, following.Exists, "scripts ran")
 }
+
+// TestBrowserLiveKeepsTyping: a live refresh of the inbox adds the new
+// row and leaves the filter the person is typing in as it is, with the
+// focus (#29 item 5).
+func TestBrowserLiveKeepsTyping(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s := newStack(t, console.Config{})
+	s.park(t, "m1", 1)
+	require.NoError(t, chromedp.Do(ctx,
+		signInAs(s, "ada"),
+		chromedp.WaitVisible(css(`body[data-following="1"]`)),
+		chromedp.WaitVisible(css(`tr[data-suspension]`)),
+		markPage,
+		chromedp.SendKeys(css(`input[name=q]`), "refund 2"),
+	))
+	s.park(t, "m2", 2)
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`tr[data-suspension]:nth-child(2)`))))
+	requireNotReloaded(t, ctx)
+	typed, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("input[name=q]").value`))
+	require.NoError(t, err)
+	require.Equal(t, "refund 2", typed)
+	focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.name`))
+	require.NoError(t, err)
+	require.Equal(t, "q", focused)
+}
