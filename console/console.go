@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -216,11 +217,14 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, string)) h
 				http.Error(w, "console: sign in through the proxy", http.StatusUnauthorized)
 				return
 			}
-			if r.Method == http.MethodGet && r.URL.Path != c.prefix+"events" {
-				http.Redirect(w, r, c.prefix+"login", http.StatusSeeOther)
-				return
+			switch {
+			case r.Method == http.MethodGet && r.URL.Path != c.prefix+"events":
+				http.Redirect(w, r, c.prefix+"login?"+url.Values{"next": {r.URL.RequestURI()}}.Encode(), http.StatusSeeOther)
+			case r.Method == http.MethodPost && r.PathValue("action") != "":
+				c.signInAgain(w, r)
+			default:
+				http.Error(w, "console: not signed in", http.StatusUnauthorized)
 			}
-			http.Error(w, "console: not signed in", http.StatusUnauthorized)
 			return
 		}
 		if r.Method == http.MethodPost && !c.auth.checkCSRF(r, who) {
@@ -231,8 +235,44 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, string)) h
 	}
 }
 
+// loginData is the sign-in page's data: where to go once signed in.
+type loginData struct {
+	Next string
+}
+
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in"}, "")
+	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: loginData{c.next(r.URL.Query().Get("next"))}}, "")
+}
+
+// signInAgain answers a decision posted without a session (it expired):
+// the sign-in page, which returns to the decision's page with what the
+// person had filled in (?draft=, the form's values), nothing decided.
+func (c *Console) signInAgain(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	draft := url.Values{}
+	for k, v := range r.PostForm {
+		if k != "csrf" && k != yesNoField {
+			draft[k] = v
+		}
+	}
+	next := c.prefix + "suspensions/" + url.PathEscape(r.PathValue("id"))
+	if len(draft) > 0 {
+		next += "?" + url.Values{"draft": {draft.Encode()}}.Encode()
+	}
+	c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in",
+		Error: "Your session ended, and your decision was not sent. Sign in again: the form comes back as you filled it in.",
+		Data:  loginData{next}}, "")
+}
+
+// next is the path to return to after signing in: a path of the
+// console's own, or the inbox.
+func (c *Console) next(p string) string {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, c.prefix) ||
+		strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") || u.Path == c.prefix+"login" {
+		return c.prefix
+	}
+	return u.RequestURI()
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
@@ -242,7 +282,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		c.log.WarnContext(r.Context(), "markov console: sign-in refused, too many failures", "client", client)
 		c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
-			Error: fmt.Sprintf("Too many failed sign-ins from your address: try again in %d seconds.", secs)}, "")
+			Error: fmt.Sprintf("Too many failed sign-ins from your address: try again in %d seconds.", secs),
+			Data:  loginData{c.next(r.PostFormValue("next"))}}, "")
 		return
 	}
 	name := strings.TrimSpace(r.PostFormValue("name"))
@@ -253,12 +294,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if name == "" || !c.auth.checkSecret(r.PostFormValue("secret")) {
 		c.signIns.Fail(client, c.now())
 		c.log.WarnContext(r.Context(), "markov console: failed sign-in", "name", name, "client", client)
-		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Wrong name or secret."}, "")
+		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Wrong name or secret.",
+			Data: loginData{c.next(r.PostFormValue("next"))}}, "")
 		return
 	}
 	c.log.InfoContext(r.Context(), "markov console: signed in", "name", name, "client", client)
 	http.SetCookie(w, c.auth.cookie(r, sessionCookie, c.auth.session(name), int(c.auth.ttl/time.Second)))
-	http.Redirect(w, r, c.prefix, http.StatusSeeOther)
+	http.Redirect(w, r, c.next(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ string) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -196,9 +197,16 @@ func (c *Console) found(w http.ResponseWriter, r *http.Request) (d suspensionDat
 }
 
 func (c *Console) suspensionPage(w http.ResponseWriter, r *http.Request, who string) {
-	if d, ok := c.found(w, r); ok {
-		c.render(w, r, http.StatusOK, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
+	d, ok := c.found(w, r)
+	if !ok {
+		return
 	}
+	// A draft (from signing in again) fills the form in again.
+	if draft, err := url.ParseQuery(r.URL.Query().Get("draft")); err == nil && len(draft) > 0 && d.Call != nil {
+		d.Form = d.Form.withValues(draft)
+		d.Notice = "What you filled in is back; nothing was decided yet."
+	}
+	c.render(w, r, http.StatusOK, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
 }
 
 // machineData is the machine page's data.

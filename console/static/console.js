@@ -92,7 +92,10 @@
     if (refreshing) { again = true; return; }
     refreshing = true;
     fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
-      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (r) {
+        if (r.redirected && new URL(r.url).pathname === prefix + "login") { stopped(true); return null; }
+        return r.ok ? r.text() : null;
+      })
       .then(function (html) {
         if (!html) return;
         var doc = new DOMParser().parseFromString(html, "text/html");
@@ -126,6 +129,27 @@
     var es = new EventSource(url);
     names.forEach(function (n) { es.addEventListener(n, on); });
     es.onopen = function () { body.dataset.following = "1"; };
+    es.onerror = function () {
+      if (es.readyState === EventSource.CLOSED) stopped(false);
+    };
+  }
+
+  // stopped says, once, that the page no longer follows live, with a way
+  // to sign in again and come back here.
+  function stopped(signedOut) {
+    body.dataset.following = "0";
+    if (document.getElementById("stopped")) return;
+    var p = document.createElement("p");
+    p.id = "stopped";
+    p.className = "warning";
+    p.setAttribute("role", "alert");
+    var a = document.createElement("a");
+    a.href = prefix + "login?next=" + encodeURIComponent(location.pathname + location.search);
+    a.textContent = "Sign in again";
+    p.append(signedOut ? "Your session ended: this page stopped updating. " :
+      "This page stopped updating (your session may have ended). ", a, ".");
+    var main = document.getElementById("live");
+    main.parentNode.insertBefore(p, main);
   }
 
   // followInbox refreshes the inbox when the suspension feed brings a
