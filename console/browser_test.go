@@ -235,11 +235,8 @@ func TestBrowserRace(t *testing.T) {
 
 // TestBrowserNoJavaScript lists and decides with scripts disabled.
 func TestBrowserNoJavaScript(t *testing.T) {
-	ctx, _ := browser(t, false)
-	s := newStack(t, console.Config{})
-	s.park(t, "m1", 3)
+	ctx, _ := signedInWithOne(t, false, 3)
 	require.NoError(t, chromedp.Do(ctx,
-		signInAs(s, "ada"),
 		chromedp.Click(css(`tr[data-suspension] a.decide`)),
 		chromedp.WaitVisible(css(`button.approve`)),
 		chromedp.Click(css(`button.reject`)),
@@ -255,11 +252,8 @@ func TestBrowserNoJavaScript(t *testing.T) {
 // row and leaves the filter the person is typing in as it is, with the
 // focus (#29 item 5).
 func TestBrowserLiveKeepsTyping(t *testing.T) {
-	ctx, _ := browser(t, true)
-	s := newStack(t, console.Config{})
-	s.park(t, "m1", 1)
+	ctx, s := signedInWithOne(t, true, 1)
 	require.NoError(t, chromedp.Do(ctx,
-		signInAs(s, "ada"),
 		chromedp.WaitVisible(css(`body[data-following="1"]`)),
 		chromedp.WaitVisible(css(`tr[data-suspension]`)),
 		markPage,
@@ -274,4 +268,15 @@ func TestBrowserLiveKeepsTyping(t *testing.T) {
 	focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.name`))
 	require.NoError(t, err)
 	require.Equal(t, "q", focused)
+}
+
+// signedInWithOne is a browser (scripts on or off) signed in as ada to a
+// stack with machine m1 parked for a refund of order.
+func signedInWithOne(t *testing.T, js bool, order int) (context.Context, *stack) {
+	t.Helper()
+	ctx, _ := browser(t, js)
+	s := newStack(t, console.Config{})
+	s.park(t, "m1", order)
+	require.NoError(t, chromedp.Do(ctx, signInAs(s, "ada")))
+	return ctx, s
 }
