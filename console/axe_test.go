@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -61,7 +62,10 @@ func requireAccessible(t *testing.T, ctx context.Context, script, url string) {
 // on the console's pages, at 390 px and 1280 px.
 func TestBrowserAccessible(t *testing.T) {
 	script := axeScript(t)
-	ctx, _ := browser(t, true)
+	_, root := browser(t, true)
+	// Eighteen pages checked: more than one tab's minute under -race.
+	ctx, cancel := context.WithTimeout(root, 5*time.Minute)
+	defer cancel()
 	s := newStack(t, console.Config{})
 	id := s.park(t, "m1", 41)
 	decided := s.park(t, "m2", 42)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
@@ -235,12 +236,21 @@ func TestBrowserRace(t *testing.T) {
 
 // TestBrowserNoJavaScript lists and decides with scripts disabled.
 func TestBrowserNoJavaScript(t *testing.T) {
-	ctx, _ := signedInWithOne(t, false, 3)
+	ctx, s := signedInWithOne(t, false, 3)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(css(`tr[data-suspension] a.decide`)),
 		chromedp.WaitVisible(css(`button.approve`)),
 		chromedp.Click(css(`button.reject`)),
 	))
+	require.Contains(t, text(t, ctx, `#decided`), "Decision recorded")
+	// Without scripts the page reloads itself while the run goes on
+	// (a noscript refresh, which a browser with scripts merely disabled
+	// by DevTools does not honour): reload once the run ended.
+	require.Eventually(t, func() bool {
+		st, err := s.runner.Status(context.Background(), "m1")
+		return err == nil && st.State == durable.StateDone
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Reload()))
 	answer := text(t, ctx, `#answer`)
 	require.True(t, strings.HasPrefix(answer, "Refund declined"), answer)
 	following, err := chromedp.Run(ctx, chromedp.AttributeValue(css(`body`), "data-following"))

@@ -325,7 +325,7 @@ type page struct {
 	// Following does only where scripts do not run (live pages follow
 	// the events with them).
 	Refresh, Following int
-	Data    any
+	Data               any
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page, who string) {
