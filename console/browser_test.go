@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
@@ -229,24 +230,63 @@ func TestBrowserRace(t *testing.T) {
 	require.NoError(t, chromedp.Do(first, chromedp.Click(css(`button.approve`)), chromedp.WaitVisible(css(`#answer`))))
 	require.NoError(t, chromedp.Do(second, chromedp.Click(css(`button.reject`))))
 	conflict := text(t, second, `.conflict`)
-	require.Contains(t, conflict, "Someone else decided this suspension first")
+	require.Contains(t, conflict, "ada decided this suspension first")
 	require.Contains(t, conflict, "resolved")
 }
 
 // TestBrowserNoJavaScript lists and decides with scripts disabled.
 func TestBrowserNoJavaScript(t *testing.T) {
-	ctx, _ := browser(t, false)
-	s := newStack(t, console.Config{})
-	s.park(t, "m1", 3)
+	ctx, s := signedInWithOne(t, false, 3)
 	require.NoError(t, chromedp.Do(ctx,
-		signInAs(s, "ada"),
 		chromedp.Click(css(`tr[data-suspension] a.decide`)),
 		chromedp.WaitVisible(css(`button.approve`)),
 		chromedp.Click(css(`button.reject`)),
 	))
+	require.Contains(t, text(t, ctx, `#decided`), "Decision recorded")
+	// Without scripts the page reloads itself while the run goes on
+	// (a noscript refresh, which a browser with scripts merely disabled
+	// by DevTools does not honour): reload once the run ended.
+	require.Eventually(t, func() bool {
+		st, err := s.runner.Status(context.Background(), "m1")
+		return err == nil && st.State == durable.StateDone
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Reload()))
 	answer := text(t, ctx, `#answer`)
 	require.True(t, strings.HasPrefix(answer, "Refund declined"), answer)
 	following, err := chromedp.Run(ctx, chromedp.AttributeValue(css(`body`), "data-following"))
 	require.NoError(t, err)
 	require.False(t, following.Exists, "scripts ran")
+}
+
+// TestBrowserLiveKeepsTyping: a live refresh of the inbox adds the new
+// row and leaves the filter the person is typing in as it is, with the
+// focus (#29 item 5).
+func TestBrowserLiveKeepsTyping(t *testing.T) {
+	ctx, s := signedInWithOne(t, true, 1)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(css(`body[data-following="1"]`)),
+		chromedp.WaitVisible(css(`tr[data-suspension]`)),
+		markPage,
+		chromedp.SendKeys(css(`input[name=q]`), "refund 2"),
+	))
+	s.park(t, "m2", 2)
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`tr[data-suspension]:nth-child(2)`))))
+	requireNotReloaded(t, ctx)
+	typed, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("input[name=q]").value`))
+	require.NoError(t, err)
+	require.Equal(t, "refund 2", typed)
+	focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.name`))
+	require.NoError(t, err)
+	require.Equal(t, "q", focused)
+}
+
+// signedInWithOne is a browser (scripts on or off) signed in as ada to a
+// stack with machine m1 parked for a refund of order.
+func signedInWithOne(t *testing.T, js bool, order int) (context.Context, *stack) {
+	t.Helper()
+	ctx, _ := browser(t, js)
+	s := newStack(t, console.Config{})
+	s.park(t, "m1", order)
+	require.NoError(t, chromedp.Do(ctx, signInAs(s, "ada")))
+	return ctx, s
 }

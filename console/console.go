@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -35,15 +36,18 @@ const DefaultPrefix = "/ui/"
 // zero.
 const DefaultSessionTTL = 12 * time.Hour
 
-// DefaultRunTimeout bounds the run a decision starts when
-// Config.RunTimeout is zero.
-const DefaultRunTimeout = 5 * time.Minute
-
 // Config configures a Console. Secret or IdentityHeader (or both) is
 // required: the console never serves anonymous visitors.
 type Config struct {
 	// Runner holds the machines. Required.
 	Runner *durable.Runner
+	// Acceptor takes the decisions, as it takes the signed API's resumes
+	// (resumehttp.Config.Acceptor): a decision is durable once accepted
+	// and the page answers at once, the run that applies it going on
+	// elsewhere — in the background of Runner (the default), or, with a
+	// *fleet.Fleet, committed with the job any worker of the fleet runs
+	// and retries.
+	Acceptor resumehttp.Acceptor
 	// Charter is the charter the Runner runs, for the graph. Required.
 	Charter *machine.Charter
 	// Secret, if set, lets a person sign in with it (and a name). It also
@@ -63,9 +67,6 @@ type Config struct {
 	Fleet FleetView
 	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL if zero).
 	SessionTTL time.Duration
-	// RunTimeout bounds the run a decision starts (DefaultRunTimeout if
-	// zero). The run goes on when the person closes the page.
-	RunTimeout time.Duration
 	// SignInBurst is how many failed sign-ins a client address may make
 	// in a row before its sign-ins are refused with 429
 	// (DefaultSignInBurst if zero); SignInRefill how long it takes for one
@@ -93,18 +94,19 @@ const (
 
 // Console is the web console, an http.Handler to mount at its prefix.
 type Console struct {
-	runner     *durable.Runner
-	charter    *machine.Charter
-	prefix     string
-	streams    *streams
-	fleet      FleetView
-	runTimeout time.Duration
-	now        func() time.Time
-	log        *slog.Logger
-	auth       *auth
-	signIns    *faillimit.Limit
-	client     func(*http.Request) string
-	mux        *http.ServeMux
+	runner   *durable.Runner
+	acceptor resumehttp.Acceptor
+	statuser resumehttp.Statuser
+	charter  *machine.Charter
+	prefix   string
+	streams  *streams
+	fleet    FleetView
+	now      func() time.Time
+	log      *slog.Logger
+	auth     *auth
+	signIns  *faillimit.Limit
+	client   func(*http.Request) string
+	mux      *http.ServeMux
 }
 
 // New returns a Console. A config without a Runner, a Charter, or a way
@@ -123,15 +125,21 @@ func New(cfg Config) (*Console, error) {
 			return nil, fmt.Errorf("%w: Secret: %w", ErrInvalidConfig, err)
 		}
 	}
-	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, fleet: cfg.Fleet, runTimeout: cfg.RunTimeout, now: cfg.Now, log: cfg.Logger}
+	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, fleet: cfg.Fleet, acceptor: cfg.Acceptor, now: cfg.Now, log: cfg.Logger}
+	if c.acceptor == nil {
+		c.acceptor = cfg.Runner
+	}
+	// The machine page's status is the acceptor's when it knows more (a
+	// fleet: parked, queued inputs).
+	c.statuser = cfg.Runner
+	if s, ok := c.acceptor.(resumehttp.Statuser); ok {
+		c.statuser = s
+	}
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
 	}
 	if !strings.HasPrefix(c.prefix, "/") || !strings.HasSuffix(c.prefix, "/") {
 		return nil, fmt.Errorf("%w: prefix %q must start and end with /", ErrInvalidConfig, c.prefix)
-	}
-	if c.runTimeout <= 0 {
-		c.runTimeout = DefaultRunTimeout
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -209,11 +217,14 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, string)) h
 				http.Error(w, "console: sign in through the proxy", http.StatusUnauthorized)
 				return
 			}
-			if r.Method == http.MethodGet && r.URL.Path != c.prefix+"events" {
-				http.Redirect(w, r, c.prefix+"login", http.StatusSeeOther)
-				return
+			switch {
+			case r.Method == http.MethodGet && r.URL.Path != c.prefix+"events":
+				http.Redirect(w, r, c.prefix+"login?"+url.Values{"next": {r.URL.RequestURI()}}.Encode(), http.StatusSeeOther)
+			case r.Method == http.MethodPost && r.PathValue("action") != "":
+				c.signInAgain(w, r)
+			default:
+				http.Error(w, "console: not signed in", http.StatusUnauthorized)
 			}
-			http.Error(w, "console: not signed in", http.StatusUnauthorized)
 			return
 		}
 		if r.Method == http.MethodPost && !c.auth.checkCSRF(r, who) {
@@ -224,8 +235,44 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, string)) h
 	}
 }
 
+// loginData is the sign-in page's data: where to go once signed in.
+type loginData struct {
+	Next string
+}
+
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in"}, "")
+	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: loginData{c.next(r.URL.Query().Get("next"))}}, "")
+}
+
+// signInAgain answers a decision posted without a session (it expired):
+// the sign-in page, which returns to the decision's page with what the
+// person had filled in (?draft=, the form's values), nothing decided.
+func (c *Console) signInAgain(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	draft := url.Values{}
+	for k, v := range r.PostForm {
+		if k != "csrf" && k != yesNoField {
+			draft[k] = v
+		}
+	}
+	next := c.prefix + "suspensions/" + url.PathEscape(r.PathValue("id"))
+	if len(draft) > 0 {
+		next += "?" + url.Values{"draft": {draft.Encode()}}.Encode()
+	}
+	c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in",
+		Error: "Your session ended, and your decision was not sent. Sign in again: the form comes back as you filled it in.",
+		Data:  loginData{next}}, "")
+}
+
+// next is the path to return to after signing in: a path of the
+// console's own, or the inbox.
+func (c *Console) next(p string) string {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, c.prefix) ||
+		strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") || u.Path == c.prefix+"login" {
+		return c.prefix
+	}
+	return u.RequestURI()
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +282,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		c.log.WarnContext(r.Context(), "markov console: sign-in refused, too many failures", "client", client)
 		c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
-			Error: fmt.Sprintf("Too many failed sign-ins from your address: try again in %d seconds.", secs)}, "")
+			Error: fmt.Sprintf("Too many failed sign-ins from your address: try again in %d seconds.", secs),
+			Data:  loginData{c.next(r.PostFormValue("next"))}}, "")
 		return
 	}
 	name := strings.TrimSpace(r.PostFormValue("name"))
@@ -246,12 +294,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if name == "" || !c.auth.checkSecret(r.PostFormValue("secret")) {
 		c.signIns.Fail(client, c.now())
 		c.log.WarnContext(r.Context(), "markov console: failed sign-in", "name", name, "client", client)
-		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Wrong name or secret."}, "")
+		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Wrong name or secret.",
+			Data: loginData{c.next(r.PostFormValue("next"))}}, "")
 		return
 	}
 	c.log.InfoContext(r.Context(), "markov console: signed in", "name", name, "client", client)
 	http.SetCookie(w, c.auth.cookie(r, sessionCookie, c.auth.session(name), int(c.auth.ttl/time.Second)))
-	http.Redirect(w, r, c.prefix, http.StatusSeeOther)
+	http.Redirect(w, r, c.next(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ string) {
@@ -272,9 +321,11 @@ type page struct {
 	Live string
 	// Fleet shows the link to the fleet view.
 	Fleet bool
-	// Refresh, if positive, reloads the page every Refresh seconds.
-	Refresh int
-	Data    any
+	// Refresh, if positive, reloads the page every Refresh seconds;
+	// Following does only where scripts do not run (live pages follow
+	// the events with them).
+	Refresh, Following int
+	Data               any
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page, who string) {
@@ -282,7 +333,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	p.CSRF = c.auth.csrfToken(w, r, who)
 	var b strings.Builder
 	if err := pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
-		c.fail(w, r, err)
+		c.log.ErrorContext(r.Context(), "console: page failed", "path", r.URL.Path, "error", err)
+		http.Error(w, "Something went wrong on our side; try again in a moment.", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -291,15 +343,20 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	_, _ = w.Write([]byte(b.String()))
 }
 
+// fail logs err and answers with the console's own error page, which
+// says nothing of the error (it may name internal addresses): the log
+// has it, under the reference the page shows.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
-	c.log.ErrorContext(r.Context(), "console: page failed", "path", r.URL.Path, "error", err)
-	http.Error(w, "console: "+err.Error(), http.StatusInternalServerError)
+	ref := rand.Text()[:10]
+	c.log.ErrorContext(r.Context(), "console: page failed", "path", r.URL.Path, "ref", ref, "error", err)
+	c.render(w, r, http.StatusInternalServerError, "error", page{Title: "Something went wrong",
+		Error: "Something went wrong on our side (reference " + ref + " in the server's log). Try again in a moment."}, c.auth.identity(r))
 }
 
 // pages are the templates, each page with the layout.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines", "fleet"} {
+	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines", "fleet", "error"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return out

@@ -69,8 +69,7 @@ func TestDecideRecordsWho(t *testing.T) {
 	status, loc, _ := c.post(page, page+"/resume", url.Values{"_decision": {"true"}, "note": {"fine"}})
 	require.Equal(t, http.StatusSeeOther, status)
 	require.Equal(t, "/ui/machines/m1?decided="+id, loc)
-	_, mpage := c.get(loc)
-	require.Contains(t, mpage, "Refund approved")
+	c.waitPage(loc, "Refund approved")
 
 	m, _, err := s.runner.Load(ctx, "m1")
 	require.NoError(t, err)
@@ -82,11 +81,11 @@ func TestDecideRecordsWho(t *testing.T) {
 			}
 		}
 	}
-	require.JSONEq(t, `{"by":"ada","decision":"resumed"}`, decided)
+	require.JSONEq(t, `{"by":"ada","decision":"resumed","payload":{"approved":true,"note":"fine"}}`, decided)
 
-	status, _, body := c.post("/ui/machines/m1", page+"/cancel", url.Values{"reason": {"late"}})
+	status, _, body := signedIn(t, s, "grace").post("/ui/machines/m1", page+"/cancel", url.Values{"reason": {"late"}})
 	require.Equal(t, http.StatusConflict, status)
-	require.Contains(t, body, "Someone else decided this suspension first")
+	require.Contains(t, body, "ada decided this suspension first")
 }
 
 func TestSchemaViolationLeavesPending(t *testing.T) {

@@ -9,13 +9,17 @@
 // Pages, under Config.Prefix ("/ui/" by default):
 //
 //   - the inbox: suspensions across machines, newest first, filtered by
-//     status, node, tool and text, each with its reason, call input,
-//     metadata, time waiting and time left to its deadline;
+//     status, node, tool and text, each with its reason, call input and
+//     metadata; a pending one with its time waiting and time left to its
+//     deadline, a decided one with what was decided and by whom;
 //   - a suspension: a form generated from the call's payload schema
 //     (approve / reject shortcuts for yes-no schemas), an error result,
 //     and cancel with a reason. A payload the schema rejects shows the
 //     violation and leaves the suspension pending; a decision someone
-//     else made first shows as a conflict (409);
+//     else made first shows as a conflict (409) naming who. A decision is
+//     accepted as the signed API accepts a resume (Config.Acceptor:
+//     durable, the run going on elsewhere) and the person lands on the
+//     machine's page at once;
 //   - a machine: its instance tree, its conversation with tool calls and
 //     results, and the charter's graph with the current nodes marked;
 //   - the fleet (when Config.Fleet is set, on PostgreSQL): runs in progress,

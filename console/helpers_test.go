@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,24 +52,78 @@ type verdict struct {
 
 // refundModel asks for approval of "refund order N" and, once the result
 // is in, answers with it.
-func refundModel() *scripted.Model {
-	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		last := req.Messages[len(req.Messages)-1]
-		for _, p := range last.Parts {
-			if p.Kind == message.KindToolResult {
-				switch {
-				case p.IsError:
-					return scripted.Text("Refund failed: " + p.Text), nil
-				case strings.Contains(p.Text, `"approved":true`):
-					return scripted.Text("Refund approved: " + p.Text), nil
-				}
-				return scripted.Text("Refund declined: " + p.Text), nil
+func refundModel() *scripted.Model { return scripted.Func(refundReply) }
+
+func refundReply(req *llm.Request) (scripted.Reply, error) {
+	last := req.Messages[len(req.Messages)-1]
+	for _, p := range last.Parts {
+		if p.Kind == message.KindToolResult {
+			switch {
+			case p.IsError:
+				return scripted.Text("Refund failed: " + p.Text), nil
+			case strings.Contains(p.Text, `"approved":true`):
+				return scripted.Text("Refund approved: " + p.Text), nil
 			}
+			return scripted.Text("Refund declined: " + p.Text), nil
 		}
-		var order int
-		_, _ = fmt.Sscanf(last.Text(), "refund order %d", &order)
-		return scripted.Tool("approve_refund", refundIn{Order: order, Amount: 100 * order}), nil
+	}
+	var order int
+	_, _ = fmt.Sscanf(last.Text(), "refund order %d", &order)
+	return scripted.Tool("approve_refund", refundIn{Order: order, Amount: 100 * order}), nil
+}
+
+// gate is a refund model a test can take down (its calls fail with an
+// error naming an internal address) or hold (its calls wait until
+// released).
+type gate struct {
+	mu   sync.Mutex
+	down int           // how many calls still fail
+	hold chan struct{} // closed to release held calls; nil: no hold
+}
+
+// downErr is what a call of a gate that is down fails with.
+const downErr = "model endpoint http://10.0.0.7:11434/v1 refused the connection"
+
+func (g *gate) model() *scripted.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		g.mu.Lock()
+		hold, down := g.hold, g.down > 0
+		if down {
+			g.down--
+		}
+		g.mu.Unlock()
+		if hold != nil {
+			<-hold
+		}
+		if down {
+			return scripted.Reply{}, errors.New(downErr)
+		}
+		return refundReply(req)
 	})
+}
+
+// failNext makes the next n calls fail.
+func (g *gate) failNext(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = n
+}
+
+// holdCalls makes calls wait until the returned release is called.
+func (g *gate) holdCalls() (release func()) {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	g.hold = ch
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			g.hold = nil
+			g.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 func newCharter(t testing.TB) *machine.Charter {
@@ -77,7 +133,13 @@ func newCharter(t testing.TB) *machine.Charter {
 	return c
 }
 
-func buildCharter() (*machine.Charter, error) {
+func buildCharter() (*machine.Charter, error) { return charterWith(refundModel()) }
+
+// charterWith is the refund charter on model.
+func charterWith(model llm.Model) (*machine.Charter, error) { return charterAt(model, nil) }
+
+// charterAt is the refund charter on model and clock (time.Now if nil).
+func charterAt(model llm.Model, clock func() time.Time) (*machine.Charter, error) {
 	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
 		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
 			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
@@ -94,7 +156,7 @@ func buildCharter() (*machine.Charter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d, a}})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{d, a}, Clock: clock})
 }
 
 // stack is a console served by httptest, over a runner on a SQLite file
@@ -129,11 +191,23 @@ func newStack(t testing.TB, cfg console.Config) *stack {
 
 func openRunner(t testing.TB, path string) *durable.Runner {
 	t.Helper()
+	return openRunnerOn(t, path, newCharter(t))
+}
+
+// openRunnerOn is a runner of charter on the SQLite file at path; it
+// waits for its runs in the background at the end of the test.
+func openRunnerOn(t testing.TB, path string, charter *machine.Charter) *durable.Runner {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	r, err := durable.New(durable.Config{Store: st, Charter: newCharter(t)})
+	r, err := durable.New(durable.Config{Store: st, Charter: charter})
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.Wait(ctx)
+	})
 	return r
 }
 

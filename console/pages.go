@@ -15,11 +15,14 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
-	"github.com/markov-agents/markov/internal/errtext"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/steptext"
 	"github.com/markov-agents/markov/store"
 )
+
+// noScriptRefresh is how often, in seconds, a machine page whose run goes
+// on reloads itself where scripts do not run.
+const noScriptRefresh = 2
 
 // inboxLimit caps the suspensions one inbox page lists per status.
 const inboxLimit = 500
@@ -29,8 +32,12 @@ type Row struct {
 	store.Suspension
 	Node, InstanceID string
 	Input, Metadata  string
-	Waiting, Left    string
-	Overdue          bool
+	// Waiting, Left and Overdue are a pending suspension's: how long it
+	// has waited, the time left to its deadline, and whether that passed.
+	Waiting, Left string
+	Overdue       bool
+	// Outcome is a decided one's: what was decided, and by whom.
+	Outcome Outcome
 }
 
 // inboxData is the inbox page's data.
@@ -84,14 +91,20 @@ func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 
 // row fills in a suspension from its machine (loaded once per page).
 func (c *Console) row(ctx context.Context, machines map[string]*machine.Machine, e store.Suspension, now time.Time) Row {
-	row := Row{Suspension: e, Waiting: since(now, e.CreatedAt)}
-	if !e.Deadline.IsZero() {
-		row.Left, row.Overdue = until(now, e.Deadline), !now.Before(e.Deadline)
+	row := Row{Suspension: e}
+	if e.Status == store.StatusPending {
+		row.Waiting = since(now, e.CreatedAt)
+		if !e.Deadline.IsZero() {
+			row.Left, row.Overdue = until(now, e.Deadline), !now.Before(e.Deadline)
+		}
 	}
 	m, ok := machines[e.MachineID]
 	if !ok {
 		m, _, _ = c.runner.Load(ctx, e.MachineID) // a machine gone since: the index entry alone
 		machines[e.MachineID] = m
+	}
+	if e.Status != store.StatusPending {
+		row.Outcome = outcomeOf(e, outcomes(m))
 	}
 	if m == nil {
 		return row
@@ -142,6 +155,9 @@ type suspensionData struct {
 	Form      Form
 	Violation string
 	Conflict  string
+	Notice    string
+	// Outcome is how the suspension was decided, once it was.
+	Outcome Outcome
 }
 
 // lookup finds a suspension's index entry and, while it is pending, its
@@ -156,6 +172,7 @@ func (c *Console) lookup(ctx context.Context, id string) (suspensionData, error)
 	if err != nil {
 		return d, err
 	}
+	d.Outcome = outcomeOf(e, outcomes(m))
 	if in, call := m.Root().FindCall(id); call != nil && call.Status == instance.StatusPending {
 		d.Call, d.Node = call, in.Node
 		d.Input, d.Metadata = pretty(call.Input), pretty(call.Metadata)
@@ -180,101 +197,16 @@ func (c *Console) found(w http.ResponseWriter, r *http.Request) (d suspensionDat
 }
 
 func (c *Console) suspensionPage(w http.ResponseWriter, r *http.Request, who string) {
-	if d, ok := c.found(w, r); ok {
-		c.render(w, r, http.StatusOK, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
-	}
-}
-
-// decision is the input a posted decision form asks for, or a form error.
-func decision(d suspensionData, r *http.Request, who string) (machine.Input, error) {
-	id := d.Entry.ID
-	switch r.PathValue("action") {
-	case "resume":
-		payload, err := d.Form.decode(r.PostForm)
-		if err != nil {
-			return nil, err
-		}
-		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who}, nil
-	case "error":
-		return machine.ResumeInput{SuspendID: id, Payload: cmp.Or(r.PostFormValue("message"), "rejected"), IsError: true, By: who}, nil
-	case "cancel":
-		return machine.CancelInput{SuspendID: id, Reason: r.PostFormValue("reason"), By: who}, nil
-	}
-	return nil, nil
-}
-
-// decide applies a decision (resume, error, cancel) as who, runs the
-// machine on, and sends the person to the machine's page.
-func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	d, ok := c.found(w, r)
 	if !ok {
 		return
 	}
-	if d.Call == nil { // no longer pending
-		c.conflict(w, r, who, d)
-		return
+	// A draft (from signing in again) fills the form in again.
+	if draft, err := url.ParseQuery(r.URL.Query().Get("draft")); err == nil && len(draft) > 0 && d.Call != nil {
+		d.Form = d.Form.withValues(draft)
+		d.Notice = "What you filled in is back; nothing was decided yet."
 	}
-	in, err := decision(d, r, who)
-	if err != nil {
-		c.rejected(w, r, who, d, err.Error())
-		return
-	}
-	if in == nil {
-		http.NotFound(w, r)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.runTimeout)
-	defer cancel()
-	runErr := c.apply(ctx, in)
-	switch {
-	case errors.Is(runErr, instance.ErrPayloadDecode):
-		c.rejected(w, r, who, d, errtext.ForPerson(runErr))
-	case errors.Is(runErr, instance.ErrAlreadyResolved) || errors.Is(runErr, store.ErrConflict):
-		if fresh, err := c.lookup(r.Context(), d.Entry.ID); err == nil {
-			d = fresh
-		}
-		c.conflict(w, r, who, d)
-	case runErr != nil:
-		c.fail(w, r, runErr)
-	default:
-		u := c.prefix + "machines/" + url.PathEscape(d.Entry.MachineID) + "?decided=" + url.QueryEscape(d.Entry.ID)
-		http.Redirect(w, r, u, http.StatusSeeOther)
-	}
-}
-
-// apply checks in a decision (a resume or a cancellation) and runs it to
-// the end; the error is the refusal, or the run's.
-func (c *Console) apply(ctx context.Context, in machine.Input) error {
-	var run *durable.Run
-	var err error
-	switch in := in.(type) {
-	case machine.ResumeInput:
-		run, err = c.runner.Resume(ctx, in)
-	case machine.CancelInput:
-		run, err = c.runner.Cancel(ctx, in)
-	}
-	if err != nil {
-		return err
-	}
-	for _, err := range run.Steps() {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// conflict tells the person someone else decided first (409).
-func (c *Console) conflict(w http.ResponseWriter, r *http.Request, who string, d suspensionData) {
-	d.Conflict = "Someone else decided this suspension first; your decision was not applied."
-	c.render(w, r, http.StatusConflict, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
-}
-
-// rejected shows the form again with the posted values and the
-// violation; the suspension stays pending.
-func (c *Console) rejected(w http.ResponseWriter, r *http.Request, who string, d suspensionData, violation string) {
-	d.Form, d.Violation = d.Form.withValues(r.PostForm), violation
-	c.render(w, r, http.StatusUnprocessableEntity, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
+	c.render(w, r, http.StatusOK, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
 }
 
 // machineData is the machine page's data.
@@ -286,7 +218,14 @@ type machineData struct {
 	Pending  []instance.SuspendedCall
 	Answer   string
 	Graph    string
-	Decided  string
+	// Decided is the suspension the person just decided, from the
+	// decide form's redirect.
+	Decided string
+	// State is what the machine is doing (durable.State); Stalled says
+	// why a run cut short waits, and what continues it.
+	State   durable.State
+	Queued  int
+	Stalled string
 }
 
 // TreeRow is one instance of the machine page's tree.
@@ -315,6 +254,18 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 	}
 	root := m.Root()
 	d := machineData{ID: id, Revision: rev, Pending: m.Pending(), Decided: r.URL.Query().Get("decided")}
+	st, err := c.statuser.Status(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.State, d.Queued = st.State, st.Queued
+	if st.State == durable.StateIdle && st.Messages > 0 {
+		d.Stalled = "The agent's run stopped before its end; it continues when the server next starts or the machine gets its next input."
+		if c.fleet != nil {
+			d.Stalled = "The agent's last attempt failed; the fleet tries it again shortly."
+		}
+	}
 	current := map[string]bool{}
 	d.Tree = treeRows(root, 0, nil, current)
 	history := m.History()
@@ -329,7 +280,11 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "machine", page{Title: "Machine " + id, Live: id, Data: d}, who)
+	p := page{Title: "Machine " + id, Live: id, Data: d}
+	if d.State == durable.StateRunning || d.Queued > 0 || (d.Decided != "" && d.State == durable.StateIdle && c.fleet != nil) {
+		p.Following = noScriptRefresh // a run goes on: show its end without scripts too
+	}
+	c.render(w, r, http.StatusOK, "machine", p, who)
 }
 
 // treeRows flattens the tree, depth first, noting the leaves' nodes in

@@ -75,11 +75,11 @@ func (r *Runner) AcceptResume(ctx context.Context, in machine.ResumeInput) (Acce
 	return r.acceptBySuspension(ctx, in.SuspendID, in)
 }
 
-// AcceptCancel accepts the cancellation of suspension suspendID as
-// AcceptResume accepts a result: the call gets the error result
-// "cancelled: reason".
-func (r *Runner) AcceptCancel(ctx context.Context, suspendID, reason string) (Accepted, error) {
-	return r.acceptBySuspension(ctx, suspendID, machine.CancelInput{SuspendID: suspendID, Reason: reason})
+// AcceptCancel accepts the cancellation in as AcceptResume accepts a
+// result: the call gets the error result "cancelled: reason", and the
+// history names who cancelled it (in.By), when set.
+func (r *Runner) AcceptCancel(ctx context.Context, in machine.CancelInput) (Accepted, error) {
+	return r.acceptBySuspension(ctx, in.SuspendID, in)
 }
 
 // AcceptInvoke runs command inv on machine machineID and saves its

@@ -313,15 +313,26 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 	r.payload, r.value, r.isError, r.fresh, r.by = payload, ri.Payload, ri.IsError, ri.FreshTurn, ri.By
 	r.event, r.mark = instance.EventResumed, (*instance.SuspendedCall).Resolve
 	steps, err := t.resolve(in, call, r)
-	t.decided(in, err, ri.SuspendID, ri.By, instance.EventResumed)
+	t.decided(in, err, ri.SuspendID, r)
 	return steps, err
 }
 
-// decided records who made a decision that resolved suspendID, when the
-// caller named someone and the resolution succeeded.
-func (t *tx) decided(in *instance.Instance, err error, suspendID, by string, event instance.EventType) {
-	if err == nil && by != "" {
-		t.record(in, "decided", map[string]any{"by": by, "decision": string(event)}, suspendID)
+// Decided is the data of the "decided" record the history keeps beside a
+// resolution whose caller named who decided (ResumeInput.By,
+// CancelInput.By, SignalInput.By): who, the decision (resumed or
+// cancelled) and, for a resume, the payload and whether it was an error.
+type Decided struct {
+	By       string             `json:"by"`
+	Decision instance.EventType `json:"decision"`
+	Payload  json.RawMessage    `json:"payload,omitempty"`
+	IsError  bool               `json:"is_error,omitempty"`
+}
+
+// decided records who made the decision r that resolved suspendID, when
+// the caller named someone and the resolution succeeded.
+func (t *tx) decided(in *instance.Instance, err error, suspendID string, r resolution) {
+	if err == nil && r.by != "" {
+		t.record(in, "decided", Decided{By: r.by, Decision: r.event, Payload: r.payload, IsError: r.isError}, suspendID)
 	}
 }
 
@@ -335,11 +346,12 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 	if ci.Reason != "" {
 		text += ": " + ci.Reason
 	}
-	steps, err := t.resolve(in, call, resolution{
+	r := resolution{
 		failure: text, cause: instance.CauseCancel, by: ci.By,
 		event: instance.EventCancelled, mark: (*instance.SuspendedCall).Cancel,
-	})
-	t.decided(in, err, ci.SuspendID, ci.By, instance.EventCancelled)
+	}
+	steps, err := t.resolve(in, call, r)
+	t.decided(in, err, ci.SuspendID, r)
 	return steps, err
 }
 
@@ -408,7 +420,7 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 		if r.payload != nil {
 			t.add(message.Message{
 				Role:   message.User,
-				Parts:  []message.Part{{Kind: message.KindText, Text: frame.PayloadText(r.payload), SuspendID: c.SuspendID}},
+				Parts:  []message.Part{instancePayload(c, r)},
 				Source: message.Source{To: in.ID},
 			})
 			t.wakeInstance(in)
@@ -418,6 +430,20 @@ func (t *tx) resolve(in *instance.Instance, call *instance.SuspendedCall, r reso
 	}
 	t.finish(in)
 	return steps, nil
+}
+
+// instancePayload is the part a whole-instance suspension's resolution
+// hands the instance: the payload's text, or — for an error resolution
+// (ResumeInput.IsError) — the error, flagged (Part.IsError) and worded
+// as an error, so that neither code nor a model takes it for something
+// the user said.
+func instancePayload(c instance.SuspendedCall, r resolution) message.Part {
+	text := frame.PayloadText(r.payload)
+	if !r.isError {
+		return message.Part{Kind: message.KindText, Text: text, SuspendID: c.SuspendID}
+	}
+	return message.Part{Kind: message.KindText, IsError: true, SuspendID: c.SuspendID,
+		Text: fmt.Sprintf("Error: the wait %q ended with an error, not with a message from the user: %s", c.Reason, text)}
 }
 
 // resolveTool delivers the result of tool call c of in: the failure, or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -372,6 +373,40 @@ func TestWholeInstanceSuspension(t *testing.T) {
 		require.Equal(t, []machine.YieldReason{machine.EndTurn}, reasons(steps))
 		msgs := model.Requests()[1].Messages
 		require.Equal(t, "paid 30 EUR", msgs[len(msgs)-1].Text())
+	})
+
+	// An error resolution reaches the instance as an error (issue 29 item
+	// 7): flagged, and worded as one, not as the user's words.
+	t.Run("with an error", func(t *testing.T) {
+		model := scripted.New(scripted.Tool("wait_for", waitIn{"payment"}), scripted.Text("noted"))
+		m := newMachine(t, charter(t, model, n), "desk")
+		call := run(t, m, machine.UserText("ship when paid"))[0].Suspensions[0]
+		run(t, m, machine.ResumeInput{SuspendID: call.SuspendID, Payload: "card declined", IsError: true})
+		msgs := model.Requests()[1].Messages
+		last := msgs[len(msgs)-1]
+		require.Equal(t, message.User, last.Role)
+		require.Len(t, last.Parts, 1)
+		p := last.Parts[0]
+		require.True(t, p.IsError, "the error flag was lost")
+		require.Equal(t, call.SuspendID, p.SuspendID)
+		require.Contains(t, p.Text, "card declined")
+		require.True(t, strings.HasPrefix(p.Text, "Error: "), p.Text)
+		require.Contains(t, p.Text, "not with a message from the user")
+		// It is kept so in history, and through a save.
+		var kept []message.Part
+		for _, msg := range m.History() {
+			for _, p := range msg.Parts {
+				if p.Kind == message.KindText && p.SuspendID == call.SuspendID {
+					kept = append(kept, p)
+				}
+			}
+		}
+		require.Equal(t, []message.Part{p}, kept)
+		raw, err := serialize.MarshalMessage(last)
+		require.NoError(t, err)
+		back, err := serialize.UnmarshalMessage(raw)
+		require.NoError(t, err)
+		require.True(t, back.Parts[0].IsError)
 	})
 
 	t.Run("from the caller", func(t *testing.T) {

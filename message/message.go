@@ -83,7 +83,9 @@ type Part struct {
 	// Data is the JSON input of a tool use, the value of structured output or
 	// the details of a record.
 	Data json.RawMessage
-	// IsError marks a tool result as a failure.
+	// IsError marks a tool result as a failure; on a user text part, it
+	// marks the error a whole-instance suspension was resolved with
+	// (machine.ResumeInput.IsError), which is not something the user said.
 	IsError bool
 	// Signature is the provider's signature of a thinking block. A thinking
 	// part with an empty Text and a Signature is a redacted block.

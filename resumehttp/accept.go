@@ -34,8 +34,8 @@ const DefaultMaxWait = time.Minute
 type Acceptor interface {
 	// AcceptResume accepts the resume in.
 	AcceptResume(ctx context.Context, in machine.ResumeInput) (durable.Accepted, error)
-	// AcceptCancel accepts the cancellation of suspendID.
-	AcceptCancel(ctx context.Context, suspendID, reason string) (durable.Accepted, error)
+	// AcceptCancel accepts the cancellation in.
+	AcceptCancel(ctx context.Context, in machine.CancelInput) (durable.Accepted, error)
 	// AcceptInvoke accepts the command invocation inv for machineID.
 	AcceptInvoke(ctx context.Context, machineID string, inv command.Invocation) (durable.Accepted, error)
 	// Await waits for the run that applies a to end and returns its

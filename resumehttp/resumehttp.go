@@ -511,7 +511,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	onPending(h, w, r, "cancel", func(ctx context.Context, id string, req CancelRequest) (*durable.Run, error) {
 		return h.runner.Cancel(ctx, machine.CancelInput{SuspendID: id, Reason: req.Reason})
 	}, func(ctx context.Context, id string, req CancelRequest) (durable.Accepted, error) {
-		return h.acceptor.AcceptCancel(ctx, id, req.Reason)
+		return h.acceptor.AcceptCancel(ctx, machine.CancelInput{SuspendID: id, Reason: req.Reason})
 	})
 }
 

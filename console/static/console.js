@@ -41,13 +41,50 @@
     window.mermaid.run({ nodes: [el] });
   }
 
-  // keep moves the element id of the current page into the fresh one, so
-  // what this script built (the drawn graph, the timeline) survives.
-  function keep(fresh, id) {
-    var old = document.getElementById(id);
-    var repl = fresh.querySelector("#" + id);
-    if (old && repl) repl.replaceWith(old);
-    return repl;
+  // KEEP are the elements this script builds (the drawn graph, the
+  // timeline, the stream): a refresh never touches them.
+  var KEEP = { graph: 1, timeline: 1, stream: 1 };
+
+  // editing reports whether the person is at work in el: it holds the
+  // focus, or a form they typed in.
+  function editing(el) {
+    if (el.nodeType !== 1) return false;
+    var a = document.activeElement;
+    if (a && a !== body && el.contains(a)) return true;
+    return !!(el.matches("form[data-dirty]") || el.querySelector("form[data-dirty]"));
+  }
+
+  function syncAttributes(old, fresh) {
+    var i, a;
+    for (i = old.attributes.length - 1; i >= 0; i--) {
+      a = old.attributes[i];
+      if (!fresh.hasAttribute(a.name)) old.removeAttribute(a.name);
+    }
+    for (i = 0; i < fresh.attributes.length; i++) {
+      a = fresh.attributes[i];
+      if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+    }
+  }
+
+  // patch makes old look like fresh, touching only what differs: where
+  // the two have the same shape it goes down into the children, and
+  // where they do not it swaps the node, unless the person is editing
+  // in it: that is left as it is (their typing, their focus).
+  function patch(old, fresh) {
+    if (old.isEqualNode(fresh) || (old.id && KEEP[old.id])) return;
+    if (old.nodeType !== fresh.nodeType || old.nodeName !== fresh.nodeName ||
+        old.childNodes.length !== fresh.childNodes.length) {
+      if (!editing(old)) old.replaceWith(fresh);
+      return;
+    }
+    if (old.nodeType !== 1) {
+      old.nodeValue = fresh.nodeValue;
+      return;
+    }
+    if (!(old.matches("form, input, textarea, select") && editing(old))) syncAttributes(old, fresh);
+    var oc = Array.prototype.slice.call(old.childNodes);
+    var fc = Array.prototype.slice.call(fresh.childNodes);
+    for (var i = 0; i < oc.length; i++) patch(oc[i], fc[i]);
   }
 
   var refreshing = false, again = false;
@@ -55,7 +92,10 @@
     if (refreshing) { again = true; return; }
     refreshing = true;
     fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
-      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (r) {
+        if (r.redirected && new URL(r.url).pathname === prefix + "login") { stopped(true); return null; }
+        return r.ok ? r.text() : null;
+      })
       .then(function (html) {
         if (!html) return;
         var doc = new DOMParser().parseFromString(html, "text/html");
@@ -64,10 +104,7 @@
         if (!fresh || !live) return;
         var freshGraph = fresh.querySelector("#graph");
         var source = freshGraph ? freshGraph.textContent : null;
-        keep(fresh, "graph");
-        keep(fresh, "timeline");
-        keep(fresh, "stream");
-        live.replaceWith(fresh);
+        patch(live, fresh);
         if (source !== null) redrawGraph(source);
         body.dataset.refreshed = String(Number(body.dataset.refreshed || 0) + 1);
       })
@@ -92,6 +129,27 @@
     var es = new EventSource(url);
     names.forEach(function (n) { es.addEventListener(n, on); });
     es.onopen = function () { body.dataset.following = "1"; };
+    es.onerror = function () {
+      if (es.readyState === EventSource.CLOSED) stopped(false);
+    };
+  }
+
+  // stopped says, once, that the page no longer follows live, with a way
+  // to sign in again and come back here.
+  function stopped(signedOut) {
+    body.dataset.following = "0";
+    if (document.getElementById("stopped")) return;
+    var p = document.createElement("p");
+    p.id = "stopped";
+    p.className = "warning";
+    p.setAttribute("role", "alert");
+    var a = document.createElement("a");
+    a.href = prefix + "login?next=" + encodeURIComponent(location.pathname + location.search);
+    a.textContent = "Sign in again";
+    p.append(signedOut ? "Your session ended: this page stopped updating. " :
+      "This page stopped updating (your session may have ended). ", a, ".");
+    var main = document.getElementById("live");
+    main.parentNode.insertBefore(p, main);
   }
 
   // followInbox refreshes the inbox when the suspension feed brings a
@@ -167,6 +225,13 @@
       }
     });
   }
+
+  // A form the person typed in is theirs until they send it: refreshes
+  // leave it alone.
+  document.addEventListener("input", function (e) {
+    var f = e.target.closest && e.target.closest("form");
+    if (f) f.dataset.dirty = "1";
+  });
 
   var g = document.getElementById("graph");
   if (g) { g.dataset.source = g.textContent; drawGraph(); }

@@ -378,9 +378,9 @@ func (f *Fleet) Cancel(ctx context.Context, in machine.CancelInput) (durable.Acc
 	return f.acceptResult(ctx, in.SuspendID, inCancel, entry{SuspendID: in.SuspendID, Reason: in.Reason, By: in.By})
 }
 
-// AcceptCancel is Cancel of suspendID with reason.
-func (f *Fleet) AcceptCancel(ctx context.Context, suspendID, reason string) (durable.Accepted, error) {
-	return f.Cancel(ctx, machine.CancelInput{SuspendID: suspendID, Reason: reason})
+// AcceptCancel is Cancel.
+func (f *Fleet) AcceptCancel(ctx context.Context, in machine.CancelInput) (durable.Accepted, error) {
+	return f.Cancel(ctx, in)
 }
 
 // AcceptInvoke is Invoke.

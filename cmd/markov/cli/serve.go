@@ -213,7 +213,7 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := cfg.ui.mount(c, db, api, rc.ClientKey)
+	h, err := cfg.ui.mount(c, db, api, rc)
 	if err != nil {
 		return nil, nil, err
 	}

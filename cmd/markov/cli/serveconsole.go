@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/resumehttp"
 )
 
 // consoleFlags are serve's flags for the web console.
@@ -23,7 +24,9 @@ func (f *consoleFlags) register(fs *flag.FlagSet) {
 }
 
 // mount returns api alone, or api with the console at /ui/ when enabled.
-func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, clientKey func(*http.Request) string) (http.Handler, error) {
+// The console takes decisions through the API's acceptor, and limits
+// sign-ins per the API's client key.
+func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Config) (http.Handler, error) {
 	if !f.enabled {
 		return api, nil
 	}
@@ -31,8 +34,8 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, clientKey func(*h
 	if secret == "" && f.header == "" {
 		return nil, fmt.Errorf("--console needs $%s (a sign-in secret) or --console-identity-header", f.secretEnv)
 	}
-	cfg := console.Config{Runner: db.Runner, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger,
-		ClientKey: clientKey} // the API's: behind trusted proxies, the forwarded address
+	cfg := console.Config{Runner: db.Runner, Acceptor: rc.Acceptor, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger,
+		ClientKey: rc.ClientKey} // the API's: behind trusted proxies, the forwarded address
 	if db.Fleet != nil {
 		cfg.Fleet = db.Fleet // the fleet view (a nil *fleet.Fleet would not be a nil FleetView)
 	}
