@@ -419,7 +419,7 @@ func (s *Server) accept(ctx context.Context, in machine.Input) error {
 	case machine.ResumeInput:
 		_, err = s.runner.AcceptResume(ctx, in)
 	case machine.CancelInput:
-		_, err = s.runner.AcceptCancel(ctx, in.SuspendID, in.Reason)
+		_, err = s.runner.AcceptCancel(ctx, in)
 	}
 	if errors.Is(err, instance.ErrAlreadyResolved) || errors.Is(err, instance.ErrUnknownSuspendID) {
 		return nil

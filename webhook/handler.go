@@ -44,8 +44,8 @@ const (
 type Acceptor interface {
 	// AcceptResume accepts the resume in.
 	AcceptResume(ctx context.Context, in machine.ResumeInput) (durable.Accepted, error)
-	// AcceptCancel accepts the cancellation of suspendID.
-	AcceptCancel(ctx context.Context, suspendID, reason string) (durable.Accepted, error)
+	// AcceptCancel accepts the cancellation in.
+	AcceptCancel(ctx context.Context, in machine.CancelInput) (durable.Accepted, error)
 }
 
 // Signaler wakes the suspensions waiting for an event: *durable.Runner
@@ -316,7 +316,7 @@ func (rt *route) apply(w http.ResponseWriter, r *http.Request, id string, body [
 			reason, err = lookupString(body, rt.Payload)
 		}
 		if err == nil {
-			a, err = h.acceptor.AcceptCancel(ctx, res.SuspendID, reason)
+			a, err = h.acceptor.AcceptCancel(ctx, machine.CancelInput{SuspendID: res.SuspendID, Reason: reason})
 		}
 	default:
 		var payload json.RawMessage
