@@ -100,19 +100,16 @@ func (r *Runner) checkResume(ctx context.Context, sus store.Suspension, in machi
 	if !sus.Deadline.IsZero() && !r.charter.Now().Before(sus.Deadline) {
 		return fmt.Errorf("suspension %s (deadline %s): %w", sus.ID, sus.Deadline.Format(time.RFC3339), machine.ErrDeadlinePassed)
 	}
-	if in.IsError {
-		if _, err := instance.EncodePayload(in.Payload); err != nil {
-			return fmt.Errorf("resume %s: %w", in.SuspendID, err)
-		}
-		return nil
-	}
 	m, err := r.loadTree(ctx, sus.MachineID)
 	if err != nil {
 		return err
 	}
 	for _, c := range m.Pending() {
 		if c.SuspendID == in.SuspendID {
-			return m.CheckPayload(in)
+			if err := m.CheckPayload(in); err != nil {
+				return err
+			}
+			return r.checkDecision(ctx, sus.MachineID, m, in)
 		}
 	}
 	// The index said pending: a run resolved it since.

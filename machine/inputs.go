@@ -93,6 +93,9 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 			if err := checkPayload(m.root, v); err != nil {
 				return err
 			}
+			if err := checkDecision(m.root, v, now); err != nil {
+				return err
+			}
 		case CancelInput:
 			if err := claim(v.SuspendID); err != nil {
 				return err
@@ -310,10 +313,29 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 			return nil, fmt.Errorf("resume %s: %w", ri.SuspendID, err)
 		}
 	}
+	var d instance.Decision
+	if r.cause == instance.CauseExplicit {
+		d = t.decision(ri.By, ri.Groups, ri.Digest, ri.Deny, ri.IsError, payload)
+		if call.Policy != nil {
+			settled, err := t.vote(in, call, ri, payload)
+			if err != nil || settled == nil {
+				return nil, err
+			}
+			r.decisions, d = settled, settled[len(settled)-1]
+		}
+	}
 	r.payload, r.value, r.isError, r.fresh, r.by = payload, ri.Payload, ri.IsError, ri.FreshTurn, ri.By
 	r.event, r.mark = instance.EventResumed, (*instance.SuspendedCall).Resolve
+	c := *call
 	steps, err := t.resolve(in, call, r)
 	t.decided(in, err, ri.SuspendID, ri.By, instance.EventResumed)
+	if err == nil && r.cause == instance.CauseExplicit {
+		outcome := DecisionApproved
+		if d.Deny {
+			outcome = DecisionDenied
+		}
+		t.decide(in, &c, d, outcome)
+	}
 	return steps, err
 }
 
@@ -331,6 +353,7 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 	if call == nil {
 		return nil, fmt.Errorf("suspension %s: %w", ci.SuspendID, instance.ErrUnknownSuspendID)
 	}
+	c := *call
 	text := "cancelled"
 	if ci.Reason != "" {
 		text += ": " + ci.Reason
@@ -340,6 +363,9 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 		event: instance.EventCancelled, mark: (*instance.SuspendedCall).Cancel,
 	})
 	t.decided(in, err, ci.SuspendID, ci.By, instance.EventCancelled)
+	if err == nil {
+		t.decide(in, &c, t.decision(ci.By, nil, "", false, true, nil), DecisionCancelled)
+	}
 	return steps, err
 }
 
@@ -362,7 +388,9 @@ type resolution struct {
 	// by names who decided (ResumeInput.By); command the command that
 	// resolved the call (cause CauseCommand).
 	by, command string
-	event       instance.EventType
+	// decisions are the decisions that settled a governed call.
+	decisions []instance.Decision
+	event     instance.EventType
 	mark        func(*instance.SuspendedCall) error
 }
 
@@ -430,7 +458,7 @@ func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r reso
 	} else if r.failure == "" {
 		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c, Admit: t.m.admission(), Journal: t.m.journal,
 			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage,
-				Cause: r.cause, By: r.by, Signal: r.signal, Command: r.command}})
+				Cause: r.cause, By: r.by, Signal: r.signal, Command: r.command, Decisions: r.decisions}})
 		if err != nil {
 			return err
 		}

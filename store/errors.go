@@ -25,3 +25,7 @@ var (
 	// migrated it since): the process should be replaced by a newer one.
 	ErrSchemaVersion = errors.New("store: schema version is not current")
 )
+
+// ErrAuditBroken reports an audit log whose hash chain does not hold
+// ([VerifyAudit]): an entry changed, removed or reordered.
+var ErrAuditBroken = errors.New("store: audit log chain broken")

@@ -188,6 +188,10 @@ type Save struct {
 	// the save's transaction, oldest first (stores that are an
 	// [EventLog]; others ignore them).
 	Events [][]byte
+	// Audit are entries to append to the store's audit log in the save's
+	// transaction, one statement each (stores that are an [AuditLog];
+	// others ignore them).
+	Audit []AuditAppend
 }
 
 // Validate reports a malformed save, wrapping [ErrInvalid]. Stores call it
@@ -215,7 +219,7 @@ func (s *Save) Validate() error {
 		}
 		seen[sp.ID] = struct{}{}
 	}
-	return nil
+	return ValidateAudit(s.Audit)
 }
 
 // CheckRevision is the compare-and-swap of a save based on revision, for

@@ -51,6 +51,8 @@ type Store struct {
 	hub livehub.Hub
 	// effects is the effect journal, by key.
 	effects map[string]store.Effect
+	// audit is the audit log, oldest first.
+	audit []store.AuditEntry
 }
 
 type machine struct {
@@ -217,6 +219,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		m.events = append(m.events, store.LogEvent{Seq: m.lastSeq() + 1, Data: clone(e), At: m.updatedAt})
 	}
 	changed := s.replaceSuspensionsLocked(m, sv)
+	s.appendAuditLocked(sv.Audit)
 	if len(sv.Events) > 0 {
 		s.hub.Notify(sv.MachineID)
 	}

@@ -335,6 +335,24 @@ var migrations = [...]string{
 		ended_at   timestamptz
 	);
 	CREATE INDEX effects_machine_idx ON {s}.effects (machine_id);`,
+	// 12: the audit log (store.AuditLog), hash-chained, and its head: an
+	// append moves the head (its row lock orders appends) and inserts
+	// the entry in one statement.
+	`CREATE TABLE {s}.audit_log (
+		seq        bigint PRIMARY KEY,
+		machine_id text NOT NULL,
+		entry      bytea NOT NULL,
+		prev       bytea NOT NULL,
+		hash       bytea NOT NULL,
+		sig        bytea NOT NULL
+	);
+	CREATE TABLE {s}.audit_head (
+		id   int PRIMARY KEY CHECK (id = 1),
+		seq  bigint NOT NULL,
+		prev bytea NOT NULL,
+		hash bytea NOT NULL
+	);
+	INSERT INTO {s}.audit_head VALUES (1, 0, '', '');`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -386,6 +404,7 @@ type queries struct {
 	forget, beginEffect, endEffect, forgetEffect string
 	addRequest, requests, dropRequest            string
 	lockMachine, appendEvents                    string
+	appendAudit, readAudit, auditHead            string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
@@ -654,6 +673,9 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 			return err
 		}
 		if err := s.appendEvents(ctx, tx, sv.MachineID, sv.Events, now); err != nil {
+			return err
+		}
+		if err := s.appendAudit(ctx, tx, sv.Audit); err != nil {
 			return err
 		}
 		return s.replaceSuspensions(ctx, tx, sv)

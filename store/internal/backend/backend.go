@@ -20,6 +20,7 @@ type Capabilities interface {
 	store.EventLog
 	store.TailLoader
 	store.RequestReporter // and so store.SuspendRequester
+	store.AuditLog
 }
 
 // Database is [Capabilities] and [store.Pinger]: the core interface with
