@@ -308,11 +308,6 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ri.FreshTurn {
-		if err := t.freshTurn(in, call); err != nil {
-			return nil, fmt.Errorf("resume %s: %w", ri.SuspendID, err)
-		}
-	}
 	var d instance.Decision
 	if r.cause == instance.CauseExplicit {
 		d = t.decision(ri.By, ri.Groups, ri.Digest, ri.Deny, ri.IsError, payload)
@@ -322,6 +317,11 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 				return nil, err
 			}
 			r.decisions, d = settled, settled[len(settled)-1]
+		}
+	}
+	if ri.FreshTurn {
+		if err := t.freshTurn(in, call); err != nil {
+			return nil, fmt.Errorf("resume %s: %w", ri.SuspendID, err)
 		}
 	}
 	r.payload, r.value, r.isError, r.fresh, r.by = payload, ri.Payload, ri.IsError, ri.FreshTurn, ri.By
