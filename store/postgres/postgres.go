@@ -529,6 +529,9 @@ func newQueries(schema string) queries {
 		RETURNING true`)
 	q.keepOutcome = q.expand(`UPDATE {s}.replays SET outcome = $2 WHERE key = $1 AND expires_at > now()`)
 	q.outcome = q.expand(`SELECT outcome FROM {s}.replays WHERE key = $1 AND expires_at > now()`)
+	q.appendAudit = q.expand(appendAuditSQL)
+	q.readAudit = q.expand(`SELECT seq, machine_id, entry, prev, hash, sig FROM {s}.audit_log WHERE seq > $1 ORDER BY seq`)
+	q.auditHead = q.expand(`SELECT seq, hash FROM {s}.audit_head WHERE id = 1`)
 	return q
 }
 
