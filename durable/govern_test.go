@@ -4,18 +4,24 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 )
 
 // spendIn is the input of the governed "pay" tool.
@@ -154,4 +160,66 @@ func TestGovernedDecisionsAudited(t *testing.T) {
 		_, err = store.VerifyAudit(ctx, s.(store.AuditLog), other, nil)
 		require.ErrorIs(t, err, store.ErrAuditBroken)
 	})
+}
+
+// childGovern decides, as MARKOV_BY, the payment MARKOV_SUSPEND_ID of
+// digest MARKOV_DIGEST once told to go, and says "decided".
+func childGovern() int {
+	return withRunner(governedCharter, func(r *durable.Runner) int {
+		if err := testkit.AwaitGo(); err != nil {
+			return 2
+		}
+		by := os.Getenv("MARKOV_BY")
+		_, err := runSteps(r.Resume(context.Background(), machine.ResumeInput{SuspendID: os.Getenv("MARKOV_SUSPEND_ID"),
+			Payload: "approved by " + by, By: by, Digest: os.Getenv("MARKOV_DIGEST")}))
+		if err != nil {
+			fmt.Println("error:", err)
+			return 0
+		}
+		fmt.Println("decided")
+		return 0
+	})
+}
+
+// governedRace has two processes make the two approvals a payment needs
+// at the same moment, on store s (env tells the children where it is):
+// both are recorded, once each, and the payment resolves once.
+func governedRace(t *testing.T, s store.Store, env ...string) {
+	r := governedRunner(t, s, nil)
+	call := governedCall(t, r, "race", "ana")
+	child := func(by string) *exec.Cmd {
+		return testkit.ChildCommand(append([]string{"MARKOV_CHILD=govern", "MARKOV_BY=" + by,
+			"MARKOV_SUSPEND_ID=" + call.SuspendID, "MARKOV_DIGEST=" + call.Digest}, env...)...)
+	}
+	results, err := testkit.RaceChildren(child("bo"), child("cy"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"decided", "decided"}, results)
+
+	m, _, err := r.Load(context.Background(), "race")
+	require.NoError(t, err)
+	require.Empty(t, m.Pending())
+	results = nil
+	for _, p := range testkit.SuspendParts(m.History(), call.SuspendID) {
+		if p.Kind == message.KindToolResult {
+			results = append(results, p.Text)
+		}
+	}
+	require.Len(t, results, 1, "resolved once")
+	outcomes := map[string]string{}
+	for _, rec := range auditRecords(t, s, nil) {
+		require.Empty(t, outcomes[rec.By], "%s recorded once", rec.By)
+		outcomes[rec.By] = rec.Outcome
+	}
+	require.Len(t, outcomes, 2)
+	require.ElementsMatch(t, []string{machine.DecisionRecorded, machine.DecisionApproved}, []string{outcomes["bo"], outcomes["cy"]})
+}
+
+func TestGovernedRaceSQLite(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "govern.db")
+	governedRace(t, openSQLite(t, db), "MARKOV_DB="+db)
+}
+
+func TestGovernedRacePostgres(t *testing.T) {
+	s, _, schema := pgtest.Open(t)
+	governedRace(t, s, "MARKOV_PG_SCHEMA="+schema)
 }
