@@ -61,22 +61,6 @@ func ChainHash(prev, entry []byte) []byte {
 	return h.Sum(nil)
 }
 
-// AuditError reports where an audit log's chain breaks.
-type AuditError struct {
-	// Seq is the entry at fault (or after which the log was cut).
-	Seq int64
-	// Problem says what is wrong, short.
-	Problem string
-}
-
-// Error names the entry and the problem.
-func (e *AuditError) Error() string {
-	return fmt.Sprintf("store: audit log entry %d: %s", e.Seq, e.Problem)
-}
-
-// Unwrap returns ErrAuditBroken.
-func (e *AuditError) Unwrap() error { return ErrAuditBroken }
-
 // auditPage is how many entries VerifyAudit reads at a time.
 const auditPage = 1000
 
