@@ -12,8 +12,8 @@
 package durable
 
 import (
-	"crypto/ed25519"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"

@@ -391,7 +391,7 @@ type resolution struct {
 	// decisions are the decisions that settled a governed call.
 	decisions []instance.Decision
 	event     instance.EventType
-	mark        func(*instance.SuspendedCall) error
+	mark      func(*instance.SuspendedCall) error
 }
 
 // resolve moves call out of pending and delivers its result.

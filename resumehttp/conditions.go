@@ -230,5 +230,5 @@ func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) (
 func resumeInput(id string, req ResumeRequest) machine.ResumeInput {
 	return machine.ResumeInput{SuspendID: id, Payload: payloadOf(req.Payload), IsError: req.IsError,
 		FreshTurn: req.ContinueTranscript != nil && !*req.ContinueTranscript,
-		By: req.By, Groups: req.Groups, Digest: req.Digest, Deny: req.Deny}
+		By:        req.By, Groups: req.Groups, Digest: req.Digest, Deny: req.Deny}
 }
