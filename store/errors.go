@@ -43,7 +43,7 @@ type AuditError struct {
 
 // Error names the entry and the problem.
 func (e *AuditError) Error() string {
-	return fmt.Sprintf("store: audit log entry %d: %s", e.Seq, e.Problem)
+	return fmt.Sprintf("store: audit log chain broken at entry %d: %s", e.Seq, e.Problem)
 }
 
 // Unwrap returns ErrAuditBroken.

@@ -41,6 +41,7 @@ func builtins() []Command {
 		{Name: "parked", Args: "[-n N] [-o text|json]", Summary: "list the machines parked after their runs kept failing (a fleet's jobs; SQLite's sweeper), with their errors", Run: Parked},
 		{Name: "mcp", Args: "[--node NAME] [--http HOST:PORT] [--secret-env VAR] [--state-ttl D] [--sweep D]", Summary: "serve the charter as a Model Context Protocol server on stdin/stdout, or Streamable HTTP (--http)", Run: MCP},
 		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},
+		{Name: "audit", Args: "[--public-key KEY] [-o text|json] verify|export", Summary: "verify the store's hash-chained audit log of decisions (a changed, removed or reordered entry fails), or write it as JSON lines", Run: Audit},
 		{Name: "version", Args: "[-o text|json]", Summary: "print the program's version and the Go version it was built with", Run: Version},
 	}
 }
