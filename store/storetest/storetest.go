@@ -103,6 +103,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	if _, ok := probe.(store.EffectJournal); ok {
 		runChecks(t, "EffectJournal", as[store.EffectJournal](newStore), effectChecks)
 	}
+	if _, ok := probe.(store.AuditLog); ok {
+		runChecks(t, "AuditLog", as[auditStore](newStore), auditChecks)
+	}
 }
 
 // RunSnapshots checks the [store.Snapshots] newStore makes: revisions,
