@@ -131,7 +131,7 @@ func outcomes(m *machine.Machine) map[string]Outcome {
 			if p.Kind != message.KindRecord || p.Name != "decided" || p.SuspendID == "" {
 				continue
 			}
-			var d machine.Decided
+			var d machine.DecidedRecord
 			if json.Unmarshal(p.Data, &d) == nil {
 				out[p.SuspendID] = Outcome{Word: outcomeWord(d), By: d.By}
 			}
@@ -160,7 +160,7 @@ func outcomeOf(e store.Suspension, decided map[string]Outcome) Outcome {
 // outcomeWord says what a decision was: a yes-no payload (a boolean, or
 // an object with exactly one boolean field, as the decide page's Approve
 // and Reject set it) is approved or declined.
-func outcomeWord(d machine.Decided) string {
+func outcomeWord(d machine.DecidedRecord) string {
 	switch {
 	case d.Decision == instance.EventCancelled:
 		return "cancelled"

@@ -13,6 +13,7 @@ package durable
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +94,11 @@ type Config struct {
 	// memory the histories kept take, estimated from their encoded size
 	// and message count; least recently run machines are dropped first.
 	HistoryCache int64
+	// AuditKey, when set, signs every entry the runner appends to its
+	// store's audit log (store.AuditLog): decisions on suspensions, in the
+	// save that applies them, and refusals (ed25519 over the entry).
+	// `markov audit verify` checks the signatures with the public key.
+	AuditKey ed25519.PrivateKey
 }
 
 // Runner runs machines durably. It is safe for concurrent use; several
@@ -114,6 +120,8 @@ type Runner struct {
 	// histories caches the decoded histories of the machines run lately
 	// (nil: none).
 	histories *histories
+	// auditKey is Config.AuditKey.
+	auditKey ed25519.PrivateKey
 }
 
 // New returns a Runner.
@@ -121,7 +129,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Store == nil || cfg.Charter == nil {
 		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
-	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store)}
+	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store), auditKey: cfg.AuditKey}
 	if _, ok := cfg.Store.(store.TailLoader); ok {
 		r.histories = newHistories(cfg.HistoryCache)
 	}
@@ -288,12 +296,19 @@ func (r *Runner) Call(ctx context.Context, suspendID string) (instance.Suspended
 // machine's tree only and running nothing. durable/fleet calls it when it
 // accepts a resume, so that a payload the run would refuse is refused
 // then, rather than dropped by the run.
+//
+// It checks the decision too ([machine.Machine.CheckDecision]): the
+// digest it names and, under the call's policy, its identity; a refused
+// decision is appended to the store's audit log.
 func (r *Runner) CheckPayload(ctx context.Context, machineID string, in machine.ResumeInput) error {
 	m, err := r.loadTree(ctx, machineID)
 	if err != nil {
 		return err
 	}
-	return m.CheckPayload(in)
+	if err := m.CheckPayload(in); err != nil {
+		return err
+	}
+	return r.checkDecision(ctx, machineID, m, in)
 }
 
 // loadTree loads machine id with its tree only, and no history, when the
@@ -890,7 +905,11 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("save machine %s: %w", s.id, err)
 	}
-	rev, err := s.write(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events, Effects: ends})
+	audit, err := s.r.auditEntries(s.id, s.m.TakeDecisions())
+	if err != nil {
+		return fmt.Errorf("save machine %s: %w", s.id, err)
+	}
+	rev, err := s.write(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events, Effects: ends, Audit: audit})
 	if err != nil {
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}

@@ -41,6 +41,8 @@ func child(role string) int {
 		return childHookSuspend()
 	case "effect":
 		return childEffect()
+	case "govern":
+		return childGovern()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

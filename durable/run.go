@@ -77,9 +77,12 @@ func once[T any](used *atomic.Bool, seq func() iter.Seq2[T, error]) iter.Seq2[T,
 // A refused resume is the error, and nothing changed: an unknown
 // suspension wraps instance.ErrUnknownSuspendID, one no longer pending
 // instance.ErrAlreadyResolved, one past its deadline
-// machine.ErrDeadlinePassed (its on-timeout action applies), and a
+// machine.ErrDeadlinePassed (its on-timeout action applies), a
 // payload the schema refuses is an *instance.PayloadError (wrapping
-// instance.ErrPayloadDecode) whose Message is the text for a person. A
+// instance.ErrPayloadDecode) whose Message is the text for a person, and
+// a decision the call's policy or digest refuses wraps
+// instance.ErrForbidden, ErrStaleDecision or ErrAlreadyDecided (appended
+// to the store's audit log as a refusal). A
 // race lost between the check and the run surfaces from the Run (see
 // [Run]).
 func (r *Runner) Resume(ctx context.Context, in machine.ResumeInput) (*Run, error) {
@@ -94,17 +97,12 @@ func (r *Runner) Resume(ctx context.Context, in machine.ResumeInput) (*Run, erro
 }
 
 // checkResume checks resume in of pending suspension sus: its deadline
-// (the index has it), and its payload, against the call's schema unless
-// it is an error payload — the only check that reads the machine's tree.
+// (the index has it); then, reading the machine's tree, its payload
+// against the call's schema unless it is an error payload, and the
+// decision against the call's digest and policy (a refusal is audited).
 func (r *Runner) checkResume(ctx context.Context, sus store.Suspension, in machine.ResumeInput) error {
 	if !sus.Deadline.IsZero() && !r.charter.Now().Before(sus.Deadline) {
 		return fmt.Errorf("suspension %s (deadline %s): %w", sus.ID, sus.Deadline.Format(time.RFC3339), machine.ErrDeadlinePassed)
-	}
-	if in.IsError {
-		if _, err := instance.EncodePayload(in.Payload); err != nil {
-			return fmt.Errorf("resume %s: %w", in.SuspendID, err)
-		}
-		return nil
 	}
 	m, err := r.loadTree(ctx, sus.MachineID)
 	if err != nil {
@@ -112,7 +110,10 @@ func (r *Runner) checkResume(ctx context.Context, sus store.Suspension, in machi
 	}
 	for _, c := range m.Pending() {
 		if c.SuspendID == in.SuspendID {
-			return m.CheckPayload(in)
+			if err := m.CheckPayload(in); err != nil {
+				return err
+			}
+			return r.checkDecision(ctx, sus.MachineID, m, in)
 		}
 	}
 	// The index said pending: a run resolved it since.

@@ -96,6 +96,8 @@ type SuspendRequest struct {
 	// PayloadSchema is the JSON Schema the resume payload must match
 	// (WithPayloadSchema), for a tool or command that declares none.
 	PayloadSchema json.RawMessage
+	// Policy, when set, governs who may decide the call (WithPolicy).
+	Policy *Policy
 }
 
 // Error describes the request; a SuspendRequest is a status, not a failure.

@@ -2,6 +2,7 @@ package instance
 
 import (
 	"errors"
+	"fmt"
 )
 
 // Sentinel errors of suspend and resume. Every error returned for a bad
@@ -108,3 +109,28 @@ var ErrDuplicateEffect = errors.New("instance: effect name used twice in one cal
 // never says it ended, where no person can be asked (a command's effect):
 // the call fails rather than run it a second time.
 var ErrEffectInDoubt = errors.New("instance: effect in doubt")
+
+// Sentinels of governed suspensions (Policy). A decision refused with one
+// of them changes nothing.
+var (
+	// ErrBadPolicy: a policy no decision could satisfy; the more precise
+	// ErrNoApprover, ErrQuorumTooLarge and ErrDelegationCycle wrap it.
+	ErrBadPolicy = errors.New("instance: bad policy")
+	// ErrNoApprover: a policy naming no subject and no group.
+	ErrNoApprover = fmt.Errorf("instance: no approver: %w", ErrBadPolicy)
+	// ErrQuorumTooLarge: a quorum larger than the subjects a policy names.
+	ErrQuorumTooLarge = fmt.Errorf("instance: quorum larger than the group: %w", ErrBadPolicy)
+	// ErrDelegationCycle: delegations that lead back to where they
+	// started (or a delegation to oneself, or with an empty side).
+	ErrDelegationCycle = fmt.Errorf("instance: delegation cycle: %w", ErrBadPolicy)
+	// ErrForbidden: a decision from an identity the policy does not allow.
+	ErrForbidden = errors.New("instance: identity may not decide")
+	// ErrSeparationOfDuties: a decision from the identity that asked for
+	// the call, under Policy.SeparateDuties. It wraps ErrForbidden.
+	ErrSeparationOfDuties = fmt.Errorf("instance: separation of duties: %w", ErrForbidden)
+	// ErrStaleDecision: a decision naming a digest other than the call's:
+	// the decider saw another action.
+	ErrStaleDecision = errors.New("instance: decision on a stale digest")
+	// ErrAlreadyDecided: a second decision by the same approver.
+	ErrAlreadyDecided = errors.New("instance: approver already decided")
+)

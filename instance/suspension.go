@@ -136,6 +136,14 @@ type SuspendedCall struct {
 	// run was not traced. The run that resolves the call carries a span
 	// link to it, so a trace shows the wait, across processes too.
 	TraceParent string
+	// Policy, when set, governs who may decide the call (WithPolicy);
+	// Decisions are those recorded so far, oldest first, while the quorum
+	// is not reached.
+	Policy    *Policy
+	Decisions []Decision
+	// Digest identifies what a decision decides (CallDigest: node, name,
+	// input, policy version). A decision naming another is stale.
+	Digest string
 }
 
 // Expired reports whether the call is pending with a deadline at or before
@@ -180,6 +188,19 @@ func (c SuspendedCall) Clone() SuspendedCall {
 	c.Metadata = cloneRaw(c.Metadata)
 	c.OnTimeout.Payload = cloneRaw(c.OnTimeout.Payload)
 	c.PayloadSchema = cloneRaw(c.PayloadSchema)
+	if c.Policy != nil {
+		p := c.Policy.Clone()
+		c.Policy = &p
+	}
+	if c.Decisions != nil {
+		ds := make([]Decision, len(c.Decisions))
+		for i, d := range c.Decisions {
+			d.Groups = append([]string(nil), d.Groups...)
+			d.Payload = cloneRaw(d.Payload)
+			ds[i] = d
+		}
+		c.Decisions = ds
+	}
 	return c
 }
 
@@ -274,6 +295,9 @@ type Resolution struct {
 	Signal string
 	// Command is the command that resolved the call (Cause CauseCommand).
 	Command string
+	// Decisions are the decisions of a governed call (WithPolicy), the
+	// one that settled it last.
+	Decisions []Decision
 }
 
 // Text returns the payload as text: a JSON string as the string itself,

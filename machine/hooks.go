@@ -81,7 +81,7 @@ func (m *Machine) admit(ctx context.Context, node string, call *instance.Suspend
 	}
 	h := &m.charter.hooks
 	if h.OnSuspend == nil {
-		return nil
+		return governCall(ctx, node, call)
 	}
 	c := call.Clone()
 	err := h.call(ctx, m.charter.logger, "OnSuspend", func(ctx context.Context) error { return h.OnSuspend(ctx, node, &c) })
@@ -89,7 +89,7 @@ func (m *Machine) admit(ctx context.Context, node string, call *instance.Suspend
 		return fmt.Errorf("%w: %w", ErrSuspendRefused, err)
 	}
 	call.Metadata = c.Metadata
-	return nil
+	return governCall(ctx, node, call)
 }
 
 // admission returns m.admit as an executor.Admission, the same value every

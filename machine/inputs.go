@@ -93,6 +93,9 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 			if err := checkPayload(m.root, v); err != nil {
 				return err
 			}
+			if err := checkDecision(m.root, v, now); err != nil {
+				return err
+			}
 		case CancelInput:
 			if err := claim(v.SuspendID); err != nil {
 				return err
@@ -305,6 +308,17 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
+	var d instance.Decision
+	if r.cause == instance.CauseExplicit {
+		d = t.decision(ri.By, ri.Groups, ri.Digest, ri.Deny, ri.IsError, payload)
+		if call.Policy != nil {
+			settled, err := t.vote(in, call, ri, payload)
+			if err != nil || settled == nil {
+				return nil, err
+			}
+			r.decisions, d = settled, settled[len(settled)-1]
+		}
+	}
 	if ri.FreshTurn {
 		if err := t.freshTurn(in, call); err != nil {
 			return nil, fmt.Errorf("resume %s: %w", ri.SuspendID, err)
@@ -312,16 +326,24 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 	}
 	r.payload, r.value, r.isError, r.fresh, r.by = payload, ri.Payload, ri.IsError, ri.FreshTurn, ri.By
 	r.event, r.mark = instance.EventResumed, (*instance.SuspendedCall).Resolve
+	c := *call
 	steps, err := t.resolve(in, call, r)
 	t.decided(in, err, ri.SuspendID, r)
+	if err == nil && r.cause == instance.CauseExplicit {
+		outcome := DecisionApproved
+		if d.Deny {
+			outcome = DecisionDenied
+		}
+		t.decide(in, &c, d, outcome)
+	}
 	return steps, err
 }
 
-// Decided is the data of the "decided" record the history keeps beside a
-// resolution whose caller named who decided (ResumeInput.By,
+// DecidedRecord is the data of the "decided" record the history keeps
+// beside a resolution whose caller named who decided (ResumeInput.By,
 // CancelInput.By, SignalInput.By): who, the decision (resumed or
 // cancelled) and, for a resume, the payload and whether it was an error.
-type Decided struct {
+type DecidedRecord struct {
 	By       string             `json:"by"`
 	Decision instance.EventType `json:"decision"`
 	Payload  json.RawMessage    `json:"payload,omitempty"`
@@ -332,7 +354,7 @@ type Decided struct {
 // the caller named someone and the resolution succeeded.
 func (t *tx) decided(in *instance.Instance, err error, suspendID string, r resolution) {
 	if err == nil && r.by != "" {
-		t.record(in, "decided", Decided{By: r.by, Decision: r.event, Payload: r.payload, IsError: r.isError}, suspendID)
+		t.record(in, "decided", DecidedRecord{By: r.by, Decision: r.event, Payload: r.payload, IsError: r.isError}, suspendID)
 	}
 }
 
@@ -342,6 +364,7 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 	if call == nil {
 		return nil, fmt.Errorf("suspension %s: %w", ci.SuspendID, instance.ErrUnknownSuspendID)
 	}
+	c := *call
 	text := "cancelled"
 	if ci.Reason != "" {
 		text += ": " + ci.Reason
@@ -352,6 +375,9 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 	}
 	steps, err := t.resolve(in, call, r)
 	t.decided(in, err, ci.SuspendID, r)
+	if err == nil {
+		t.decide(in, &c, t.decision(ci.By, nil, "", false, true, nil), DecisionCancelled)
+	}
 	return steps, err
 }
 
@@ -374,8 +400,10 @@ type resolution struct {
 	// by names who decided (ResumeInput.By); command the command that
 	// resolved the call (cause CauseCommand).
 	by, command string
-	event       instance.EventType
-	mark        func(*instance.SuspendedCall) error
+	// decisions are the decisions that settled a governed call.
+	decisions []instance.Decision
+	event     instance.EventType
+	mark      func(*instance.SuspendedCall) error
 }
 
 // resolve moves call out of pending and delivers its result.
@@ -456,7 +484,7 @@ func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r reso
 	} else if r.failure == "" {
 		res, err := t.exec.Resume(t.ctx, &executor.ResumeRequest{Root: t.root, Instance: in, Call: c, Admit: t.m.admission(), Journal: t.m.journal,
 			Resolution: instance.Resolution{SuspendID: c.SuspendID, Payload: r.payload, IsError: r.isError, Metadata: c.Metadata, Stage: c.Stage,
-				Cause: r.cause, By: r.by, Signal: r.signal, Command: r.command}})
+				Cause: r.cause, By: r.by, Signal: r.signal, Command: r.command, Decisions: r.decisions}})
 		if err != nil {
 			return err
 		}

@@ -70,12 +70,27 @@ func UserText(s string) message.Message { return message.UserText(s) }
 // followed by what comes after — the released reply and its results, the
 // payload. History keeps everything; a "fresh_turn" record in it, holding
 // the digest, marks the cut.
+//
+// Groups, Digest and Deny make the resume a decision on a governed call
+// (instance.WithPolicy): By is the deciding identity's subject and Groups
+// the groups or roles it holds; Digest names the call's digest the
+// decider saw (SuspendedCall.Digest), required under a policy and
+// checked whenever given — another is refused with
+// instance.ErrStaleDecision; Deny marks a refusal for the policy's
+// quorum. A decision the policy does not allow wraps
+// instance.ErrForbidden and changes nothing. Under a quorum a decision
+// that does not settle the call is recorded on it
+// (SuspendedCall.Decisions) and the call stays pending; the one that
+// settles it resolves it with its payload.
 type ResumeInput struct {
 	SuspendID string
 	Payload   any
 	IsError   bool
 	By        string
 	FreshTurn bool
+	Groups    []string
+	Digest    string
+	Deny      bool
 }
 
 // SignalInput resumes every pending call of the machine that waits for
@@ -193,6 +208,8 @@ type Machine struct {
 	// links are the span links to the suspensions resolved since the
 	// last run started, for the next run's span.
 	links []trace.Link
+	// decided are the decisions applied since TakeDecisions.
+	decided []Decided
 	// reqs and added are the last round's step requests and messages,
 	// whose arrays the next round reuses.
 	reqs  []executor.StepRequest

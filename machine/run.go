@@ -345,6 +345,8 @@ func (m *Machine) commit(t *tx) {
 	t.meter()
 	m.links = append(m.links, t.links...)
 	t.links = nil
+	m.decided = append(m.decided, t.decisions...)
+	t.decisions = nil
 	for _, id := range t.removed {
 		delete(m.leaves, id)
 	}

@@ -43,6 +43,8 @@ type tx struct {
 	// this transaction resolved, for the run's span.
 	metered int
 	links   []trace.Link
+	// decisions are the decisions applied, for the audit log.
+	decisions []Decided
 }
 
 // newTx starts a transaction on root. Messages, events and cedes of carry,

@@ -229,5 +229,6 @@ func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) (
 // resumeInput is the resume of suspension id that req asks for.
 func resumeInput(id string, req ResumeRequest) machine.ResumeInput {
 	return machine.ResumeInput{SuspendID: id, Payload: payloadOf(req.Payload), IsError: req.IsError,
-		FreshTurn: req.ContinueTranscript != nil && !*req.ContinueTranscript}
+		FreshTurn: req.ContinueTranscript != nil && !*req.ContinueTranscript,
+		By:        req.By, Groups: req.Groups, Digest: req.Digest, Deny: req.Deny}
 }

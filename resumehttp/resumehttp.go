@@ -610,7 +610,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		call, err := c.Call(r.Context(), id)
 		switch {
 		case err == nil:
-			out.PayloadSchema = call.PayloadSchema
+			out.PayloadSchema, out.Digest, out.Policy, out.Decisions = call.PayloadSchema, call.Digest, call.Policy, call.Decisions
 		case !errors.Is(err, instance.ErrAlreadyResolved): // resolved meanwhile: the entry is enough
 			h.fail(w, r, err)
 			return

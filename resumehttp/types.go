@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -21,6 +22,19 @@ type ResumeRequest struct {
 	// whole of it (machine.ResumeInput.FreshTurn; the ACP draft RFC's
 	// continueTranscript). Omitted or true, the transcript continues.
 	ContinueTranscript *bool `json:"continue_transcript,omitempty"`
+	// By and Groups are the deciding identity: its subject and the groups
+	// or roles it holds (machine.ResumeInput.By, Groups). They are part of
+	// the signed body, so whoever holds the secret vouches for them. A
+	// governed suspension (instance.WithPolicy) refuses a decision its
+	// policy does not allow: 403 forbidden.
+	By     string   `json:"by,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	// Digest is the suspension's digest the decider saw (Suspension's
+	// digest): required by a governed suspension, checked whenever given;
+	// another is 409 stale_decision.
+	Digest string `json:"digest,omitempty"`
+	// Deny marks the decision a refusal, for the policy's quorum.
+	Deny bool `json:"deny,omitempty"`
 }
 
 // CancelRequest is the optional body of DELETE /suspensions/{id}.
@@ -97,6 +111,13 @@ type Suspension struct {
 	// the tool or command declared one; GET /suspensions/{id} of a
 	// pending suspension only.
 	PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
+	// Digest identifies what a decision decides (instance.CallDigest); a
+	// resume names it. Policy is the suspension's policy and Decisions
+	// those recorded so far, when it is governed. GET /suspensions/{id}
+	// of a pending suspension only.
+	Digest    string              `json:"digest,omitempty"`
+	Policy    *instance.Policy    `json:"policy,omitempty"`
+	Decisions []instance.Decision `json:"decisions,omitempty"`
 }
 
 // SuspensionList is the answer of GET /suspensions, earliest deadline

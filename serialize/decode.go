@@ -460,3 +460,16 @@ func effectState(c *machine.Charter, name string, version int, raw []byte) (any,
 	}
 	return v, nil
 }
+
+// useCall decodes the governance in w into c.
+func (d *decoder) useCall(c *instance.SuspendedCall, w *wireCall) error {
+	if len(w.Governance) == 0 {
+		return nil
+	}
+	var g governance
+	if err := json.Unmarshal(w.Governance, &g); err != nil {
+		return fmt.Errorf("%w: call %s: governance: %w", ErrCorrupt, c.SuspendID, err)
+	}
+	c.Policy, c.Decisions = g.Policy, g.Decisions
+	return nil
+}

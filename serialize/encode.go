@@ -494,3 +494,23 @@ func (e *encoder) json(what string, v any) json.RawMessage {
 	}
 	return b
 }
+
+// governance is the JSON of a call's policy and decisions (wireCall's
+// Governance).
+type governance struct {
+	Policy    *instance.Policy    `json:"policy,omitempty"`
+	Decisions []instance.Decision `json:"decisions,omitempty"`
+}
+
+// fillCall fills the governance of c into w.
+func (e *encoder) fillCall(c *instance.SuspendedCall, w *wireCall) {
+	if c.Policy == nil && len(c.Decisions) == 0 {
+		return
+	}
+	b, err := json.Marshal(governance{Policy: c.Policy, Decisions: c.Decisions})
+	if err != nil {
+		e.fail(fmt.Errorf("%w: call %s: governance: %w", ErrEncode, c.SuspendID, err))
+		return
+	}
+	w.Governance = b
+}

@@ -206,6 +206,16 @@ func (g *gen) suspension(instanceID string) *instance.SuspensionState {
 		if g.chance(0.3) {
 			c.Event = g.str(10)
 		}
+		if g.chance(0.3) {
+			c.Digest = fmt.Sprintf("%016x", g.r.Uint64())
+			c.Policy = &instance.Policy{Version: g.r.IntN(3), Subjects: []string{g.name(), g.name()}, Groups: []string{g.name()},
+				Quorum: g.r.IntN(3), FirstDenyRejects: g.chance(0.5), SeparateDuties: g.chance(0.5), Requester: g.name(),
+				Delegations: []instance.Delegation{{From: g.name(), To: g.name(), Until: g.time()}}}
+			for range g.r.IntN(3) {
+				c.Decisions = append(c.Decisions, instance.Decision{By: g.name(), For: g.name(), Groups: []string{g.name()},
+					Deny: g.chance(0.5), IsError: g.chance(0.5), Payload: g.validRaw(), Digest: c.Digest, At: g.time()})
+			}
+		}
 		s.Calls = append(s.Calls, c)
 	}
 	if g.chance(0.5) {
@@ -342,3 +352,7 @@ func TestPropertyRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// name is a short identity or group name (valid UTF-8, as a policy's
+// names are).
+func (g *gen) name() string { return fmt.Sprintf("p%d", g.r.IntN(100)) }

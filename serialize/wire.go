@@ -140,6 +140,12 @@ type wireCall struct {
 	// suspension (not interned: a reader that does not know the key
 	// skips it).
 	TraceParent string `msgpack:"tp,omitempty" json:"tp,omitempty"`
+	// Governance is the call's policy and decisions (instance.WithPolicy)
+	// as JSON ({"policy", "decisions"}), converted by hand (fillCall,
+	// useCall); Digest is the call's digest. A reader that does not know
+	// the keys skips them.
+	Governance json.RawMessage `msgpack:"gv,omitempty" json:"gv,omitempty" wire:"hook"`
+	Digest     string          `msgpack:"dg,omitempty" json:"dg,omitempty"`
 }
 
 // wireTimeout is instance.TimeoutAction; omitted when zero.

@@ -433,13 +433,15 @@ func (d *decoder) fromWireSuspensionFields(w *wireSuspension, v *instance.Suspen
 
 // writeCall writes v as a wireCall.
 func (e *encoder) writeCall(v *instance.SuspendedCall) {
-	e.b = appendMapLen(e.b, count(true, v.InstanceID != "", v.ToolUseID != "", v.Kind != "", v.Initiator != "", v.Name != "", len(v.Input) > 0, len(v.Metadata) > 0, v.Reason != "", !v.SuspendedAt.IsZero(), !v.Deadline.IsZero(), !zeroTimeout(&v.OnTimeout), v.Status != "", v.Stage != 0, len(v.PayloadSchema) > 0, v.Event != "", v.TraceParent != ""))
-	e.writeCallFields(v)
-	e.writeCallFields2(v)
-	e.writeCallFields3(v)
+	var w wireCall
+	e.fillCall(v, &w)
+	e.b = appendMapLen(e.b, count(true, v.InstanceID != "", v.ToolUseID != "", v.Kind != "", v.Initiator != "", v.Name != "", len(v.Input) > 0, len(v.Metadata) > 0, v.Reason != "", !v.SuspendedAt.IsZero(), !v.Deadline.IsZero(), !zeroTimeout(&v.OnTimeout), v.Status != "", v.Stage != 0, len(v.PayloadSchema) > 0, v.Event != "", v.TraceParent != "", len(w.Governance) > 0, v.Digest != ""))
+	e.writeCallFields(v, &w)
+	e.writeCallFields2(v, &w)
+	e.writeCallFields3(v, &w)
 }
 
-func (e *encoder) writeCallFields(v *instance.SuspendedCall) {
+func (e *encoder) writeCallFields(v *instance.SuspendedCall, w *wireCall) {
 	e.b = appendKey(e.b, "i")
 	e.istr(string(v.SuspendID))
 	e.optIstr("n", string(v.InstanceID))
@@ -451,7 +453,7 @@ func (e *encoder) writeCallFields(v *instance.SuspendedCall) {
 	e.optBin("md", v.Metadata)
 }
 
-func (e *encoder) writeCallFields2(v *instance.SuspendedCall) {
+func (e *encoder) writeCallFields2(v *instance.SuspendedCall, w *wireCall) {
 	e.optStr("r", string(v.Reason))
 	e.optTime("at", v.SuspendedAt)
 	e.optTime("dl", v.Deadline)
@@ -465,16 +467,22 @@ func (e *encoder) writeCallFields2(v *instance.SuspendedCall) {
 	e.optStr("ev", string(v.Event))
 }
 
-func (e *encoder) writeCallFields3(v *instance.SuspendedCall) {
+func (e *encoder) writeCallFields3(v *instance.SuspendedCall, w *wireCall) {
 	e.optStr("tp", string(v.TraceParent))
+	e.optBin("gv", w.Governance)
+	e.optStr("dg", string(v.Digest))
 }
 
 // readCall reads a wireCall into v.
 func (d *decoder) readCall(v *instance.SuspendedCall) error {
-	return d.fields("call", func(k []byte) error { return d.readCallField(k, v) })
+	var w wireCall
+	if err := d.fields("call", func(k []byte) error { return d.readCallField(k, v, &w) }); err != nil {
+		return err
+	}
+	return d.useCall(v, &w)
 }
 
-func (d *decoder) readCallField(k []byte, v *instance.SuspendedCall) error {
+func (d *decoder) readCallField(k []byte, v *instance.SuspendedCall, w *wireCall) error {
 	switch string(k) {
 	case "i":
 		return readIstr(d, &v.SuspendID)
@@ -493,10 +501,10 @@ func (d *decoder) readCallField(k []byte, v *instance.SuspendedCall) error {
 	case "md":
 		return readBin(d, &v.Metadata)
 	}
-	return d.readCallField2(k, v)
+	return d.readCallField2(k, v, w)
 }
 
-func (d *decoder) readCallField2(k []byte, v *instance.SuspendedCall) error {
+func (d *decoder) readCallField2(k []byte, v *instance.SuspendedCall, w *wireCall) error {
 	switch string(k) {
 	case "r":
 		return readStr(d, &v.Reason)
@@ -515,13 +523,17 @@ func (d *decoder) readCallField2(k []byte, v *instance.SuspendedCall) error {
 	case "ev":
 		return readStr(d, &v.Event)
 	}
-	return d.readCallField3(k, v)
+	return d.readCallField3(k, v, w)
 }
 
-func (d *decoder) readCallField3(k []byte, v *instance.SuspendedCall) error {
+func (d *decoder) readCallField3(k []byte, v *instance.SuspendedCall, w *wireCall) error {
 	switch string(k) {
 	case "tp":
 		return readStr(d, &v.TraceParent)
+	case "gv":
+		return readBin(d, &w.Governance)
+	case "dg":
+		return readStr(d, &v.Digest)
 	}
 	return d.r.skip()
 }
@@ -550,6 +562,7 @@ func (d *decoder) readCallList(p *[]instance.SuspendedCall) error {
 
 // toWireCall converts v to the wireCall w.
 func (e *encoder) toWireCall(v *instance.SuspendedCall, w *wireCall) {
+	e.fillCall(v, w)
 	e.toWireCallFields(v, w)
 	e.toWireCallFields2(v, w)
 	e.toWireCallFields3(v, w)
@@ -582,6 +595,7 @@ func (e *encoder) toWireCallFields2(v *instance.SuspendedCall, w *wireCall) {
 
 func (e *encoder) toWireCallFields3(v *instance.SuspendedCall, w *wireCall) {
 	w.TraceParent = string(v.TraceParent)
+	w.Digest = string(v.Digest)
 }
 
 // fromWireCall converts the wireCall w to v.
@@ -595,7 +609,7 @@ func (d *decoder) fromWireCall(w *wireCall, v *instance.SuspendedCall) error {
 	if err := d.fromWireCallFields3(w, v); err != nil {
 		return err
 	}
-	return nil
+	return d.useCall(v, w)
 }
 
 func (d *decoder) fromWireCallFields(w *wireCall, v *instance.SuspendedCall) error {
@@ -629,6 +643,7 @@ func (d *decoder) fromWireCallFields2(w *wireCall, v *instance.SuspendedCall) er
 func (d *decoder) fromWireCallFields3(w *wireCall, v *instance.SuspendedCall) error {
 	var err error
 	setString(&v.TraceParent, w.TraceParent)
+	setString(&v.Digest, w.Digest)
 	return err
 }
 

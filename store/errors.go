@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors reported by every [Store]. Implementations wrap them with context
 // (the machine or suspend ID); test with [errors.Is].
@@ -25,3 +28,23 @@ var (
 	// migrated it since): the process should be replaced by a newer one.
 	ErrSchemaVersion = errors.New("store: schema version is not current")
 )
+
+// ErrAuditBroken reports an audit log whose hash chain does not hold
+// ([VerifyAudit]): an entry changed, removed or reordered.
+var ErrAuditBroken = errors.New("store: audit log chain broken")
+
+// AuditError reports where an audit log's chain breaks.
+type AuditError struct {
+	// Seq is the entry at fault (or after which the log was cut).
+	Seq int64
+	// Problem says what is wrong, short.
+	Problem string
+}
+
+// Error names the entry and the problem.
+func (e *AuditError) Error() string {
+	return fmt.Sprintf("store: audit log chain broken at entry %d: %s", e.Seq, e.Problem)
+}
+
+// Unwrap returns ErrAuditBroken.
+func (e *AuditError) Unwrap() error { return ErrAuditBroken }

@@ -195,6 +195,10 @@ type Save struct {
 	// no write of its own. An entry that is not started (none, or one
 	// ended already) is left as it is, and the save goes on.
 	Effects []EffectEnd
+	// Audit are entries to append to the store's audit log in the save's
+	// transaction, one statement each (stores that are an [AuditLog];
+	// others ignore them).
+	Audit []AuditAppend
 }
 
 // Validate reports a malformed save, wrapping [ErrInvalid]. Stores call it
@@ -227,7 +231,7 @@ func (s *Save) Validate() error {
 			return fmt.Errorf("machine %q: %w", s.MachineID, err)
 		}
 	}
-	return nil
+	return ValidateAudit(s.Audit)
 }
 
 // CheckRevision is the compare-and-swap of a save based on revision, for

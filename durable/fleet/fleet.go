@@ -316,11 +316,15 @@ type entry struct {
 	FreshTurn  bool            `json:"fresh_turn,omitempty"`
 	Invocation string          `json:"invocation_id,omitempty"`
 	By         string          `json:"by,omitempty"`
+	Groups     []string        `json:"groups,omitempty"`
+	Digest     string          `json:"digest,omitempty"`
+	Deny       bool            `json:"deny,omitempty"`
 }
 
 // resume is the resume input of e.
 func (e entry) resume() machine.ResumeInput {
-	return machine.ResumeInput{SuspendID: e.SuspendID, Payload: entryPayload(e.Payload), IsError: e.IsError, FreshTurn: e.FreshTurn, By: e.By}
+	return machine.ResumeInput{SuspendID: e.SuspendID, Payload: entryPayload(e.Payload), IsError: e.IsError, FreshTurn: e.FreshTurn, By: e.By,
+		Groups: e.Groups, Digest: e.Digest, Deny: e.Deny}
 }
 
 // entryPayload is an entry's encoded payload as an input's: nil when there is
@@ -364,7 +368,8 @@ func (f *Fleet) Resume(ctx context.Context, in machine.ResumeInput) (durable.Acc
 	if err != nil {
 		return durable.Accepted{}, fmt.Errorf("fleet: resume %s: %w", in.SuspendID, err)
 	}
-	return f.acceptResult(ctx, in.SuspendID, inResume, entry{SuspendID: in.SuspendID, Payload: raw, IsError: in.IsError, FreshTurn: in.FreshTurn, By: in.By})
+	return f.acceptResult(ctx, in.SuspendID, inResume, entry{SuspendID: in.SuspendID, Payload: raw, IsError: in.IsError, FreshTurn: in.FreshTurn, By: in.By,
+		Groups: in.Groups, Digest: in.Digest, Deny: in.Deny})
 }
 
 // AcceptResume is Resume. With AcceptCancel, AcceptInvoke and Await, it

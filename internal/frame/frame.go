@@ -495,6 +495,7 @@ func NewCall(sr *instance.SuspendRequest, now time.Time, newID func() string, in
 		OnTimeout:   sr.OnTimeout,
 		Event:       sr.Event,
 		Status:      instance.StatusPending,
+		Policy:      sr.Policy,
 	}
 	if c.SuspendID == "" {
 		c.SuspendID = newID()

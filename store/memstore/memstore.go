@@ -53,6 +53,8 @@ type Store struct {
 	effects map[string]store.Effect
 	// records are the records of store.RecordKeeper, by kind and key.
 	records map[[2]string]store.Record
+	// audit is the audit log, oldest first.
+	audit []store.AuditEntry
 }
 
 type machine struct {
@@ -223,6 +225,7 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 	for _, e := range sv.Effects {
 		s.endEffectLocked(e)
 	}
+	s.appendAuditLocked(sv.Audit)
 	if len(sv.Events) > 0 {
 		s.hub.Notify(sv.MachineID)
 	}

@@ -344,6 +344,24 @@ var migrations = [...]string{
 		updated_at timestamptz NOT NULL,
 		PRIMARY KEY (kind, key)
 	);`,
+	// 13: the audit log (store.AuditLog), hash-chained, and its head: an
+	// append moves the head (its row lock orders appends) and inserts
+	// the entry in one statement.
+	`CREATE TABLE {s}.audit_log (
+		seq        bigint PRIMARY KEY,
+		machine_id text NOT NULL,
+		entry      bytea NOT NULL,
+		prev       bytea NOT NULL,
+		hash       bytea NOT NULL,
+		sig        bytea NOT NULL
+	);
+	CREATE TABLE {s}.audit_head (
+		id   int PRIMARY KEY CHECK (id = 1),
+		seq  bigint NOT NULL,
+		prev bytea NOT NULL,
+		hash bytea NOT NULL
+	);
+	INSERT INTO {s}.audit_head VALUES (1, 0, '', '');`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -395,6 +413,7 @@ type queries struct {
 	forget, beginEffect, endEffect, endEffects, forgetEffect string
 	addRequest, requests, dropRequest                        string
 	lockMachine, appendEvents                                string
+	appendAudit, readAudit, auditHead                        string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
@@ -522,6 +541,9 @@ func newQueries(schema string) queries {
 		RETURNING true`)
 	q.keepOutcome = q.expand(`UPDATE {s}.replays SET outcome = $2 WHERE key = $1 AND expires_at > now()`)
 	q.outcome = q.expand(`SELECT outcome FROM {s}.replays WHERE key = $1 AND expires_at > now()`)
+	q.appendAudit = q.expand(appendAuditSQL)
+	q.readAudit = q.expand(`SELECT seq, machine_id, entry, prev, hash, sig FROM {s}.audit_log WHERE seq > $1 ORDER BY seq`)
+	q.auditHead = q.expand(`SELECT seq, hash FROM {s}.audit_head WHERE id = 1`)
 	return q
 }
 
@@ -666,6 +688,9 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 			return err
 		}
 		if err := s.appendEvents(ctx, tx, sv.MachineID, sv.Events, now); err != nil {
+			return err
+		}
+		if err := s.appendAudit(ctx, tx, sv.Audit); err != nil {
 			return err
 		}
 		if err := s.replaceSuspensions(ctx, tx, sv); err != nil {

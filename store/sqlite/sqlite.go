@@ -457,6 +457,25 @@ var migrations = [...]string{
 		updated_at INTEGER NOT NULL,
 		PRIMARY KEY (kind, key)
 	) WITHOUT ROWID;`,
+	// 13: the audit log (store.AuditLog), hash-chained, and its head,
+	// which a trigger keeps: an append is one INSERT.
+	`CREATE TABLE audit_log (
+		seq        INTEGER PRIMARY KEY,
+		machine_id TEXT NOT NULL,
+		entry      BLOB NOT NULL,
+		prev       BLOB NOT NULL,
+		hash       BLOB NOT NULL,
+		sig        BLOB NOT NULL
+	);
+	CREATE TABLE audit_head (
+		id   INTEGER PRIMARY KEY CHECK (id = 1),
+		seq  INTEGER NOT NULL,
+		hash BLOB NOT NULL
+	);
+	INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, x'');
+	CREATE TRIGGER audit_head_follows AFTER INSERT ON audit_log BEGIN
+		UPDATE audit_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
+	END;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -680,6 +699,9 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 			return err
 		}
 		if err := appendEvents(ctx, tx, sv.MachineID, was.events, sv.Events, now); err != nil {
+			return err
+		}
+		if err := appendAudit(ctx, tx, sv.Audit); err != nil {
 			return err
 		}
 		if was.indexed || len(sv.Suspensions) > 0 {

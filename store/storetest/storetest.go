@@ -5,7 +5,7 @@
 // capability the store offers ([store.MachineLister],
 // [store.ExpiryClaimer], [store.ReplayGuard], [store.SuspendRequester],
 // [store.RequestReporter], [store.EventLog], [store.TailLoader],
-// [store.EffectJournal], [store.RecordKeeper]), discovered by type assertion as callers discover
+// [store.EffectJournal], [store.RecordKeeper], [store.AuditLog]), discovered by type assertion as callers discover
 // them. [RunSnapshots] checks a back end that only keeps snapshots. An
 // implementation's tests call Run with a constructor of empty stores, and
 // its benchmarks call [BenchmarkSave]:
@@ -106,6 +106,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	if _, ok := probe.(store.RecordKeeper); ok {
 		runChecks(t, "RecordKeeper", as[store.RecordKeeper](newStore), recordChecks)
+	}
+	if _, ok := probe.(store.AuditLog); ok {
+		runChecks(t, "AuditLog", as[auditStore](newStore), auditChecks)
 	}
 }
 

@@ -42,6 +42,7 @@ func builtins() []Command {
 		{Name: "mcp", Args: "[--node NAME] [--http HOST:PORT] [--secret-env VAR] [--state-ttl D] [--sweep D]", Summary: "serve the charter as a Model Context Protocol server on stdin/stdout, or Streamable HTTP (--http)", Run: MCP},
 		{Name: "a2a", Args: "[--addr HOST:PORT] [--node NAME] [--url URL] [--sweep D]", Summary: "serve the charter as an Agent2Agent (A2A) agent over HTTP: agent card, JSON-RPC and HTTP+JSON", Run: A2A},
 		{Name: "acp", Args: "[--node NAME] [--sweep DURATION] [--watch DURATION]", Summary: "serve the charter as an Agent Client Protocol agent on stdin/stdout (point an editor at it)", Run: ACP},
+		{Name: "audit", Args: "[--public-key KEY] [-o text|json] verify|export", Summary: "verify the store's hash-chained audit log of decisions (a changed, removed or reordered entry fails), or write it as JSON lines", Run: Audit},
 		{Name: "version", Args: "[-o text|json]", Summary: "print the program's version and the Go version it was built with", Run: Version},
 	}
 }

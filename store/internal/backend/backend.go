@@ -21,6 +21,7 @@ type Capabilities interface {
 	store.TailLoader
 	store.RequestReporter // and so store.SuspendRequester
 	store.RecordKeeper
+	store.AuditLog
 }
 
 // Database is [Capabilities] and [store.Pinger]: the core interface with

@@ -1,0 +1,225 @@
+package durable_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
+	"github.com/markov-agents/markov/llm"
+	"github.com/markov-agents/markov/llm/scripted"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
+)
+
+// spendIn is the input of the governed "pay" tool.
+type spendIn struct {
+	Amount int `json:"amount"`
+}
+
+// payPolicy governs every payment: two of ana, bo, cy and dee, never the
+// one who asked.
+var payPolicy = instance.Policy{Version: 1, Subjects: []string{"ana", "bo", "cy", "dee"}, Quorum: 2, SeparateDuties: true}
+
+// governedCharter is a till whose "pay" tool waits for payPolicy's
+// approvers; its model asks to pay 120 once, then says "paid".
+func governedCharter() (*machine.Charter, error) {
+	pay := node.NewTool("pay", "pay an amount", func(ctx *node.ToolContext[desk], in spendIn) (string, error) {
+		return "", ctx.Suspend("payment needs two approvers", instance.WithPolicy(payPolicy))
+	})
+	n, err := node.New("till", node.Config[desk]{Tools: []node.Tool[desk]{pay}})
+	if err != nil {
+		return nil, err
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		for _, m := range req.Messages {
+			if m.Role == message.Tool {
+				return scripted.Reply{Text: "paid"}, nil
+			}
+		}
+		return scripted.Reply{Calls: []scripted.Call{{ID: "pay-1", Name: "pay", Input: spendIn{Amount: 120}}}}, nil
+	})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+}
+
+func governedRunner(t testing.TB, s store.Store, key ed25519.PrivateKey) *durable.Runner {
+	t.Helper()
+	c, err := governedCharter()
+	require.NoError(t, err)
+	r, err := durable.New(durable.Config{Store: s, Charter: c, AuditKey: key})
+	require.NoError(t, err)
+	return r
+}
+
+// governedCall creates machine id, runs it on behalf of requester until
+// it waits for the payment's approvers, and returns the call.
+func governedCall(t testing.TB, r *durable.Runner, id, requester string) instance.SuspendedCall {
+	t.Helper()
+	ctx := context.Background()
+	_, err := r.Create(ctx, id, "till", nil)
+	require.NoError(t, err)
+	_, err = drain(r.Run(instance.WithIdentity(ctx, instance.Identity{Subject: requester}), id, machine.UserText("pay 120")))
+	require.NoError(t, err)
+	pending, err := r.Pending(ctx, store.Filter{MachineID: id})
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	call, err := r.Call(ctx, pending[0].ID)
+	require.NoError(t, err)
+	return call
+}
+
+func payDecision(call instance.SuspendedCall, by string) machine.ResumeInput {
+	return machine.ResumeInput{SuspendID: call.SuspendID, Payload: "approved by " + by, By: by, Digest: call.Digest}
+}
+
+// auditRecords verifies the audit log of s with key and returns its
+// records.
+func auditRecords(t *testing.T, s store.Store, key ed25519.PublicKey) []durable.AuditRecord {
+	t.Helper()
+	var out []durable.AuditRecord
+	_, err := store.VerifyAudit(context.Background(), s.(store.AuditLog), key, func(e store.AuditEntry) error {
+		var rec durable.AuditRecord
+		if err := json.Unmarshal(e.Entry, &rec); err != nil {
+			return err
+		}
+		out = append(out, rec)
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// A governed payment on each store: refusals change nothing and are
+// audited, the first approval is recorded, the second resolves the call,
+// and the audit log verifies with the runner's key and not another.
+func TestGovernedDecisionsAudited(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		pub, key, err := ed25519.GenerateKey(nil)
+		require.NoError(t, err)
+		r := governedRunner(t, s, key)
+		call := governedCall(t, r, "till-1", "ana")
+		require.Equal(t, "ana", call.Policy.Requester)
+
+		_, err = r.Resume(ctx, payDecision(call, "ana"))
+		require.ErrorIs(t, err, instance.ErrSeparationOfDuties)
+		stale := payDecision(call, "bo")
+		stale.Digest = "seen-something-else"
+		_, err = r.Resume(ctx, stale)
+		require.ErrorIs(t, err, instance.ErrStaleDecision)
+
+		steps, err := runSteps(r.Resume(ctx, payDecision(call, "bo")))
+		require.NoError(t, err)
+		require.True(t, steps[len(steps)-1].NeedsResume(), "one approval of two")
+		got, err := r.Call(ctx, call.SuspendID)
+		require.NoError(t, err)
+		require.Len(t, got.Decisions, 1)
+		_, err = r.Resume(ctx, payDecision(call, "bo"))
+		require.ErrorIs(t, err, instance.ErrAlreadyDecided)
+
+		steps, err = runSteps(r.Resume(ctx, payDecision(call, "cy")))
+		require.NoError(t, err)
+		last := steps[len(steps)-1]
+		require.True(t, last.Done)
+		require.False(t, last.NeedsResume())
+		_, err = r.Resume(ctx, payDecision(call, "dee"))
+		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+
+		recs := auditRecords(t, s, pub)
+		type row struct{ kind, outcome, by string }
+		var rows []row
+		for _, rec := range recs {
+			require.Equal(t, "till-1", rec.MachineID)
+			require.Equal(t, call.SuspendID, rec.SuspendID)
+			rows = append(rows, row{rec.Kind, rec.Outcome, rec.By})
+		}
+		require.Equal(t, []row{
+			{durable.AuditRefusal, "", "ana"},
+			{durable.AuditRefusal, "", "bo"}, // stale
+			{durable.AuditDecision, machine.DecisionRecorded, "bo"},
+			{durable.AuditRefusal, "", "bo"}, // decided already
+			{durable.AuditDecision, machine.DecisionApproved, "cy"},
+		}, rows)
+		require.Equal(t, call.Digest, recs[2].Digest)
+		require.Equal(t, "pay", recs[4].Name)
+
+		other, _, err := ed25519.GenerateKey(nil)
+		require.NoError(t, err)
+		_, err = store.VerifyAudit(ctx, s.(store.AuditLog), other, nil)
+		require.ErrorIs(t, err, store.ErrAuditBroken)
+	})
+}
+
+// childGovern decides, as MARKOV_BY, the payment MARKOV_SUSPEND_ID of
+// digest MARKOV_DIGEST once told to go, and says "decided".
+func childGovern() int {
+	return withRunner(governedCharter, func(r *durable.Runner) int {
+		if err := testkit.AwaitGo(); err != nil {
+			return 2
+		}
+		by := os.Getenv("MARKOV_BY")
+		_, err := runSteps(r.Resume(context.Background(), machine.ResumeInput{SuspendID: os.Getenv("MARKOV_SUSPEND_ID"),
+			Payload: "approved by " + by, By: by, Digest: os.Getenv("MARKOV_DIGEST")}))
+		if err != nil {
+			fmt.Println("error:", err)
+			return 0
+		}
+		fmt.Println("decided")
+		return 0
+	})
+}
+
+// governedRace has two processes make the two approvals a payment needs
+// at the same moment, on store s (env tells the children where it is):
+// both are recorded, once each, and the payment resolves once.
+func governedRace(t *testing.T, s store.Store, env ...string) {
+	r := governedRunner(t, s, nil)
+	call := governedCall(t, r, "race", "ana")
+	child := func(by string) *exec.Cmd {
+		return testkit.ChildCommand(append([]string{"MARKOV_CHILD=govern", "MARKOV_BY=" + by,
+			"MARKOV_SUSPEND_ID=" + call.SuspendID, "MARKOV_DIGEST=" + call.Digest}, env...)...)
+	}
+	results, err := testkit.RaceChildren(child("bo"), child("cy"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"decided", "decided"}, results)
+
+	m, _, err := r.Load(context.Background(), "race")
+	require.NoError(t, err)
+	require.Empty(t, m.Pending())
+	results = nil
+	for _, p := range testkit.SuspendParts(m.History(), call.SuspendID) {
+		if p.Kind == message.KindToolResult {
+			results = append(results, p.Text)
+		}
+	}
+	require.Len(t, results, 1, "resolved once")
+	outcomes := map[string]string{}
+	for _, rec := range auditRecords(t, s, nil) {
+		require.Empty(t, outcomes[rec.By], "%s recorded once", rec.By)
+		outcomes[rec.By] = rec.Outcome
+	}
+	require.Len(t, outcomes, 2)
+	require.ElementsMatch(t, []string{machine.DecisionRecorded, machine.DecisionApproved}, []string{outcomes["bo"], outcomes["cy"]})
+}
+
+func TestGovernedRaceSQLite(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "govern.db")
+	governedRace(t, openSQLite(t, db), "MARKOV_DB="+db)
+}
+
+func TestGovernedRacePostgres(t *testing.T) {
+	s, _, schema := pgtest.Open(t)
+	governedRace(t, s, "MARKOV_PG_SCHEMA="+schema)
+}

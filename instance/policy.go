@@ -1,0 +1,330 @@
+package instance
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Policy governs who may decide a suspension and how many must agree. A
+// tool, command or caller declares it with WithPolicy; the call records
+// it, and every decision (a ResumeInput) is checked against it before
+// anything changes: a decision it does not allow wraps ErrForbidden.
+//
+// A decision comes from an Identity (ResumeInput.By and Groups). It is
+// allowed when the subject is one of Subjects, or holds one of Groups, or
+// decides for someone who is (Delegations) — unless SeparateDuties names
+// the subject (or the one they decide for) as the Requester. Decisions are
+// recorded on the call as they come (SuspendedCall.Decisions); the call
+// resolves when Quorum distinct approvers agree, with the payload of the
+// decision that completed the quorum.
+type Policy struct {
+	// Version is the policy's version, part of the call's digest: a
+	// decision made under another version is stale.
+	Version int `json:"version,omitempty"`
+	// Subjects are the identities allowed to decide.
+	Subjects []string `json:"subjects,omitempty"`
+	// Groups are the groups or roles whose members may decide.
+	Groups []string `json:"groups,omitempty"`
+	// Quorum is the number of distinct approvers whose agreement resolves
+	// the call; 0 means 1. A policy of Subjects only may not ask for more
+	// approvers than it names.
+	Quorum int `json:"quorum,omitempty"`
+	// FirstDenyRejects resolves the call with the first refusal
+	// (ResumeInput.Deny); otherwise Quorum refusals are needed, as
+	// approvals are.
+	FirstDenyRejects bool `json:"first_deny_rejects,omitempty"`
+	// SeparateDuties refuses a decision from the Requester.
+	SeparateDuties bool `json:"separate_duties,omitempty"`
+	// Requester is the identity that led to the call: the one that started
+	// the run, invoked the command or sent the message. Empty means the
+	// identity of the run's context (WithIdentity) when the call suspends.
+	Requester string `json:"requester,omitempty"`
+	// Delegations hand an approver's right to another identity until a
+	// time.
+	Delegations []Delegation `json:"delegations,omitempty"`
+}
+
+// Delegation hands From's right to decide to To until Until (the zero
+// time: no end). Chains are followed (A to B, B to C lets C decide for
+// A); a cycle is refused when the policy is declared.
+type Delegation struct {
+	From  string    `json:"from"`
+	To    string    `json:"to"`
+	Until time.Time `json:"until,omitzero"`
+}
+
+// Identity is who makes a decision: a subject and the groups (or roles)
+// it holds. Where it comes from — a signed request's body, a signed-in
+// person — is the caller's to verify.
+type Identity struct {
+	Subject string   `json:"subject"`
+	Groups  []string `json:"groups,omitempty"`
+}
+
+// Decision is one decision recorded on a governed call.
+type Decision struct {
+	// By is the subject who decided; For, when set, the approver they
+	// decided for (a delegation).
+	By     string   `json:"by"`
+	For    string   `json:"for,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	// Deny marks a refusal.
+	Deny    bool            `json:"deny,omitempty"`
+	IsError bool            `json:"is_error,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Digest is the call's digest the decision named.
+	Digest string    `json:"digest"`
+	At     time.Time `json:"at"`
+}
+
+// Principal is the approver the decision counts for: For, or By.
+func (d Decision) Principal() string {
+	if d.For != "" {
+		return d.For
+	}
+	return d.By
+}
+
+// WithPolicy governs the suspension with p. A policy that cannot be
+// satisfied (Policy.Check) fails the option, and the call fails rather
+// than suspends.
+func WithPolicy(p Policy) SuspendOption {
+	return func(r *SuspendRequest) error {
+		if err := p.Check(); err != nil {
+			return err
+		}
+		p = p.Clone()
+		r.Policy = &p
+		return nil
+	}
+}
+
+// Check reports a policy no decision could satisfy: one naming no
+// approver (ErrNoApprover), a quorum below zero or above the subjects it
+// names (ErrQuorumTooLarge), a delegation with an empty side or a cycle
+// (ErrDelegationCycle). Each wraps ErrBadPolicy.
+func (p Policy) Check() error {
+	if len(p.Subjects) == 0 && len(p.Groups) == 0 {
+		return fmt.Errorf("policy: subjects and groups are empty: %w", ErrNoApprover)
+	}
+	for _, s := range append(slices.Clone(p.Subjects), p.Groups...) {
+		if strings.TrimSpace(s) == "" {
+			return fmt.Errorf("policy: an empty subject or group: %w", ErrNoApprover)
+		}
+	}
+	if p.Quorum < 0 {
+		return fmt.Errorf("policy: quorum %d is negative: %w", p.Quorum, ErrQuorumTooLarge)
+	}
+	if len(p.Groups) == 0 && p.quorum() > len(p.Subjects) {
+		return fmt.Errorf("policy: quorum %d of %d subjects: %w", p.quorum(), len(p.Subjects), ErrQuorumTooLarge)
+	}
+	next := map[string][]string{}
+	for _, d := range p.Delegations {
+		if d.From == "" || d.To == "" || d.From == d.To {
+			return fmt.Errorf("policy: delegation %q to %q: %w", d.From, d.To, ErrDelegationCycle)
+		}
+		next[d.From] = append(next[d.From], d.To)
+	}
+	// A depth-first walk from every identity finds any cycle.
+	const (
+		visiting = 1
+		done     = 2
+	)
+	mark := map[string]int{}
+	var walk func(string) error
+	walk = func(s string) error {
+		switch mark[s] {
+		case visiting:
+			return fmt.Errorf("policy: delegations return to %q: %w", s, ErrDelegationCycle)
+		case done:
+			return nil
+		}
+		mark[s] = visiting
+		for _, t := range next[s] {
+			if err := walk(t); err != nil {
+				return err
+			}
+		}
+		mark[s] = done
+		return nil
+	}
+	for _, d := range p.Delegations {
+		if err := walk(d.From); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p Policy) quorum() int { return max(p.Quorum, 1) }
+
+// Clone returns a deep copy of p.
+func (p Policy) Clone() Policy {
+	p.Subjects = slices.Clone(p.Subjects)
+	p.Groups = slices.Clone(p.Groups)
+	p.Delegations = slices.Clone(p.Delegations)
+	return p
+}
+
+// allows reports whether id, by itself, is an approver of p.
+func (p Policy) allows(subject string, groups []string) bool {
+	if slices.Contains(p.Subjects, subject) {
+		return true
+	}
+	for _, g := range groups {
+		if slices.Contains(p.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Authorize returns the approver a decision of id at now counts for: the
+// subject itself, or the one it decides for through delegations (whose
+// groups are not known, so a delegation must start at one of Subjects). A
+// decision the policy does not allow wraps ErrForbidden: an empty
+// subject, a subject neither allowed nor a delegate of an approver with a
+// delegation still running, and under SeparateDuties the requester.
+func (p Policy) Authorize(id Identity, now time.Time) (principal string, err error) {
+	if id.Subject == "" {
+		return "", fmt.Errorf("policy: a decision without a subject: %w", ErrForbidden)
+	}
+	principal = id.Subject
+	if !p.allows(id.Subject, id.Groups) {
+		principal = p.delegator(id.Subject, now, map[string]bool{})
+		if principal == "" {
+			return "", fmt.Errorf("policy: %q may not decide: %w", id.Subject, ErrForbidden)
+		}
+	}
+	if p.SeparateDuties && p.Requester != "" && (id.Subject == p.Requester || principal == p.Requester) {
+		return "", fmt.Errorf("policy: %q asked for this and may not decide it: %w", p.Requester, ErrSeparationOfDuties)
+	}
+	return principal, nil
+}
+
+// delegator returns an approver (one of Subjects) that delegated to
+// subject, directly or through a chain, with every link running at now.
+func (p Policy) delegator(subject string, now time.Time, seen map[string]bool) string {
+	if seen[subject] {
+		return ""
+	}
+	seen[subject] = true
+	for _, d := range p.Delegations {
+		if d.To != subject || (!d.Until.IsZero() && !now.Before(d.Until)) {
+			continue
+		}
+		if slices.Contains(p.Subjects, d.From) {
+			return d.From
+		}
+		if up := p.delegator(d.From, now, seen); up != "" {
+			return up
+		}
+	}
+	return ""
+}
+
+// Tally reports how decisions stand under p: resolved when they settle
+// the call, with the decision that settled it.
+func (p Policy) Tally(decisions []Decision) (settled *Decision) {
+	approve, deny := 0, 0
+	for i := range decisions {
+		d := &decisions[i]
+		if d.Deny {
+			deny++
+			if p.FirstDenyRejects || deny >= p.quorum() {
+				return d
+			}
+			continue
+		}
+		approve++
+		if approve >= p.quorum() {
+			return d
+		}
+	}
+	return nil
+}
+
+// CheckDecision reports whether a decision of id, naming digest, may be
+// recorded on call c at now: c is governed, digest is c's, and id is
+// allowed and has not decided already. It returns the approver the
+// decision counts for. A call without a policy takes any decision
+// (principal empty), but a digest, when named, must still be the call's.
+func (c *SuspendedCall) CheckDecision(id Identity, digest string, now time.Time) (principal string, err error) {
+	if (digest != "" || c.Policy != nil) && digest != c.Digest {
+		return "", fmt.Errorf("suspension %s: decision on digest %q, the call's is %q: %w", c.SuspendID, digest, c.Digest, ErrStaleDecision)
+	}
+	if c.Policy == nil {
+		return "", nil
+	}
+	principal, err = c.Policy.Authorize(id, now)
+	if err != nil {
+		return "", fmt.Errorf("suspension %s: %w", c.SuspendID, err)
+	}
+	for _, d := range c.Decisions {
+		if d.Principal() == principal {
+			return "", fmt.Errorf("suspension %s: %q decided at %s: %w", c.SuspendID, principal, d.At.Format(time.RFC3339), ErrAlreadyDecided)
+		}
+	}
+	return principal, nil
+}
+
+// CallDigest returns the digest of what a decision on a call decides: the
+// node, the tool or command name, the canonical JSON of its input and the
+// policy's version, hashed with SHA-256 (hex). Canonical JSON has its
+// object keys sorted, no insignificant space, and numbers as written.
+func CallDigest(node, name string, input json.RawMessage, policyVersion int) (string, error) {
+	canon, err := CanonicalJSON(input)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	b, _ := json.Marshal([]any{node, name, json.RawMessage(canon), policyVersion})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// CanonicalJSON returns raw with object keys sorted and insignificant
+// space removed; numbers keep their text. Empty input is null. Invalid
+// JSON wraps ErrPayloadDecode.
+func CanonicalJSON(raw json.RawMessage) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return []byte("null"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: canonical JSON: %v", ErrPayloadDecode, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: canonical JSON: trailing data", ErrPayloadDecode)
+	}
+	// encoding/json writes map keys sorted and json.Number as written.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: canonical JSON: %v", ErrPayloadDecode, err)
+	}
+	return b, nil
+}
+
+type identityKey struct{}
+
+// WithIdentity returns ctx carrying id: the identity on whose behalf a run
+// goes. A governed call that suspends in the run records its subject as
+// the policy's Requester (unless the policy names one).
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityOf returns the identity ctx carries (WithIdentity), if any.
+func IdentityOf(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
