@@ -75,6 +75,15 @@ func deskRunner(t *testing.T) *durable.Runner {
 // deskRunnerAt is a runner of the front desk on the SQLite file db.
 func deskRunnerAt(t testing.TB, db string) *durable.Runner {
 	t.Helper()
+	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: db})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return deskRunnerOn(t, st)
+}
+
+// deskRunnerOn is a runner of the front desk charter on st.
+func deskRunnerOn(t testing.TB, st store.Store) *durable.Runner {
+	t.Helper()
 	ask := node.NewTool("ask", "Ask a person.", func(ctx *node.ToolContext[frontDesk], in question) (string, error) {
 		return "", ctx.Suspend("a person must answer: " + in.Text)
 	}, node.OnResume(func(_ *node.ToolContext[frontDesk], in question, r node.Resumed[reply]) (string, error) {
@@ -100,9 +109,6 @@ func deskRunnerAt(t testing.TB, db string) *durable.Runner {
 	require.NoError(t, err)
 	ch, err := machine.NewCharter(machine.CharterConfig{Name: "front", Model: scripted.Func(deskReply), Nodes: []*node.Node{n}})
 	require.NoError(t, err)
-	st, err := sqlite.Open(t.Context(), sqlite.Config{Path: db})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
 	r, err := durable.New(durable.Config{Store: st, Charter: ch})
 	require.NoError(t, err)
 	return r

@@ -19,6 +19,7 @@ import (
 	"github.com/markov-agents/markov/mcp"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 	"github.com/markov-agents/markov/store/sqlite"
 	"github.com/markov-agents/markov/store/sqlite/sqlitetest"
 )
@@ -174,9 +175,21 @@ func serveTasks(t *testing.T, r *durable.Runner, wait time.Duration) *rpc {
 // with the call's result, and a second server on the same store serves
 // the same task. tasks/cancel cancels a task's pending suspension.
 func TestTasks(t *testing.T) {
-	db := sqlitetest.Path(t)
-	c := serveTasks(t, deskRunnerAt(t, db), time.Minute)
-	other := serveTasks(t, deskRunnerAt(t, db), time.Minute)
+	t.Run("sqlite", func(t *testing.T) {
+		db := sqlitetest.Path(t)
+		testTasks(t, func() *durable.Runner { return deskRunnerAt(t, db) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		_, url, schema := pgtest.Open(t)
+		testTasks(t, func() *durable.Runner { return deskRunnerOn(t, pgtest.OpenIn(t, url, schema)) })
+	})
+}
+
+// testTasks serves the front desk from two servers, each with a runner of
+// its own (newRunner) on one database, as two processes would.
+func testTasks(t *testing.T, newRunner func() *durable.Runner) {
+	c := serveTasks(t, newRunner(), time.Minute)
+	other := serveTasks(t, newRunner(), time.Minute)
 
 	// A call done within the wait is answered as usual.
 	res := c.callTool(mcp.ConversationTool, map[string]any{"message": "hello", "conversation": "t1"})
@@ -226,7 +239,7 @@ func TestTasks(t *testing.T) {
 	require.Nil(t, r.Error)
 	cancelled := c.until(cancelID, "cancelled")
 	require.NotContains(t, cancelled, "inputRequests")
-	pending, err := deskRunnerAt(t, db).Pending(t.Context(), store.Filter{MachineID: mcp.ConversationID("t2")})
+	pending, err := newRunner().Pending(t.Context(), store.Filter{MachineID: mcp.ConversationID("t2")})
 	require.NoError(t, err)
 	require.Empty(t, pending)
 }
