@@ -10,6 +10,7 @@ import (
 
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/durable/fleet"
+	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres/pgtest"
@@ -52,6 +53,20 @@ func TestFleetView(t *testing.T) {
 	_, body = c.get("/ui/fleet")
 	require.Regexp(t, `(?s)id="fleet-scheduled">.*<a href="machines/m1">m1</a><br><a class="id" href="suspensions/`+pending[0].ID+`">.*markov_expire`, body)
 	require.Contains(t, body, `<meta http-equiv="refresh" content="5">`)
+
+	// Once the suspension is settled, its deadline job (due later, to find
+	// nothing) is not shown.
+	_, err = f.AcceptCancel(ctx, machine.CancelInput{SuspendID: pending[0].ID, Reason: "not needed", By: "ops"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		pending, err := f.Runner().Pending(ctx, store.Filter{})
+		return err == nil && len(pending) == 0
+	}, 30*time.Second, 20*time.Millisecond)
+	o, err := f.Overview(ctx, 0)
+	require.NoError(t, err)
+	require.Empty(t, o.Scheduled)
+	_, body = c.get("/ui/fleet")
+	require.NotContains(t, body, `suspensions/`+pending[0].ID)
 }
 
 // TestFleetViewWithoutFleet: without a fleet the page says what it needs,

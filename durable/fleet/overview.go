@@ -3,11 +3,15 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/markov-agents/markov/store"
 )
 
 // Work is one job of the fleet as an operator sees it: a run of a machine
@@ -38,7 +42,9 @@ type Overview struct {
 	Running []Work
 	// Queued are jobs due now, waiting for a free worker, oldest first.
 	Queued []Work
-	// Scheduled are jobs due later (deadlines), soonest first.
+	// Scheduled are jobs due later (deadlines), soonest first: only the
+	// deadlines of suspensions still pending (a deadline job outlives a
+	// suspension resolved before it, and finds nothing at its time).
 	Scheduled []Work
 	// Failing are jobs whose last attempt failed and that will be tried
 	// again, soonest first.
@@ -76,7 +82,22 @@ func (f *Fleet) Overview(ctx context.Context, limit int) (Overview, error) {
 			*l.to = append(*l.to, work(j))
 		}
 	}
+	o.Scheduled = slices.DeleteFunc(o.Scheduled, func(w Work) bool { return f.settled(ctx, w) })
 	return o, nil
+}
+
+// settled reports whether w is a deadline job whose suspension is no
+// longer pending (or is gone with its machine); one the index cannot be
+// asked about now stays shown.
+func (f *Fleet) settled(ctx context.Context, w Work) bool {
+	if w.Kind != kindExpire {
+		return false
+	}
+	s, err := f.cfg.Store.FindSuspension(ctx, w.SuspendID)
+	if err != nil {
+		return errors.Is(err, store.ErrNotFound)
+	}
+	return s.Status != store.StatusPending
 }
 
 // work describes job j.
