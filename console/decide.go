@@ -25,9 +25,9 @@ func decision(d suspensionData, r *http.Request, who string) (machine.Input, err
 		if err != nil {
 			return nil, err
 		}
-		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who}, nil
+		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Digest: r.PostFormValue("digest")}, nil
 	case "error":
-		return machine.ResumeInput{SuspendID: id, Payload: cmp.Or(r.PostFormValue("message"), "rejected"), IsError: true, By: who}, nil
+		return machine.ResumeInput{SuspendID: id, Payload: cmp.Or(r.PostFormValue("message"), "rejected"), IsError: true, By: who, Digest: r.PostFormValue("digest")}, nil
 	case "cancel":
 		return machine.CancelInput{SuspendID: id, Reason: r.PostFormValue("reason"), By: who}, nil
 	}
@@ -62,6 +62,8 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	switch {
 	case errors.Is(err, instance.ErrPayloadDecode):
 		c.rejected(w, r, who, d, errtext.ForPerson(err))
+	case errors.Is(err, instance.ErrForbidden) || errors.Is(err, instance.ErrStaleDecision) || errors.Is(err, instance.ErrAlreadyDecided):
+		c.refused(w, r, who, d, err)
 	case errors.Is(err, instance.ErrAlreadyResolved) || errors.Is(err, store.ErrConflict):
 		if fresh, err := c.lookup(r.Context(), d.Entry.ID); err == nil {
 			d = fresh
@@ -84,6 +86,22 @@ func (c *Console) accept(ctx context.Context, in machine.Input) (durable.Accepte
 		return c.acceptor.AcceptCancel(ctx, in)
 	}
 	return durable.Accepted{}, nil
+}
+
+// refused tells the person why the suspension's policy refused their
+// decision (err: instance.ErrForbidden, ErrStaleDecision or
+// ErrAlreadyDecided); nothing changed.
+func (c *Console) refused(w http.ResponseWriter, r *http.Request, who string, d suspensionData, err error) {
+	status := http.StatusConflict
+	switch {
+	case errors.Is(err, instance.ErrForbidden):
+		status, d.Conflict = http.StatusForbidden, "You may not decide this suspension ("+errtext.ForPerson(err)+"); your decision was not applied."
+	case errors.Is(err, instance.ErrStaleDecision):
+		d.Conflict = "What is being decided changed since this page was shown; look at it again. Your decision was not applied."
+	default:
+		d.Conflict = "You decided this suspension already; it waits for other approvers."
+	}
+	c.render(w, r, status, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
 }
 
 // conflict tells the person the suspension was decided already: by them

@@ -1,0 +1,60 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
+)
+
+// TestGovernedDecision: a suspension whose policy names its approver is
+// refused to anyone else (403, nothing changes); a decision on another
+// digest than the page's is refused as stale (409); the approver's
+// decision, naming the digest the page carries, is applied.
+func TestGovernedDecision(t *testing.T) {
+	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
+		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
+			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
+				instance.WithPolicy(instance.Policy{Subjects: []string{"ada"}}))
+		}, node.ResumeWith[verdict]())
+	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{approve}})
+	require.NoError(t, err)
+	charter, err := machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d}})
+	require.NoError(t, err)
+	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
+	s := newStack(t, console.Config{Runner: r, Charter: charter})
+	id := s.park(t, "m1", 7)
+	page := "/ui/suspensions/" + id
+
+	ada, grace := signedIn(t, s, "ada"), signedIn(t, s, "grace")
+	_, body := ada.get(page)
+	m := regexp.MustCompile(`name="digest" value="([^"]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, m, "the decision form carries the digest of what is decided")
+	digest := m[1]
+
+	status, _, body := grace.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {digest}})
+	require.Equal(t, http.StatusForbidden, status)
+	require.Contains(t, body, "You may not decide this suspension")
+	s.requireStatus(t, id, store.StatusPending)
+
+	status, _, body = ada.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {"sha256:other"}})
+	require.Equal(t, http.StatusConflict, status)
+	require.Contains(t, body, "What is being decided changed since this page was shown")
+	s.requireStatus(t, id, store.StatusPending)
+
+	status, loc, _ := ada.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {digest}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Equal(t, "/ui/machines/m1?decided="+id, loc)
+	s.requireStatus(t, id, store.StatusResolved)
+	ada.waitPage("/ui/machines/m1", "Refund approved")
+}
