@@ -63,40 +63,60 @@ func TestBrowserPage(t *testing.T) {
 	root, cancel := chromedp.NewContext(alloc)
 	defer cancel()
 	require.NoError(t, chromedp.Do(root)) // starts the browser, without a deadline
-	ctx, stop := context.WithTimeout(root, time.Minute)
+	ctx, stop := context.WithTimeout(root, 2*time.Minute)
 	defer stop()
 
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	// send sends text as the user's message and waits for the run's end.
-	send := func(text, status string) {
-		t.Helper()
-		require.NoError(t, chromedp.Do(ctx, chromedp.Steps(
-			chromedp.SendKeys(css(`#message`), text),
-			chromedp.Click(css(`#send`)),
-			chromedp.Poll[chromedp.Void](`document.getElementById("status").textContent === "`+status+`"`),
-		)), "status %q", status)
-	}
 	textOf := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
 		require.NoError(t, err)
 		return s
 	}
+	// await waits for the page's status to be status (or an error).
+	await := func(status string) {
+		t.Helper()
+		err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`["`+status+`", "error"].includes(document.getElementById("status").textContent.split(" ")[0])`, chromedp.WithPollingTimeout(time.Minute)))
+		require.NoError(t, err, "waiting for %q", status)
+		require.Equal(t, status, textOf(`#status`), "the answer: %q", textOf(`#answer`))
+	}
+	// send sends text as the user's message.
+	send := func(text string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, chromedp.SendKeys(css(`#message`), text), chromedp.Click(css(`#send`))))
+	}
 
-	require.NoError(t, chromedp.Do(ctx, chromedp.Steps(
-		chromedp.Navigate(srv+"/"),
-		chromedp.Poll[chromedp.Void](`document.getElementById("status").textContent === "ready"`),
-	)), "the page loads @ag-ui/client")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/")))
+	await("ready") // the page loaded @ag-ui/client
 
 	// A streamed answer: the deltas of TEXT_MESSAGE_CONTENT.
-	send("hello", "done")
+	send("hello")
+	await("done")
 	require.Equal(t, "You said: hello", textOf(`#answer`))
 	deltas, err := chromedp.Run(ctx, chromedp.AttributeValue(css(`#answer`), "data-deltas"))
 	require.NoError(t, err)
 	require.NotEqual(t, "0", deltas.Value, "the answer came as TEXT_MESSAGE_CONTENT deltas")
+	t.Logf("the answer came in %s deltas", deltas.Value)
+
+	// The answer shows as it streams: the model holds "slow" after its
+	// first chunk, and the page shows that chunk while the run goes on.
+	send("slow")
+	select {
+	case <-f.model.held:
+	case <-ctx.Done():
+		t.Fatalf("the model never streamed the first chunk: %v", ctx.Err())
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("answer").textContent !== ""`, chromedp.WithPollingTimeout(time.Minute))))
+	part := textOf(`#answer`)
+	require.Equal(t, "running", textOf(`#status`))
+	require.True(t, strings.HasPrefix(slowText, part) && part != slowText, "part %q", part)
+	close(f.model.release)
+	await("done")
+	require.Equal(t, slowText, textOf(`#answer`))
 
 	// An interrupt: a form from its responseSchema.
-	send("refund 42", "waiting")
+	send("refund 42")
+	await("waiting")
 	require.Equal(t, "refund of order 42 needs a manager", textOf(`form.interrupt .reason`))
 	typ, err := chromedp.Run(ctx, chromedp.AttributeValue(css(`form.interrupt input[name=approved]`), "type"))
 	require.NoError(t, err)
@@ -110,8 +130,8 @@ func TestBrowserPage(t *testing.T) {
 		chromedp.Click(css(`form.interrupt input[name=approved]`)),
 		chromedp.SendKeys(css(`form.interrupt input[name=by]`), "ann"),
 		chromedp.Click(css(`form.interrupt button[type=submit]`)),
-		chromedp.Poll[chromedp.Void](`document.getElementById("status").textContent === "done"`),
-	)), "status %q", textOf(`#status`))
+	)))
+	await("done")
 	require.Equal(t, "Done: order 42: shoes, 40 EUR; order 42 refunded, approved by ann", textOf(`#answer`))
 	left, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("form.interrupt").length`))
 	require.NoError(t, err)
