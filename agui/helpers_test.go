@@ -148,12 +148,19 @@ func (f *fixture) serve(t *testing.T, cfg agui.Config) (*agui.Handler, *httptest
 	cfg.Runner, cfg.Node = f.runner, "desk"
 	h, err := agui.New(cfg)
 	require.NoError(t, err)
-	srv := httptest.NewServer(h)
+	return h, serve(t, h, h)
+}
+
+// serve serves handler, which mounts h, for the test: h closes first,
+// so that its runs end and no request waits on them.
+func serve(t *testing.T, h *agui.Handler, handler http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(handler)
 	t.Cleanup(func() {
-		h.Close() // its runs end: no request waits on them
+		h.Close()
 		srv.Close()
 	})
-	return h, srv
+	return srv
 }
 
 // event is one AG-UI event received, with the SSE id it came with.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,11 +86,7 @@ func TestTypeScriptClient(t *testing.T) {
 	mux.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) {
 		once.Do(func() { close(f.model.release) })
 	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		h.Close() // its runs end: no request waits on them
-		srv.Close()
-	})
+	srv := serve(t, h, mux)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

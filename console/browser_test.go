@@ -24,24 +24,6 @@ import (
 // updateScreenshots rewrites docs/console-*.png from the browser tests.
 var updateScreenshots = flag.Bool("update-screenshots", false, "write the console screenshots under docs/")
 
-// chromiumPath finds Debian's chromium. Without one the browser tests
-// skip, unless CI is set: there they fail (testkit.Require; .ci/run
-// installs it).
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	p, err := exec.LookPath("chromium")
-	if err == nil {
-		return p
-	}
-	testkit.Require(t, err, "chromium", "apt-get install -y chromium (or .ci/run)")
-	return ""
-}
-
 // browser starts a headless chromium with a fresh profile, scripts on or
 // off, and returns the context of its first tab, bounded to a minute;
 // the browser ends with the test. The second context is the unbounded
@@ -49,7 +31,7 @@ func chromiumPath(t *testing.T) string {
 func browser(t *testing.T, js bool) (context.Context, context.Context) {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.ExecPath(testkit.Chromium(t)),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 )
@@ -31,4 +32,19 @@ func Require(tb testing.TB, err error, what, how string) {
 	} else {
 		tb.Skipf("%s is missing (%v); to run this test: %s", what, err, how)
 	}
+}
+
+// Chromium is the path of Debian's chromium, for the browser tests
+// (chromedp). Without one tb stops as Require says: it skips, or fails
+// in CI.
+func Chromium(tb testing.TB) string {
+	tb.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath("chromium")
+	Require(tb, err, "chromium", "apt-get install -y chromium (or .ci/run)")
+	return p
 }
