@@ -191,12 +191,13 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, thread, runID s
 	} else if !busy {
 		setEnd()
 	}
-	watch := h.runner.Watch(watchCtx, thread, after)
+	subscribed := watchCtx
 	if lr != nil {
-		// Watch subscribes as soon as it is ranged over: the run's store
-		// work comes before its first delta.
-		lr.watched()
+		// The run starts once the watch has subscribed: its first live
+		// delta reaches the stream.
+		subscribed = durable.WithSubscribed(watchCtx, lr.watched)
 	}
+	watch := h.runner.Watch(subscribed, thread, after)
 	for e, err := range watch {
 		if err != nil {
 			if watchCtx.Err() != nil && ctx.Err() == nil {

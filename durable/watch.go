@@ -60,6 +60,9 @@ func (r *Runner) Watch(ctx context.Context, machineID string, afterSeq int64) it
 			return
 		}
 		defer sub.Close()
+		if f, ok := ctx.Value(subscribedKey{}).(func()); ok {
+			f()
+		}
 		w := &watcher{log: l, id: machineID, seq: max(afterSeq, 0), yield: yield}
 		if !w.readLog(ctx) {
 			return
@@ -77,6 +80,17 @@ func (r *Runner) Watch(ctx context.Context, machineID string, afterSeq int64) it
 			}
 		}
 	}
+}
+
+// subscribedKey is the context key of WithSubscribed's function.
+type subscribedKey struct{}
+
+// WithSubscribed returns a copy of ctx with which Watch calls f once it
+// has subscribed to the machine's live events, before it reads the log:
+// a caller that starts a run only after f is called receives every live
+// event of that run (a Watch only subscribes once it is ranged over).
+func WithSubscribed(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, subscribedKey{}, f)
 }
 
 // watcher is the state of one Watch.

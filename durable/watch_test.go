@@ -321,3 +321,41 @@ func TestWatchAcrossDeleteAndRecreate(t *testing.T) {
 		checkWatched(t, again, last) // in order, without gaps or duplicates
 	})
 }
+
+// TestWithSubscribed: a watch from the end of the log yields nothing
+// until the run does; WithSubscribed tells when it is listening, so a run
+// started then streams to it live from its first delta.
+func TestWithSubscribed(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r := newRunner(t, s, chattyModel(2*time.Millisecond))
+		id := suspended(t, r, "m1")
+		loaded, err := r.LoadAt(ctx, "m1")
+		require.NoError(t, err)
+		ready := make(chan struct{})
+		calls := 0
+		wctx, cancel := context.WithCancel(durable.WithSubscribed(ctx, func() { calls++; close(ready) }))
+		defer cancel()
+		got := make(chan []durable.Event)
+		go func() {
+			var out []durable.Event
+			for e, err := range r.Watch(wctx, "m1", loaded.EventSeq) {
+				if err != nil {
+					break
+				}
+				out = append(out, e)
+				if e.Kind == machine.EventStep && e.Step.Done && e.Seq > 0 {
+					break
+				}
+			}
+			got <- out
+		}()
+		<-ready
+		_, err = runSteps(r.Resume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved"}))
+		require.NoError(t, err)
+		events := <-got
+		require.Equal(t, 1, calls)
+		require.NotEmpty(t, events)
+		require.True(t, events[0].Live, "the run's first event reached the watch live: %+v", events[0])
+	})
+}
