@@ -15,11 +15,11 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/mcp"
-	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/sqlite"
@@ -46,12 +46,8 @@ type reply struct {
 // reported ("Done: …"); anything else is echoed.
 func deskReply(req *llm.Request) (scripted.Reply, error) {
 	last := req.Messages[len(req.Messages)-1]
-	if last.Role == message.Tool {
-		var parts []string
-		for _, p := range last.Parts {
-			parts = append(parts, p.Text)
-		}
-		return scripted.Text("Done: " + strings.Join(parts, "; ")), nil
+	if done, ok := testkit.Reported(last); ok {
+		return scripted.Text(done), nil
 	}
 	verb, arg, _ := strings.Cut(strings.TrimSpace(last.Text()), " ")
 	switch verb {

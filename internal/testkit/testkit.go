@@ -12,6 +12,7 @@ import (
 	"iter"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -201,3 +202,17 @@ func (c *Clock) Set(t time.Time) { c.now.Store(&t) }
 
 // Advance moves the clock d forward.
 func (c *Clock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+// Reported is a scripted model's report of the tool results in last:
+// "Done: " and their texts joined by "; ", and true when last is a tool
+// message; "" and false otherwise.
+func Reported(last message.Message) (string, bool) {
+	if last.Role != message.Tool {
+		return "", false
+	}
+	parts := make([]string, 0, len(last.Parts))
+	for _, p := range last.Parts {
+		parts = append(parts, p.Text)
+	}
+	return "Done: " + strings.Join(parts, "; "), true
+}
