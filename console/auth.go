@@ -104,7 +104,9 @@ func (a *auth) open(kind, v string) ([]byte, bool) {
 	if !ok || !ok2 {
 		return nil, false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	// Strict: one encoding per value, so only what seal made opens.
+	b64 := base64.RawURLEncoding.Strict()
+	got, err := b64.DecodeString(sig)
 	if err != nil || !hmac.Equal(got, a.mac(kind, n, exp)) {
 		return nil, false
 	}
@@ -112,7 +114,7 @@ func (a *auth) open(kind, v string) ([]byte, bool) {
 	if err != nil || a.now().Unix() >= e {
 		return nil, false
 	}
-	data, err := base64.RawURLEncoding.DecodeString(n)
+	data, err := b64.DecodeString(n)
 	return data, err == nil
 }
 
