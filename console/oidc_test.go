@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +19,6 @@ import (
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
-	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -62,27 +59,12 @@ func (p idp) tamper(t *testing.T, claims map[string]any, foreignKey bool) {
 	require.Equal(t, http.StatusNoContent, res.StatusCode)
 }
 
-// managersOnly is a charter whose refunds only the group managers may
-// approve.
-func managersOnly(t *testing.T) *machine.Charter {
-	t.Helper()
-	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
-		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
-			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
-				instance.WithPolicy(instance.Policy{Groups: []string{"managers"}}))
-		}, node.ResumeWith[verdict]())
-	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{approve}})
-	require.NoError(t, err)
-	charter, err := machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d}})
-	require.NoError(t, err)
-	return charter
-}
-
 // oidcStack is a console that signs people in with a provider started
-// for it, over a runner of the managers-only charter.
+// for it, over a runner of the refund charter whose approvals only the
+// group managers may decide.
 func oidcStack(t *testing.T) (*stack, idp) {
 	t.Helper()
-	charter := managersOnly(t)
+	charter := governedCharter(t, instance.Policy{Groups: []string{"managers"}})
 	path := filepath.Join(t.TempDir(), "console.db")
 	r := openRunnerOn(t, path, charter)
 	mux := http.NewServeMux()
