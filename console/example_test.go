@@ -22,12 +22,14 @@ import (
 // starts at /ui/oidc/start and goes to the provider with the code flow's
 // PKCE challenge. (The provider here is only its discovery document.)
 func ExampleOIDC() {
-	idp := httptest.NewServer(nil)
-	defer idp.Close()
+	idp := httptest.NewUnstartedServer(nil)
+	issuer := "http://" + idp.Listener.Addr().String()
 	idp.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": idp.URL, "authorization_endpoint": idp.URL + "/auth",
-			"token_endpoint": idp.URL + "/token", "jwks_uri": idp.URL + "/jwks"})
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": issuer, "authorization_endpoint": issuer + "/auth",
+			"token_endpoint": issuer + "/token", "jwks_uri": issuer + "/jwks"})
 	})
+	idp.Start()
+	defer idp.Close()
 
 	desk, err := node.New("desk", node.Config[struct{}]{})
 	if err != nil {
@@ -42,7 +44,7 @@ func ExampleOIDC() {
 		log.Fatal(err)
 	}
 	ui, err := console.New(console.Config{Runner: runner, Charter: charter, OIDC: &console.OIDC{
-		IssuerURL:    idp.URL,
+		IssuerURL:    issuer,
 		ClientID:     "markov-console",
 		ClientSecret: "the client secret the provider gave",
 		RedirectURL:  "https://console.example.com/ui/oidc/callback",

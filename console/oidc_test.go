@@ -240,6 +240,9 @@ func TestOIDCRefusals(t *testing.T) {
 	}
 
 	c := newClient(t, s)
+	_, login := c.get("/ui/login?next=" + url.QueryEscape(page))
+	require.Contains(t, strings.ToLower(login), strings.ToLower(`href="/ui/oidc/start?next=`+url.QueryEscape(page)+`"`))
+	require.NotContains(t, login, `name="secret"`, "without a Secret there is no secret to sign in with")
 	refused(c, withQuery(t, idpCallback(t, c, page)("ada"), "state", "forged"), "Sign-in refused: state does not match this browser")
 
 	for _, tc := range []struct {
@@ -289,4 +292,27 @@ func TestOIDCRefusals(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, status)
 	require.Contains(t, body, "You may not decide this suspension")
 	s.requireStatus(t, id, store.StatusPending)
+}
+
+// TestOIDCConfigRefused: an OIDC config without its issuer, client or
+// callback, a callback the console does not serve, or an issuer whose
+// discovery fails is refused with ErrInvalidConfig naming the field.
+func TestOIDCConfigRefused(t *testing.T) {
+	charter := newCharter(t)
+	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	for _, tc := range []struct {
+		oidc console.OIDC
+		want string
+	}{
+		{console.OIDC{ClientID: "c", RedirectURL: "https://h/ui/oidc/callback"}, "IssuerURL, ClientID and RedirectURL are required"},
+		{console.OIDC{IssuerURL: gone.URL, RedirectURL: "https://h/ui/oidc/callback"}, "IssuerURL, ClientID and RedirectURL are required"},
+		{console.OIDC{IssuerURL: gone.URL, ClientID: "c", RedirectURL: "https://h/ui/callback"}, "OIDC.RedirectURL"},
+		{console.OIDC{IssuerURL: gone.URL, ClientID: "c", RedirectURL: "https://h/ui/oidc/callback"}, "OIDC.IssuerURL"},
+	} {
+		_, err := console.New(console.Config{Runner: r, Charter: charter, OIDC: &tc.oidc})
+		require.ErrorIs(t, err, console.ErrInvalidConfig)
+		require.ErrorContains(t, err, tc.want)
+	}
 }
