@@ -32,6 +32,10 @@ const (
 	oidcFlowTTL = 10 * time.Minute
 )
 
+// maxSessionCookie is the longest session cookie value made: browsers
+// keep cookies of up to 4096 bytes, name and attributes included.
+const maxSessionCookie = 3800
+
 // OIDC configures sign-in with an OpenID Connect provider (Config.OIDC):
 // the authorization code flow with PKCE, state and nonce, the ID token
 // verified (signature, issuer, audience, expiry). The person's identity
@@ -222,6 +226,11 @@ func (c *Console) oidcFinish(r *http.Request) (instance.Identity, string, error)
 		return instance.Identity{}, next, fmt.Errorf("%w: id_token: %w", ErrSignIn, err)
 	}
 	id, err := identityOf(claims, c.oidc.subject, c.oidc.groups)
+	if err == nil && len(c.auth.session(id)) > maxSessionCookie {
+		// A browser would drop the cookie, and the person sign in forever.
+		return instance.Identity{}, next, fmt.Errorf("%w: id_token: claim %q holds too many groups (%d) for a session cookie; have the provider send only those that matter here",
+			ErrSignIn, errtext.Clip(c.oidc.groups, 64), len(id.Groups))
+	}
 	return id, next, err
 }
 

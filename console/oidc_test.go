@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
@@ -220,9 +221,19 @@ func (c *client) requireSignedOut() {
 	require.Equal(c.t, http.StatusSeeOther, status, "a refused sign-in made a session")
 }
 
+// manyGroups are more groups than a session cookie holds.
+var manyGroups = func() []string {
+	g := make([]string, 400)
+	for i := range g {
+		g[i] = fmt.Sprintf("group-%03d", i)
+	}
+	return g
+}()
+
 // TestOIDCRefusals: a callback with another state, a code replayed (in
 // the same browser or another's sign-in), an ID token whose nonce,
-// issuer, audience or signature is not the sign-in's, or the provider's
+// issuer, audience or signature is not the sign-in's, groups too many
+// for a cookie, or the provider's
 // own refusal, is refused with 401 and a message naming what was wrong;
 // no session is made. A good sign-in's groups go with its decisions: a
 // person outside the policy's group is refused with 403.
@@ -255,6 +266,7 @@ func TestOIDCRefusals(t *testing.T) {
 		{"issuer", map[string]any{"iss": "http://issuer.invalid"}, false, "id token issued by a different provider"},
 		{"audience", map[string]any{"aud": "another-client"}, false, "expected audience"},
 		{"signature", nil, true, "failed to verify signature"},
+		{"groups", map[string]any{"groups": manyGroups}, false, `claim "groups" holds too many groups (400)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, s)
