@@ -96,8 +96,7 @@ type openID struct {
 // newOpenID reads the provider's discovery document and returns the
 // sign-in cfg describes, for a console at prefix.
 func newOpenID(cfg OIDC, prefix string) (*openID, error) {
-	switch {
-	case cfg.IssuerURL == "" || cfg.ClientID == "" || cfg.RedirectURL == "":
+	if cfg.IssuerURL == "" || cfg.ClientID == "" || cfg.RedirectURL == "" {
 		return nil, fmt.Errorf("%w: OIDC: IssuerURL, ClientID and RedirectURL are required", ErrInvalidConfig)
 	}
 	if u, err := url.Parse(cfg.RedirectURL); err != nil || u.Path != prefix+"oidc/callback" {
