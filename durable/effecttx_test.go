@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
@@ -324,5 +325,49 @@ func TestEffectTxNeedsTransactions(t *testing.T) {
 			return "", err
 		})
 		require.ErrorIs(t, err, instance.ErrEffectTx)
+	})
+}
+
+// A command's tx effect books once per invocation ID, however often it
+// is invoked (the handler runs each time; the journal answers the
+// repeat); an invocation without an ID books in a transaction of its
+// own, journaling nothing.
+func TestCommandEffectTx(t *testing.T) {
+	processStores(t, func(t *testing.T, open func(t *testing.T) (store.Store, []string)) {
+		s, env := open(t)
+		b := bookingsOf(env)
+		b.create(t)
+		var calls, runs atomic.Int32
+		bookCmd := command.New("book", "book a seat", func(ctx *command.Context[desk], _ struct{}) (string, error) {
+			calls.Add(1)
+			if b.schema == "" {
+				return command.EffectTx(ctx, "book", func(ctx context.Context, tx *sql.Tx) (string, error) {
+					runs.Add(1)
+					_, err := tx.ExecContext(ctx, b.insert(), 3)
+					return "booked", err
+				})
+			}
+			return command.EffectTx(ctx, "book", func(ctx context.Context, tx pgx.Tx) (string, error) {
+				runs.Add(1)
+				_, err := tx.Exec(ctx, b.insert(), 3)
+				return "booked", err
+			})
+		})
+		n, err := node.New("desk", node.Config[desk]{Commands: []command.Command[desk]{bookCmd}})
+		require.NoError(t, err)
+		c, err := machine.NewCharter(machine.CharterConfig{Model: scripted.New(), Nodes: []*node.Node{n}})
+		require.NoError(t, err)
+		r, err := durable.New(durable.Config{Store: s, Charter: c})
+		require.NoError(t, err)
+		ctx := context.Background()
+		_, err = r.Create(ctx, "m1", "desk", nil)
+		require.NoError(t, err)
+		for _, id := range []string{"order-1", "order-1", ""} {
+			_, err := runSteps(r.Invoke(ctx, "m1", command.Invocation{Name: "book", ID: id}))
+			require.NoError(t, err)
+		}
+		require.Equal(t, int32(3), calls.Load(), "runs of the command")
+		require.Equal(t, int32(2), runs.Load(), "runs of the effect")
+		require.Equal(t, 2, b.rows(t), "bookings made")
 	})
 }
