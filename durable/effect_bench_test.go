@@ -21,10 +21,50 @@ import (
 	"github.com/markov-agents/markov/store/sqlite"
 )
 
+// benchDesk is the state of the effect benchmarks' desk.
+type benchDesk struct{}
+
+// benchOneTool times runs of machines of a desk with tool, whose model
+// calls it once with in and then answers, on s: create, the model's tool
+// call, the tool, the final answer, every save.
+func benchOneTool(b *testing.B, s store.Store, tool node.Tool[benchDesk], in any) {
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if req.Messages[len(req.Messages)-1].Role == message.Tool {
+			return scripted.Text("done"), nil
+		}
+		return scripted.Reply{Calls: []scripted.Call{{ID: "t1", Name: tool.Name(), Input: in}}}, nil
+	})
+	n, err := node.New("desk", node.Config[benchDesk]{Tools: []node.Tool[benchDesk]{tool}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := New(Config{Store: s, Charter: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprint("m", i)
+		if _, err := r.Create(ctx, id, "desk", nil); err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range r.Run(ctx, id, machine.UserText("go")) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
 // BenchmarkEffect times a durable run whose one tool call makes one
-// external effect (a no-op charge), journaled (node.Effect) or not:
-// create, the model's tool call, the tool, the final answer, every save.
-// The difference is the journal's cost: two writes (started, then done).
+// external effect (a no-op charge), journaled (node.Effect) or not
+// (benchOneTool). The difference is the journal's cost: one write (its
+// start; its done rides on the round's save).
 func BenchmarkEffect(b *testing.B) {
 	type payIn struct {
 		Amount int `json:"amount"`
@@ -32,48 +72,17 @@ func BenchmarkEffect(b *testing.B) {
 	type receipt struct {
 		ID string `json:"id"`
 	}
-	type desk struct{}
-	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		if req.Messages[len(req.Messages)-1].Role == message.Tool {
-			return scripted.Text("paid"), nil
-		}
-		return scripted.Reply{Calls: []scripted.Call{{ID: "t1", Name: "pay", Input: payIn{Amount: 40}}}}, nil
-	})
 	charge := func(context.Context) (receipt, error) { return receipt{ID: "r"}, nil }
 	for name, open := range benchStores(b) {
 		for _, journaled := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/journaled=%v", name, journaled), func(b *testing.B) {
-				pay := node.NewTool("pay", "charge a card", func(ctx *node.ToolContext[desk], in payIn) (receipt, error) {
+				pay := node.NewTool("pay", "charge a card", func(ctx *node.ToolContext[benchDesk], in payIn) (receipt, error) {
 					if !journaled {
 						return charge(ctx)
 					}
 					return node.Effect(ctx, "charge", charge, node.EffectConfig[receipt]{Input: in})
 				})
-				n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{pay}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				r, err := New(Config{Store: open(), Charter: c})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx := context.Background()
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					id := fmt.Sprint("m", i)
-					if _, err := r.Create(ctx, id, "desk", nil); err != nil {
-						b.Fatal(err)
-					}
-					for _, err := range r.Run(ctx, id, machine.UserText("pay 40")) {
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
+				benchOneTool(b, open(), pay, payIn{Amount: 40})
 			})
 		}
 	}
@@ -89,20 +98,13 @@ func BenchmarkEffectTx(b *testing.B) {
 	type bookIn struct {
 		Seat int `json:"seat"`
 	}
-	type desk struct{}
-	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		if req.Messages[len(req.Messages)-1].Role == message.Tool {
-			return scripted.Text("booked"), nil
-		}
-		return scripted.Reply{Calls: []scripted.Call{{ID: "t1", Name: "book", Input: bookIn{Seat: 7}}}}, nil
-	})
 	// A back end: its store, and the tool's effect in either form.
 	type backend struct {
 		open func() store.Store
 		// plain inserts through a connection of its own; tx through the
 		// store's transaction.
-		plain func(ctx *node.ToolContext[desk], seat int) (int, error)
-		tx    func(ctx *node.ToolContext[desk], seat int) (int, error)
+		plain func(ctx *node.ToolContext[benchDesk], seat int) (int, error)
+		tx    func(ctx *node.ToolContext[benchDesk], seat int) (int, error)
 	}
 	backends := map[string]func() backend{
 		"sqlite": func() backend {
@@ -123,13 +125,13 @@ func BenchmarkEffectTx(b *testing.B) {
 			const insert = `INSERT INTO bookings (seat) VALUES (?)`
 			return backend{
 				open: func() store.Store { return s },
-				plain: func(ctx *node.ToolContext[desk], seat int) (int, error) {
+				plain: func(ctx *node.ToolContext[benchDesk], seat int) (int, error) {
 					return node.Effect(ctx, "book", func(ctx context.Context) (int, error) {
 						_, err := db.ExecContext(ctx, insert, seat)
 						return seat, err
 					}, node.EffectConfig[int]{Input: seat})
 				},
-				tx: func(ctx *node.ToolContext[desk], seat int) (int, error) {
+				tx: func(ctx *node.ToolContext[benchDesk], seat int) (int, error) {
 					return node.EffectTx(ctx, "book", func(ctx context.Context, tx *sql.Tx) (int, error) {
 						_, err := tx.ExecContext(ctx, insert, seat)
 						return seat, err
@@ -151,13 +153,13 @@ func BenchmarkEffectTx(b *testing.B) {
 			insert := `INSERT INTO ` + table + ` (seat) VALUES ($1)`
 			return backend{
 				open: func() store.Store { return s },
-				plain: func(ctx *node.ToolContext[desk], seat int) (int, error) {
+				plain: func(ctx *node.ToolContext[benchDesk], seat int) (int, error) {
 					return node.Effect(ctx, "book", func(ctx context.Context) (int, error) {
 						_, err := pool.Exec(ctx, insert, seat)
 						return seat, err
 					}, node.EffectConfig[int]{Input: seat})
 				},
-				tx: func(ctx *node.ToolContext[desk], seat int) (int, error) {
+				tx: func(ctx *node.ToolContext[benchDesk], seat int) (int, error) {
 					return node.EffectTx(ctx, "book", func(ctx context.Context, tx pgx.Tx) (int, error) {
 						_, err := tx.Exec(ctx, insert, seat)
 						return seat, err
@@ -177,34 +179,10 @@ func BenchmarkEffectTx(b *testing.B) {
 				if kind == "tx" {
 					effect = be.tx
 				}
-				book := node.NewTool("book", "book a seat", func(ctx *node.ToolContext[desk], in bookIn) (int, error) {
+				book := node.NewTool("book", "book a seat", func(ctx *node.ToolContext[benchDesk], in bookIn) (int, error) {
 					return effect(ctx, in.Seat)
 				})
-				n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{book}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				c, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				r, err := New(Config{Store: be.open(), Charter: c})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx := context.Background()
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					id := fmt.Sprint("m", i)
-					if _, err := r.Create(ctx, id, "desk", nil); err != nil {
-						b.Fatal(err)
-					}
-					for _, err := range r.Run(ctx, id, machine.UserText("book")) {
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
+				benchOneTool(b, be.open(), book, bookIn{Seat: 7})
 			})
 		}
 	}

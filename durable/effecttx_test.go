@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -171,25 +170,8 @@ func oneToolCharter(tool node.Tool[desk], name string, in any) (*machine.Charter
 // inserted and not committed; "after": committed with its journal entry,
 // before the round's save), says so and waits there for its SIGKILL.
 func childEffectTx() int {
-	where := os.Getenv("MARKOV_EFFECT_HANG")
-	hang := func(at string) {
-		if at == where {
-			fmt.Println(at)
-			select {}
-		}
-	}
 	b := bookings{path: os.Getenv("MARKOV_DB"), url: os.Getenv(pgtest.EnvVar), schema: os.Getenv("MARKOV_PG_SCHEMA")}
-	return withRunner(func() (*machine.Charter, error) { return txCharter(b, hang) },
-		func(r *durable.Runner) int {
-			ctx := context.Background()
-			if _, err := r.Create(ctx, "m1", "desk", nil); err != nil {
-				fmt.Fprintln(os.Stderr, "create:", err)
-				return 1
-			}
-			_, err := drain(r.Run(ctx, "m1", machine.UserText("book seat 7")))
-			fmt.Fprintln(os.Stderr, "run ended:", err)
-			return 1
-		})
+	return childHanging(func(hang func(string)) (*machine.Charter, error) { return txCharter(b, hang) }, "book seat 7")
 }
 
 // A process is SIGKILLed inside a tx effect's transaction, before it
