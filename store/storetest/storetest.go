@@ -5,7 +5,8 @@
 // capability the store offers ([store.MachineLister],
 // [store.ExpiryClaimer], [store.ReplayGuard], [store.SuspendRequester],
 // [store.RequestReporter], [store.EventLog], [store.TailLoader],
-// [store.EffectJournal], [store.TxEffectJournal], [store.RecordKeeper], [store.AuditLog]), discovered by type assertion as callers discover
+// [store.EffectJournal], [store.TxEffectJournal], [store.RecordKeeper],
+// [store.AuditLog]), discovered by type assertion as callers discover
 // them. [RunSnapshots] checks a back end that only keeps snapshots. An
 // implementation's tests call Run with a constructor of empty stores, and
 // its benchmarks call [BenchmarkSave]:
