@@ -4,52 +4,148 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/markov-agents/markov/store"
 )
 
 // memOutbox attempts the deliveries this process claims in the store's
-// replay guard, keeping them in memory: the Sender's outbox on stores
-// without River.
+// replay guard: the Sender's outbox on stores without River (SQLite). It
+// keeps each delivery's state with its claim (store.OutcomeKeeper), and
+// the Sender's position in the feed before the first delivery not yet
+// settled, so a Sender started after a stop or a crash takes over the
+// deliveries left pending — with the same ID — and shows the settled
+// ones again.
 type memOutbox struct {
-	s    *Sender
-	keep int
-	ctx  context.Context // Run's, for the retries
+	s      *Sender
+	keep   int
+	keeper store.OutcomeKeeper // nil: the states are not kept
+	ctx    context.Context     // Run's, for the retries
+	// started is when Run started: a pending delivery created before is
+	// taken over, one created since belongs to the process attempting it.
+	started time.Time
 
 	mu         sync.Mutex
 	deliveries map[string]*Delivery
 	order      []string // delivery IDs, oldest first
-	wg         sync.WaitGroup
+	// open are the cursors of the deliveries attempted here and not
+	// settled; through is where the feed was read up to.
+	open    map[string]int64
+	through int64
+	wg      sync.WaitGroup
+}
+
+func newMemOutbox(s *Sender, keep int) *memOutbox {
+	o := &memOutbox{s: s, keep: keep, deliveries: map[string]*Delivery{}, open: map[string]int64{}}
+	o.keeper, _ = s.guard.(store.OutcomeKeeper)
+	return o
 }
 
 func (o *memOutbox) start(ctx context.Context) (func(), error) {
-	o.ctx = ctx
+	o.ctx, o.started = ctx, o.s.now()
 	return o.wg.Wait, nil
 }
 
+// claimKey is the replay guard's key of delivery id.
+func claimKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "webhook-out:" + hex.EncodeToString(sum[:])
+}
+
 // enqueue claims each delivery and starts the attempts of those claimed
-// here; one claimed elsewhere (or before) is skipped.
-func (o *memOutbox) enqueue(ctx context.Context, ds []*Delivery) error {
+// here, and of those left pending by a sender that stopped; one claimed
+// by a running process is skipped.
+func (o *memOutbox) enqueue(ctx context.Context, ds []*Delivery, through int64) (int64, error) {
 	s := o.s
 	for _, d := range ds {
-		sum := sha256.Sum256([]byte(d.ID))
-		fresh, err := s.guard.Remember(ctx, "webhook-out:"+hex.EncodeToString(sum[:]), s.now().Add(claimWindow))
+		key := claimKey(d.ID)
+		fresh, err := s.guard.Remember(ctx, key, s.now().Add(claimWindow))
 		if err != nil {
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "webhook: claim a delivery", slog.String("delivery_id", d.ID), slog.String("error", err.Error()))
 			continue
 		}
 		if !fresh {
-			continue // another process sends it
+			if d = o.left(ctx, key, d); d == nil {
+				continue // another process sends it
+			}
+		} else {
+			o.save(ctx, d)
 		}
 		o.add(d)
+		if d.State != Pending {
+			continue
+		}
+		o.mu.Lock()
+		o.open[d.ID] = d.cursor
+		o.mu.Unlock()
 		sub := s.subscription(d.Subscription)
 		o.wg.Go(func() { o.retry(o.ctx, sub, d) })
 	}
-	return nil
+	o.mu.Lock()
+	o.through = through
+	o.mu.Unlock()
+	return o.low(), nil
+}
+
+// left returns the kept state of delivery d claimed before (nil if this
+// process has it already, or if a running process attempts it).
+func (o *memOutbox) left(ctx context.Context, key string, d *Delivery) *Delivery {
+	o.mu.Lock()
+	_, have := o.deliveries[d.ID]
+	o.mu.Unlock()
+	if have || o.keeper == nil {
+		return nil
+	}
+	raw, err := o.keeper.Outcome(ctx, key)
+	if err != nil {
+		return nil
+	}
+	if raw != nil { // nil: the claimer stopped before it kept a state
+		var kept Delivery
+		if json.Unmarshal(raw, &kept) != nil || kept.ID != d.ID {
+			return nil
+		}
+		kept.cursor = d.cursor
+		d = &kept
+	}
+	if d.State == Pending && !d.CreatedAt.Before(o.started) {
+		return nil
+	}
+	return d
+}
+
+// save keeps the state of d with its claim.
+func (o *memOutbox) save(ctx context.Context, d *Delivery) {
+	if o.keeper == nil {
+		return
+	}
+	o.mu.Lock()
+	b, err := json.Marshal(d)
+	o.mu.Unlock()
+	if err == nil {
+		err = o.keeper.KeepOutcome(context.WithoutCancel(ctx), claimKey(d.ID), b)
+	}
+	if err != nil {
+		o.s.logger.LogAttrs(ctx, slog.LevelWarn, "webhook: keep a delivery's state", slog.String("delivery_id", d.ID), slog.String("error", err.Error()))
+	}
+}
+
+// low is the position to save: before the first delivery not settled,
+// or where the feed was read up to.
+func (o *memOutbox) low() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	pos := o.through
+	for _, c := range o.open {
+		pos = min(pos, c-1)
+	}
+	return pos
 }
 
 // add keeps d, dropping the oldest delivery past keep.
@@ -64,12 +160,20 @@ func (o *memOutbox) add(d *Delivery) {
 	}
 }
 
-// retry attempts d until it is delivered, dead, or ctx ends.
+// retry attempts d until it is delivered, dead, or ctx ends; once it is
+// settled, the position moves past it.
 func (o *memOutbox) retry(ctx context.Context, sub *subscription, d *Delivery) {
-	for n := 1; ; n++ {
+	for {
 		if o.attempt(ctx, sub, d) != Pending {
+			o.mu.Lock()
+			delete(o.open, d.ID)
+			o.mu.Unlock()
+			o.s.savePosition(ctx, o.low())
 			return
 		}
+		o.mu.Lock()
+		n := d.Attempts
+		o.mu.Unlock()
 		t := time.NewTimer(o.s.wait(n))
 		select {
 		case <-ctx.Done():
@@ -103,7 +207,11 @@ func (o *memOutbox) attempt(ctx context.Context, sub *subscription, d *Delivery)
 		d.NextAttempt = s.now().Add(s.wait(d.Attempts))
 	}
 	s.logAttempt(ctx, d.ID, d.URL, d.Attempts, status, err)
-	return d.State
+	state := d.State
+	o.mu.Unlock()
+	o.save(ctx, d)
+	o.mu.Lock()
+	return state
 }
 
 func (o *memOutbox) list(_ context.Context, state DeliveryState, limit int) ([]Delivery, error) {

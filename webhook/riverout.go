@@ -153,8 +153,9 @@ func (o *riverOutbox) maintain(ctx context.Context) {
 }
 
 // enqueue inserts one job per delivery; a delivery ID already inserted is
-// skipped.
-func (o *riverOutbox) enqueue(ctx context.Context, ds []*Delivery) error {
+// skipped. Once inserted, a delivery is River's: the position to save is
+// through.
+func (o *riverOutbox) enqueue(ctx context.Context, ds []*Delivery, through int64) (int64, error) {
 	params := make([]river.InsertManyParams, 0, len(ds))
 	for _, d := range ds {
 		params = append(params, river.InsertManyParams{
@@ -164,12 +165,12 @@ func (o *riverOutbox) enqueue(ctx context.Context, ds []*Delivery) error {
 		})
 	}
 	if len(params) == 0 {
-		return nil
+		return through, nil
 	}
 	if _, err := o.client.InsertMany(ctx, params); err != nil {
-		return fmt.Errorf("webhook: insert the delivery jobs: %w", err)
+		return 0, fmt.Errorf("webhook: insert the delivery jobs: %w", err)
 	}
-	return nil
+	return through, nil
 }
 
 // Work attempts the delivery once: an error has River retry it (or

@@ -120,6 +120,8 @@ type Delivery struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	// Body is what is POSTed: an Event.
 	Body json.RawMessage `json:"body"`
+	// cursor is the position of its change in the feed.
+	cursor int64
 }
 
 // SenderConfig configures a Sender. Zero fields take the documented
@@ -182,8 +184,11 @@ type outbox interface {
 	// start begins the attempts; stop ends them and waits for those in
 	// flight.
 	start(ctx context.Context) (stop func(), err error)
-	// enqueue adds deliveries, skipping those whose ID it has.
-	enqueue(ctx context.Context, ds []*Delivery) error
+	// enqueue adds the deliveries of the feed's changes up to cursor
+	// through, skipping those whose ID it has, and returns the position
+	// to save: through, or before the first delivery not yet settled if
+	// those are not kept elsewhere.
+	enqueue(ctx context.Context, ds []*Delivery, through int64) (int64, error)
 	list(ctx context.Context, state DeliveryState, limit int) ([]Delivery, error)
 	get(ctx context.Context, id string) (Delivery, error)
 	redeliver(ctx context.Context, id string) (Delivery, error)
@@ -260,7 +265,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 		}
 		s.out = o
 	} else {
-		s.out = &memOutbox{s: s, keep: orDefault(cfg.Keep, DefaultKeep), deliveries: map[string]*Delivery{}}
+		s.out = newMemOutbox(s, orDefault(cfg.Keep, DefaultKeep))
 	}
 	return s, nil
 }
@@ -301,9 +306,12 @@ func (s *Sender) Run(ctx context.Context) error {
 		return fmt.Errorf("webhook: subscribe to the suspension feed: %w", err)
 	}
 	defer sub.Close()
-	cursor, err := s.position(ctx)
+	cursor, saved, err := s.position(ctx)
 	if err != nil {
 		return err
+	}
+	if !saved { // what happens from now on goes out, even after a crash
+		s.savePosition(ctx, cursor)
 	}
 	close(s.started)
 	for {
@@ -316,12 +324,13 @@ func (s *Sender) Run(ctx context.Context) error {
 			for _, c := range changes {
 				ds = append(ds, s.deliveriesOf(c)...)
 			}
-			if err := s.out.enqueue(ctx, ds); err != nil {
-				return s.ended(ctx, err)
-			}
 			if len(changes) > 0 {
 				cursor = changes[len(changes)-1].Cursor
-				s.savePosition(ctx, cursor)
+				pos, err := s.out.enqueue(ctx, ds, cursor)
+				if err != nil {
+					return s.ended(ctx, err)
+				}
+				s.savePosition(ctx, pos)
 			}
 			if len(changes) < feedBatch {
 				break
@@ -341,25 +350,24 @@ func (s *Sender) ended(ctx context.Context, err error) error {
 	return err
 }
 
-// position is the saved position, or the end of the feed.
-func (s *Sender) position(ctx context.Context) (int64, error) {
+// position is the saved position (saved true), or the end of the feed.
+func (s *Sender) position(ctx context.Context) (cursor int64, saved bool, err error) {
 	if k, ok := s.guard.(store.OutcomeKeeper); ok {
 		raw, err := k.Outcome(ctx, positionKey)
 		if err == nil && len(raw) == 8 {
-			return int64(binary.BigEndian.Uint64(raw)), nil
+			return int64(binary.BigEndian.Uint64(raw)), true, nil
 		}
 	}
-	var cursor int64
 	for {
 		changes, err := s.log.ReadSuspensionChanges(ctx, cursor, feedBatch)
 		if err != nil {
-			return 0, fmt.Errorf("webhook: read the suspension feed: %w", err)
+			return 0, false, fmt.Errorf("webhook: read the suspension feed: %w", err)
 		}
 		if len(changes) > 0 {
 			cursor = changes[len(changes)-1].Cursor
 		}
 		if len(changes) < feedBatch {
-			return cursor, nil
+			return cursor, false, nil
 		}
 	}
 }
@@ -410,7 +418,7 @@ func (s *Sender) deliveriesOf(c store.SuspensionChange) []*Delivery {
 			continue
 		}
 		ds = append(ds, &Delivery{ID: "msg_" + strconv.FormatInt(c.Cursor, 10) + "_" + sub.ID, Subscription: sub.ID, Type: ev.Type,
-			URL: sub.URL, State: Pending, CreatedAt: s.now(), Body: body})
+			URL: sub.URL, State: Pending, CreatedAt: s.now(), Body: body, cursor: c.Cursor})
 	}
 	return ds
 }
