@@ -160,11 +160,12 @@ func (o *memOutbox) add(d *Delivery) {
 	}
 }
 
-// retry attempts d until it is delivered, dead, or ctx ends; once it is
-// settled, the position moves past it.
+// retry attempts d until it is delivered, dead, or ctx ends (an attempt
+// in flight then finishes: Timeout bounds it); once it is settled, the
+// position moves past it.
 func (o *memOutbox) retry(ctx context.Context, sub *subscription, d *Delivery) {
 	for {
-		if o.attempt(ctx, sub, d) != Pending {
+		if o.attempt(context.WithoutCancel(ctx), sub, d) != Pending {
 			o.mu.Lock()
 			delete(o.open, d.ID)
 			o.mu.Unlock()

@@ -47,7 +47,7 @@ func child(string) int {
 		return 1
 	}
 	s, err := webhook.NewSender(webhook.SenderConfig{Store: st, AllowPrivate: true, Timeout: time.Second, Backoff: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Subscriptions: []webhook.Subscription{{ID: "ops", URL: os.Getenv("RECEIVER"), Secret: secretA}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -129,9 +129,10 @@ type Delivery struct {
 type SenderConfig struct {
 	// Store is the store whose suspension feed is sent: it must keep an
 	// event log (store.EventLog; every store of this module does).
-	// Required. Its replay guard claims each delivery, so that several
-	// processes sharing the store send each once, and keeps the
-	// sender's position in the feed across restarts.
+	// Required. Its replay guard keeps the sender's position in the feed
+	// across restarts. On PostgreSQL (*postgres.Store) the deliveries
+	// are River jobs in its schema; on other stores the replay guard
+	// claims each delivery and keeps its state (docs/webhooks.md).
 	Store store.Store
 	// Subscriptions are the receivers. At least one.
 	Subscriptions []Subscription
@@ -147,7 +148,8 @@ type SenderConfig struct {
 	// Backoff is the wait before the second attempt, doubled for each
 	// next one up to MaxBackoff (DefaultBackoff if zero).
 	Backoff time.Duration
-	// Keep is how many deliveries are kept for Deliveries, the newest
+	// Keep is how many deliveries a process keeps in memory for
+	// Deliveries on stores without River, the newest
 	// (DefaultKeep if zero).
 	Keep int
 	// Clock tells the time of the signatures (time.Now if nil).
@@ -164,7 +166,8 @@ type SenderConfig struct {
 // a River job, inserted once per delivery ID and worked by any process
 // running a Sender on the database: it survives the death of the process
 // that was sending it. On other stores the deliveries are attempted by
-// the process that claims them, and kept in its memory.
+// the process that claims them, their state kept with the claim: a Sender
+// started after a crash takes over those left pending.
 type Sender struct {
 	log         store.EventLog
 	guard       store.ReplayGuard
