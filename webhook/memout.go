@@ -194,6 +194,16 @@ func (o *memOutbox) attempt(ctx context.Context, sub *subscription, d *Delivery)
 	body := d.Body
 	o.mu.Unlock()
 	status, err := s.post(ctx, sub, d.ID, body)
+	state := o.record(d, status, err)
+	s.logAttempt(ctx, d.ID, d.URL, d.Attempts, status, err)
+	o.save(ctx, d)
+	return state
+}
+
+// record sets the state of d after an attempt answered status (0: none)
+// or failed with err, and returns it.
+func (o *memOutbox) record(d *Delivery, status int, err error) DeliveryState {
+	s := o.s
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	d.Attempts++
@@ -207,12 +217,7 @@ func (o *memOutbox) attempt(ctx context.Context, sub *subscription, d *Delivery)
 		d.State, d.LastError = Pending, err.Error()
 		d.NextAttempt = s.now().Add(s.wait(d.Attempts))
 	}
-	s.logAttempt(ctx, d.ID, d.URL, d.Attempts, status, err)
-	state := d.State
-	o.mu.Unlock()
-	o.save(ctx, d)
-	o.mu.Lock()
-	return state
+	return d.State
 }
 
 func (o *memOutbox) list(_ context.Context, state DeliveryState, limit int) ([]Delivery, error) {
