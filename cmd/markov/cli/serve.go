@@ -213,7 +213,10 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := cfg.ui.mount(c, db, api, rc)
+	if cfg.sender, err = c.newSender(cfg.webhooks, db); err != nil {
+		return nil, nil, err
+	}
+	h, err := cfg.ui.mount(c, db, api, rc, cfg.sender)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,7 +225,7 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 		return nil, nil, err
 	}
 	if cfg.webhooks != nil {
-		if h, cfg.sender, err = c.mountWebhooks(cfg.webhooks, db, rc, api, h); err != nil {
+		if h, err = c.mountWebhooks(cfg.webhooks, cfg.sender, db, rc, api, h); err != nil {
 			stop()
 			return nil, nil, err
 		}
