@@ -24,7 +24,14 @@ func TestNewForm(t *testing.T) {
 	}
 	require.Empty(t, cmp.Diff(map[string]string{"amount": kindInteger, "approved": kindBoolean, "level": kindEnum,
 		"note": kindString, "rate": kindNumber, "tags": kindJSON}, kinds))
-	require.Equal(t, []string{`"low"`, `"high"`}, f.Fields[2].Options)
+	var names []string
+	for _, fl := range f.Fields {
+		names = append(names, fl.Name)
+		if fl.Name == "level" {
+			require.Equal(t, []string{`"low"`, `"high"`}, fl.Options)
+		}
+	}
+	require.Equal(t, []string{"approved", "note", "amount", "rate", "level", "tags"}, names, "the schema's order, not the alphabet's")
 
 	require.Equal(t, "value", newForm(json.RawMessage(`{"type":"boolean"}`)).YesNo)
 	require.Equal(t, kindText, newForm(nil).Fields[0].Kind)

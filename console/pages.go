@@ -154,10 +154,57 @@ type suspensionData struct {
 	Metadata  string
 	Form      Form
 	Violation string
-	Conflict  string
-	Notice    string
+	// ViolationAt is the id of the field Violation is about, if any.
+	ViolationAt string
+	Conflict    string
+	Notice      string
 	// Outcome is how the suspension was decided, once it was.
 	Outcome Outcome
+	// Request is what is being decided, in people's words.
+	Request *Request
+	// Audit is the audit log's verification, when the console has one.
+	Audit *AuditStatus
+}
+
+// Request is a pending call as the decide page and the machine page lay
+// it out: who asked and when, what the tool or command will do with
+// which input, the deadline and what happens at it, and who may decide.
+type Request struct {
+	SuspendID, Reason string
+	// Kind and Name are the call's ("tool", "approve_refund");
+	// Description is the tool's, from the charter.
+	Kind, Name, Description string
+	Node                    string
+	AskedBy                 string
+	Asked                   time.Time
+	// Input and Metadata are laid out by the tool's input schema.
+	Input, Metadata []Item
+	// Deadline is zero when there is none; Left the time left, or how
+	// long ago it passed (Overdue); AtDeadline what happens then.
+	Deadline         time.Time
+	Left, AtDeadline string
+	Overdue          bool
+	Governance       *Governance
+}
+
+// request lays pending call of node out for people, at now.
+func (c *Console) request(call *instance.SuspendedCall, node string, now time.Time) *Request {
+	q := &Request{SuspendID: call.SuspendID, Reason: call.Reason, Kind: string(call.Kind), Name: call.Name, Node: node,
+		AskedBy: asker(call, node), Asked: call.SuspendedAt, Deadline: call.Deadline, Governance: governance(call)}
+	var inputSchema json.RawMessage
+	if n := c.charter.Node(node); n != nil && call.Kind == instance.KindTool {
+		for _, t := range n.Tools() {
+			if t.Spec.Name == call.Name {
+				q.Description, inputSchema = t.Spec.Description, t.Spec.InputSchema
+			}
+		}
+	}
+	q.Input, q.Metadata = layout(call.Input, inputSchema), layout(call.Metadata, nil)
+	if !call.Deadline.IsZero() {
+		q.Left, q.Overdue = until(now, call.Deadline), !now.Before(call.Deadline)
+		q.AtDeadline = onTimeout(call.OnTimeout)
+	}
+	return q
 }
 
 // lookup finds a suspension's index entry and, while it is pending, its
@@ -167,7 +214,7 @@ func (c *Console) lookup(ctx context.Context, id string) (suspensionData, error)
 	if err != nil {
 		return suspensionData{}, err
 	}
-	d := suspensionData{Entry: e}
+	d := suspensionData{Entry: e, Audit: c.audit.status(ctx, c.now())}
 	m, _, err := c.runner.Load(ctx, e.MachineID)
 	if err != nil {
 		return d, err
@@ -177,6 +224,7 @@ func (c *Console) lookup(ctx context.Context, id string) (suspensionData, error)
 		d.Call, d.Node = call, in.Node
 		d.Input, d.Metadata = pretty(call.Input), pretty(call.Metadata)
 		d.Form = newForm(call.PayloadSchema)
+		d.Request = c.request(call, in.Node, c.now())
 	}
 	return d, nil
 }
@@ -215,7 +263,9 @@ type machineData struct {
 	Revision int64
 	Tree     []TreeRow
 	Messages []Line
-	Pending  []instance.SuspendedCall
+	// Requests are the pending calls, laid out as the decide page does:
+	// what the machine waits for.
+	Requests []*Request
 	Answer   string
 	Graph    string
 	// Decided is the suspension the person just decided, from the
@@ -226,6 +276,8 @@ type machineData struct {
 	State   durable.State
 	Queued  int
 	Stalled string
+	// Audit is the audit log's verification, when the console has one.
+	Audit *AuditStatus
 }
 
 // TreeRow is one instance of the machine page's tree.
@@ -253,7 +305,12 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 		return
 	}
 	root := m.Root()
-	d := machineData{ID: id, Revision: rev, Pending: m.Pending(), Decided: r.URL.Query().Get("decided")}
+	d := machineData{ID: id, Revision: rev, Decided: r.URL.Query().Get("decided"), Audit: c.audit.status(r.Context(), c.now())}
+	for _, call := range m.Pending() {
+		if in, _ := root.FindCall(call.SuspendID); in != nil {
+			d.Requests = append(d.Requests, c.request(&call, in.Node, c.now()))
+		}
+	}
 	st, err := c.statuser.Status(r.Context(), id)
 	if err != nil {
 		c.fail(w, r, err)
@@ -391,6 +448,7 @@ var funcs = map[string]any{
 		return raw
 	},
 	"ago":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"when":  when,
 	"lower": strings.ToLower,
 	"list":  func(v ...any) []any { return v },
 }
