@@ -115,5 +115,5 @@ func TestInboxFilters(t *testing.T) {
 	_, body = c.get("/ui/?node=desk&status=pending")
 	require.Equal(t, 2, strings.Count(body, `class="row"`))
 	_, body = c.get("/ui/")
-	require.Less(t, strings.Index(body, "order 2"), strings.Index(body, "order 1<"), "newest first")
+	require.Less(t, strings.Index(body, "order 1<"), strings.Index(body, "order 2"), "the soonest deadline first")
 }

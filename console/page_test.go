@@ -188,3 +188,30 @@ func TestDecidePageGovernance(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, status, "bob's refusal, nothing filled in")
 	s.requireStatus(t, id, store.StatusResolved)
 }
+
+// TestInboxByDeadline: the inbox lists waiting suspensions by deadline,
+// the soonest first, whatever order they came in, and marks those past
+// their deadline (#29).
+func TestInboxByDeadline(t *testing.T) {
+	start := time.Now()
+	var ahead atomic.Int64
+	clock := func() time.Time { return start.Add(time.Duration(ahead.Load())) }
+	r := openRunner(t, filepath.Join(t.TempDir(), "console.db"))
+	s := newStack(t, console.Config{Runner: r, Now: clock})
+	// m-soon asks first, so its hour ends first: the old inbox, newest
+	// first, put it last.
+	sid := s.park(t, "m-soon", 1)
+	call, err := r.Call(context.Background(), sid)
+	require.NoError(t, err)
+	s.park(t, "m-also", 2)
+	ada := signedIn(t, s, "ada")
+	_, body := ada.get("/ui/")
+	require.NotContains(t, body, `class="badge overdue"`)
+	require.Less(t, strings.Index(body, "order 1<"), strings.Index(body, "order 2<"), "the soonest deadline first")
+
+	ahead.Store(int64(call.Deadline.Sub(start) + time.Minute))
+	_, body = ada.get("/ui/")
+	require.Equal(t, 2, strings.Count(body, `<span class="badge overdue">Overdue</span>`))
+	require.Contains(t, body, `<tr class="row late"`)
+	require.Regexp(t, `class="deadline overdue"><time [^>]+>overdue by`, body)
+}

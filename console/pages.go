@@ -63,7 +63,9 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request, who string) {
 	c.render(w, r, http.StatusOK, "inbox", page{Title: "Inbox", Live: "inbox", Data: d}, who)
 }
 
-// rows lists the suspensions the filter selects, newest first.
+// rows lists the suspensions the filter selects: those pending first,
+// by deadline (the soonest first, those without one last:
+// store.CompareSuspensions), then the decided ones, newest first.
 func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 	var entries []store.Suspension
 	for _, st := range store.Statuses() {
@@ -76,7 +78,16 @@ func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 		}
 		entries = append(entries, got...)
 	}
-	slices.SortStableFunc(entries, func(a, b store.Suspension) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	slices.SortStableFunc(entries, func(a, b store.Suspension) int {
+		ap, bp := a.Status == store.StatusPending, b.Status == store.StatusPending
+		switch {
+		case ap && bp:
+			return store.CompareSuspensions(a, b)
+		case ap != bp:
+			return cmp.Compare(boolRank(bp), boolRank(ap))
+		}
+		return b.CreatedAt.Compare(a.CreatedAt)
+	})
 	now := c.now()
 	machines := map[string]*machine.Machine{}
 	var rows []Row
@@ -393,6 +404,14 @@ func (c *Console) graph(current map[string]bool) (string, error) {
 		fmt.Fprintf(&b, "    class %s current\n", cmp.Or(ids[n], n))
 	}
 	return b.String(), nil
+}
+
+// boolRank is 1 for true, 0 for false.
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func mustJSON(v any) json.RawMessage {
