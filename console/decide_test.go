@@ -104,6 +104,36 @@ func TestDecisionModelDown(t *testing.T) {
 	require.NotContains(t, body, "stopped before its end")
 }
 
+// TestDecisionModelDownRetried: on SQLite with retries (markov serve's
+// --retries), the run that failed after the decision is tried again with
+// backoff, and the machine finishes with no restart and no manual step
+// (#29 item 1, as a fleet does on PostgreSQL).
+func TestDecisionModelDownRetried(t *testing.T) {
+	g := &gate{}
+	charter, err := charterWith(g.model())
+	require.NoError(t, err)
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "console.db")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	r, err := durable.New(durable.Config{Store: st, Charter: charter, Retry: durable.Retry{Attempts: 5, Backoff: 10 * time.Millisecond}})
+	require.NoError(t, err)
+	s := newStack(t, console.Config{Runner: r, Charter: charter})
+	id := s.park(t, "m1", 42)
+	g.failNext(1)
+	c := signedIn(t, s, "ada")
+	page := "/ui/suspensions/" + id
+	status, loc, body := c.post(page, page+"/resume", url.Values{"_decision": {"true"}})
+	require.Equal(t, http.StatusSeeOther, status, body)
+	body = c.waitPage(loc, "Refund approved")
+	require.NotContains(t, body, "10.0.0.7")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, r.Wait(ctx))
+	final, err := r.Status(ctx, "m1")
+	require.NoError(t, err)
+	require.Equal(t, durable.StateDone, final.State)
+}
+
 // TestFleetDecisionModelDown: on a PostgreSQL fleet, the decision is
 // committed with its job while the model is down; the job fails, the
 // fleet retries it, and the machine finishes with no manual step.

@@ -330,6 +330,9 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 	d.State, d.Queued = st.State, st.Queued
 	if st.State == durable.StateIdle && st.Messages > 0 {
 		d.Stalled = "The agent's run stopped before its end; it continues when the server next starts or the machine gets its next input."
+		if c.runner.Retry().Attempts > 0 {
+			d.Stalled = "The agent's last attempt failed; it is tried again shortly."
+		}
 		if c.fleet != nil {
 			d.Stalled = "The agent's last attempt failed; the fleet tries it again shortly."
 		}

@@ -198,6 +198,11 @@ func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepte
 	r.applied.notify(id)
 	a := Accepted{MachineID: id, Revision: s.rev}
 	a.run = r.bg.start(ctx, func(ctx context.Context, b *background) {
+		defer func() {
+			if b.err != nil {
+				r.retryLater(ctx, id, b.err) // the hold released: a retry takes it again
+			}
+		}()
 		defer h.Release()
 		defer s.rec.close()
 		defer s.journal.close(ctx)
