@@ -13,6 +13,7 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
 )
 
 // flaky is a model whose next down calls fail, as a model endpoint that
@@ -92,4 +93,37 @@ func TestRetryParks(t *testing.T) {
 	require.Contains(t, parked[0].Errors[0], "after 2 retries")
 	require.Contains(t, parked[0].Errors[0], "refused the connection")
 	require.EqualValues(t, 100-3, model.down.Load(), "the run and two retries: three model calls, nothing more")
+}
+
+// TestAcceptContinue: an operator's try again of a machine whose run
+// failed after its input continues it to its end in the background; a
+// machine a run holds is refused as busy, an unknown one as not found.
+func TestAcceptContinue(t *testing.T) {
+	ctx := context.Background()
+	r, model, id := retrying(t, durable.Retry{})
+	model.down.Store(1)
+	a, err := r.AcceptResume(ctx, machine.ResumeInput{SuspendID: id, Payload: "approved"})
+	require.NoError(t, err)
+	_, err = r.Await(ctx, a)
+	require.Error(t, err)
+	st, err := r.Status(ctx, "m")
+	require.NoError(t, err)
+	require.Equal(t, durable.StateIdle, st.State, "left waiting for its next input")
+
+	h, err := r.Hold(ctx, "m")
+	require.NoError(t, err)
+	_, err = r.AcceptContinue(ctx, "m")
+	require.ErrorIs(t, err, durable.ErrBusy)
+	h.Release()
+
+	a, err = r.AcceptContinue(ctx, "m")
+	require.NoError(t, err)
+	_, err = r.Await(ctx, a)
+	require.NoError(t, err)
+	st, err = r.Status(ctx, "m")
+	require.NoError(t, err)
+	require.Equal(t, durable.StateDone, st.State)
+
+	_, err = r.AcceptContinue(ctx, "nobody")
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
