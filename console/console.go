@@ -196,6 +196,7 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET "+p+"events", c.signedIn(c.serveEvents))
 	mux.HandleFunc("GET "+p+"machines", c.signedIn(c.machines))
 	mux.HandleFunc("GET "+p+"machines/{id}", c.signedIn(c.machinePage))
+	mux.HandleFunc("POST "+p+"machines/{id}/{action}", c.signedIn(c.machineAction))
 	mux.HandleFunc("GET "+p+"fleet", c.signedIn(c.fleetPage))
 	mux.HandleFunc("GET "+p+"suspensions/{id}", c.signedIn(c.suspensionPage))
 	mux.HandleFunc("POST "+p+"suspensions/{id}/{action}", c.signedIn(c.decide))

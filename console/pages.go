@@ -133,29 +133,6 @@ func (d inboxData) matches(r Row) bool {
 		(text == "" || strings.Contains(strings.ToLower(r.Reason+"\n"+r.Name+"\n"+r.Input+"\n"+r.Metadata+"\n"+r.MachineID), text))
 }
 
-// machinesData is the machines page's data: the machines, and those a
-// sweep parked (a store that keeps them: SQLite; a fleet shows its own in
-// the fleet view).
-type machinesData struct {
-	IDs    []string
-	Parked []durable.Parked
-}
-
-func (c *Console) machines(w http.ResponseWriter, r *http.Request, who string) {
-	ids, err := c.runner.Machines(r.Context())
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	slices.Sort(ids)
-	parked, err := c.runner.Parked(r.Context(), fleetLimit)
-	if err != nil && !errors.Is(err, durable.ErrUnsupported) {
-		c.fail(w, r, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "machines", page{Title: "Machines", Data: machinesData{ids, parked}}, who)
-}
-
 // suspensionData is the suspension page's data.
 type suspensionData struct {
 	Entry     store.Suspension
@@ -280,8 +257,9 @@ type machineData struct {
 	Answer   string
 	Graph    string
 	// Decided is the suspension the person just decided, from the
-	// decide form's redirect.
-	Decided string
+	// decide form's redirect; Done the operator's action just taken
+	// (retry, cancel), from the machines list's.
+	Decided, Done string
 	// State is what the machine is doing (durable.State); Stalled says
 	// why a run cut short waits, and what continues it.
 	State   durable.State
@@ -316,7 +294,7 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 		return
 	}
 	root := m.Root()
-	d := machineData{ID: id, Revision: rev, Decided: r.URL.Query().Get("decided"), Audit: c.audit.status(r.Context(), c.now())}
+	d := machineData{ID: id, Revision: rev, Decided: r.URL.Query().Get("decided"), Done: r.URL.Query().Get("done"), Audit: c.audit.status(r.Context(), c.now())}
 	for _, call := range m.Pending() {
 		if in, _ := root.FindCall(call.SuspendID); in != nil {
 			d.Requests = append(d.Requests, c.request(&call, in.Node, c.now()))
