@@ -60,7 +60,7 @@ func governedStack(t *testing.T, policy *instance.Policy, clock func() time.Time
 	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{pay}})
 	require.NoError(t, err)
 	charter, err := machine.NewCharter(machine.CharterConfig{Nodes: []*node.Node{d}, Model: modelCalling("pay_out",
-		payout{Order: 7, Amount: 1250000, Due: "2026-12-01", Method: "card"})})
+		func(order int) any { return payout{Order: order, Amount: 178571 * order, Due: "2026-12-01", Method: "card"} })})
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "console.db")
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
@@ -79,16 +79,19 @@ func governedStack(t *testing.T, policy *instance.Policy, clock func() time.Time
 	return newStack(t, console.Config{Runner: r, Charter: charter, Audit: st, Now: clock}), db
 }
 
-// modelCalling is a model that calls tool with input, then reports the
-// tool's result.
-func modelCalling(tool string, input any) *scripted.Model {
+// modelCalling is a model that, asked to "refund order N", calls tool
+// with input(N), then reports the tool's result.
+func modelCalling(tool string, input func(order int) any) *scripted.Model {
 	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		for _, p := range req.Messages[len(req.Messages)-1].Parts {
+		last := req.Messages[len(req.Messages)-1]
+		for _, p := range last.Parts {
 			if p.Kind == message.KindToolResult {
 				return scripted.Text("Done: " + p.Text), nil
 			}
 		}
-		return scripted.Tool(tool, input), nil
+		var order int
+		_, _ = fmt.Sscanf(last.Text(), "refund order %d", &order)
+		return scripted.Tool(tool, input(order)), nil
 	})
 }
 
@@ -104,7 +107,7 @@ func TestDecidePageInPeoplesWords(t *testing.T) {
 	_, body := signedIn(t, s, "ada").get("/ui/suspensions/" + id)
 	for _, want := range []string{
 		`The tool <code>pay_out</code>`, `send the customer&#39;s money back`,
-		`<dt>amount</dt><dd data-name="amount">1,250,000<br><small>in cents</small>`,
+		`<dt>amount</dt><dd data-name="amount">1,249,997<br><small>in cents</small>`,
 		`<dt>due</dt><dd data-name="due">Tue 1 Dec 2026</dd>`,
 		`<dd class="asked-by">the agent, at node desk</dd>`,
 		`then the call fails: the agent is told no one decided in time`,
@@ -174,7 +177,7 @@ func TestDecidePageGovernance(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, status)
 	_, body = bob.get(page)
 	require.Regexp(t, `1 of 2 approvals<br>approved by ada · <time`, body)
-	require.Contains(t, body, "Audit log: intact, 1 entries")
+	require.Contains(t, body, "Audit log: intact, 1 entry")
 	_, body = bob.get("/ui/machines/m1")
 	require.Contains(t, body, "1 of 2 approvals", "the machine page shows the request too")
 

@@ -31,7 +31,10 @@ const inboxLimit = 500
 type Row struct {
 	store.Suspension
 	Node, InstanceID string
-	Input, Metadata  string
+	// Input and Metadata are the call's, as JSON (the text filter
+	// searches them); Items and Details the same laid out for people.
+	Input, Metadata string
+	Items, Details  []Item
 	// Waiting, Left and Overdue are a pending suspension's: how long it
 	// has waited, the time left to its deadline, and whether that passed.
 	Waiting, Left string
@@ -123,6 +126,8 @@ func (c *Console) row(ctx context.Context, machines map[string]*machine.Machine,
 	if in, call := m.Root().FindCall(e.ID); call != nil {
 		row.Node, row.InstanceID = in.Node, in.ID
 		row.Input, row.Metadata = pretty(call.Input), pretty(call.Metadata)
+		_, inputSchema := c.tool(in.Node, call)
+		row.Items, row.Details = layout(call.Input, inputSchema), layout(call.Metadata, nil)
 	}
 	return row
 }
@@ -180,19 +185,26 @@ func (c *Console) request(call *instance.SuspendedCall, node string, now time.Ti
 	q := &Request{SuspendID: call.SuspendID, Reason: call.Reason, Kind: string(call.Kind), Name: call.Name, Node: node,
 		AskedBy: asker(call, node), Asked: call.SuspendedAt, Deadline: call.Deadline, Governance: governance(call)}
 	var inputSchema json.RawMessage
-	if n := c.charter.Node(node); n != nil && call.Kind == instance.KindTool {
-		for _, t := range n.Tools() {
-			if t.Spec.Name == call.Name {
-				q.Description, inputSchema = t.Spec.Description, t.Spec.InputSchema
-			}
-		}
-	}
+	q.Description, inputSchema = c.tool(node, call)
 	q.Input, q.Metadata = layout(call.Input, inputSchema), layout(call.Metadata, nil)
 	if !call.Deadline.IsZero() {
 		q.Left, q.Overdue = until(now, call.Deadline), !now.Before(call.Deadline)
 		q.AtDeadline = onTimeout(call.OnTimeout)
 	}
 	return q
+}
+
+// tool is the description and input schema of the tool call of node
+// suspended, from the charter (none for another kind of call).
+func (c *Console) tool(node string, call *instance.SuspendedCall) (description string, inputSchema json.RawMessage) {
+	if n := c.charter.Node(node); n != nil && call.Kind == instance.KindTool {
+		for _, t := range n.Tools() {
+			if t.Spec.Name == call.Name {
+				return t.Spec.Description, t.Spec.InputSchema
+			}
+		}
+	}
+	return "", nil
 }
 
 // lookup finds a suspension's index entry and, while it is pending, its
