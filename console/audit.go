@@ -16,10 +16,10 @@ import (
 // appended since).
 const AuditRecheck = time.Minute
 
-// AuditStatus is the audit log's verification (store.VerifyAudit) as the
+// auditStatus is the audit log's verification (store.VerifyAudit) as the
 // console last made it: At when, Entries how many entries were checked,
 // and Problem what broke the chain ("" when intact).
-type AuditStatus struct {
+type auditStatus struct {
 	Entries int64
 	Signed  bool
 	Problem string
@@ -34,14 +34,14 @@ type auditCheck struct {
 	key ed25519.PublicKey
 	mu  sync.Mutex
 	// last is the last verification, of the log whose head was head.
-	last *AuditStatus
+	last *auditStatus
 	head int64
 }
 
 // status returns the log's verification, walking it again when the last
 // is stale; nil without a log. A store failure is reported as the
 // problem (the page still shows).
-func (a *auditCheck) status(ctx context.Context, now time.Time) *AuditStatus {
+func (a *auditCheck) status(ctx context.Context, now time.Time) *auditStatus {
 	if a == nil || a.log == nil {
 		return nil
 	}
@@ -51,7 +51,7 @@ func (a *auditCheck) status(ctx context.Context, now time.Time) *AuditStatus {
 	if err == nil && a.last != nil && head == a.head && now.Sub(a.last.At) < AuditRecheck {
 		return a.last
 	}
-	st := &AuditStatus{At: now, Signed: a.key != nil}
+	st := &auditStatus{At: now, Signed: a.key != nil}
 	if err == nil {
 		st.Entries, err = store.VerifyAudit(ctx, a.log, a.key, nil)
 	}

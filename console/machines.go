@@ -40,8 +40,8 @@ const (
 // machineStatuses are the statuses the list filters by, in its order.
 var machineStatuses = []string{statusActive, statusQueued, statusWaiting, statusStalled, statusParked, statusFinished, statusNew}
 
-// MachineRow is one machine of the machines list.
-type MachineRow struct {
+// machineEntry is one machine of the machines list.
+type machineEntry struct {
 	ID, Status string
 	// Nodes are the nodes its current instances run.
 	Nodes []string
@@ -59,7 +59,7 @@ type MachineRow struct {
 type machinesData struct {
 	Query, Status string
 	Statuses      []string
-	Rows          []MachineRow
+	Rows          []machineEntry
 	// Page counts from 1; Prev and Next are the neighbouring pages'
 	// links ("" for none); Total the machines matched; Capped that a
 	// search stopped after machinesScan machines.
@@ -110,7 +110,7 @@ func (c *Console) machineRows(ctx context.Context, d *machinesData) error {
 			d.Rows = append(d.Rows, row)
 		}
 	} else {
-		var matched []MachineRow
+		var matched []machineEntry
 		for i, id := range ids {
 			if i == machinesScan {
 				d.Capped = true
@@ -169,15 +169,15 @@ func (c *Console) parkedErrors(ctx context.Context) (map[string][]string, error)
 
 // machineRow reads machine id's status and current nodes. A machine
 // deleted since it was listed is left out (an empty row's ID).
-func (c *Console) machineRow(ctx context.Context, id string, parked map[string][]string) (MachineRow, error) {
+func (c *Console) machineRow(ctx context.Context, id string, parked map[string][]string) (machineEntry, error) {
 	st, err := c.statuser.Status(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return MachineRow{ID: id, Status: statusNew}, nil
+		return machineEntry{ID: id, Status: statusNew}, nil
 	}
 	if err != nil {
-		return MachineRow{}, err
+		return machineEntry{}, err
 	}
-	row := MachineRow{ID: id, Updated: st.UpdatedAt, Pending: len(st.Pending), Errors: st.Errors}
+	row := machineEntry{ID: id, Updated: st.UpdatedAt, Pending: len(st.Pending), Errors: st.Errors}
 	switch st.State {
 	case durable.StateRunning:
 		row.Status = statusActive

@@ -60,7 +60,9 @@ func governedStack(t *testing.T, policy *instance.Policy, clock func() time.Time
 	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{pay}})
 	require.NoError(t, err)
 	charter, err := machine.NewCharter(machine.CharterConfig{Nodes: []*node.Node{d}, Model: modelCalling("pay_out",
-		func(order int) any { return payout{Order: order, Amount: 178571 * order, Due: "2026-12-01", Method: "card"} })})
+		func(order int) any {
+			return payout{Order: order, Amount: 178571 * order, Due: "2026-12-01", Method: "card"}
+		})})
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "console.db")
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})

@@ -34,7 +34,7 @@ type Row struct {
 	// Input and Metadata are the call's, as JSON (the text filter
 	// searches them); Items and Details the same laid out for people.
 	Input, Metadata string
-	Items, Details  []Item
+	Items, Details  []item
 	// Waiting, Left and Overdue are a pending suspension's: how long it
 	// has waited, the time left to its deadline, and whether that passed.
 	Waiting, Left string
@@ -154,15 +154,15 @@ type suspensionData struct {
 	// Outcome is how the suspension was decided, once it was.
 	Outcome Outcome
 	// Request is what is being decided, in people's words.
-	Request *Request
+	Request *callView
 	// Audit is the audit log's verification, when the console has one.
-	Audit *AuditStatus
+	Audit *auditStatus
 }
 
-// Request is a pending call as the decide page and the machine page lay
+// callView is a pending call as the decide page and the machine page lay
 // it out: who asked and when, what the tool or command will do with
 // which input, the deadline and what happens at it, and who may decide.
-type Request struct {
+type callView struct {
 	SuspendID, Reason string
 	// Kind and Name are the call's ("tool", "approve_refund");
 	// Description is the tool's, from the charter.
@@ -171,18 +171,18 @@ type Request struct {
 	AskedBy                 string
 	Asked                   time.Time
 	// Input and Metadata are laid out by the tool's input schema.
-	Input, Metadata []Item
+	Input, Metadata []item
 	// Deadline is zero when there is none; Left the time left, or how
 	// long ago it passed (Overdue); AtDeadline what happens then.
 	Deadline         time.Time
 	Left, AtDeadline string
 	Overdue          bool
-	Governance       *Governance
+	Governance       *policyView
 }
 
 // request lays pending call of node out for people, at now.
-func (c *Console) request(call *instance.SuspendedCall, node string, now time.Time) *Request {
-	q := &Request{SuspendID: call.SuspendID, Reason: call.Reason, Kind: string(call.Kind), Name: call.Name, Node: node,
+func (c *Console) request(call *instance.SuspendedCall, node string, now time.Time) *callView {
+	q := &callView{SuspendID: call.SuspendID, Reason: call.Reason, Kind: string(call.Kind), Name: call.Name, Node: node,
 		AskedBy: asker(call, node), Asked: call.SuspendedAt, Deadline: call.Deadline, Governance: governance(call)}
 	var inputSchema json.RawMessage
 	q.Description, inputSchema = c.tool(node, call)
@@ -265,7 +265,7 @@ type machineData struct {
 	Messages []Line
 	// Requests are the pending calls, laid out as the decide page does:
 	// what the machine waits for.
-	Requests []*Request
+	Requests []*callView
 	Answer   string
 	Graph    string
 	// Decided is the suspension the person just decided, from the
@@ -278,7 +278,7 @@ type machineData struct {
 	Queued  int
 	Stalled string
 	// Audit is the audit log's verification, when the console has one.
-	Audit *AuditStatus
+	Audit *auditStatus
 }
 
 // TreeRow is one instance of the machine page's tree.

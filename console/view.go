@@ -12,12 +12,12 @@ import (
 	"github.com/markov-agents/markov/internal/errtext"
 )
 
-// Item is one value of a call's input or metadata, laid out for people:
+// item is one value of a call's input or metadata, laid out for people:
 // Label is the schema's title (else the name), Description the schema's,
 // Value the value formatted (an amount grouped, a date as a date, an
 // option as its text, yes or no); Block marks a value that keeps its
 // lines (a nested object, as indented JSON).
-type Item struct {
+type item struct {
 	Name, Label, Description, Value string
 	Block                           bool
 }
@@ -26,7 +26,7 @@ type Item struct {
 // be empty): the properties of an object in the schema's order, then any
 // others in the order written, each labelled by its title; a value that
 // is not an object is one item named "input".
-func layout(raw, schemaRaw json.RawMessage) []Item {
+func layout(raw, schemaRaw json.RawMessage) []item {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
@@ -37,7 +37,7 @@ func layout(raw, schemaRaw json.RawMessage) []Item {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(raw, &fields) != nil {
 		v, block := human(raw, &s)
-		return []Item{{Name: "input", Label: "input", Value: v, Block: block}}
+		return []item{{Name: "input", Label: "input", Value: v, Block: block}}
 	}
 	names := slices.Clone(s.order)
 	for _, k := range objectKeys(raw) {
@@ -45,7 +45,7 @@ func layout(raw, schemaRaw json.RawMessage) []Item {
 			names = append(names, k)
 		}
 	}
-	var out []Item
+	var out []item
 	for _, n := range names {
 		v, ok := fields[n]
 		if !ok {
@@ -55,7 +55,7 @@ func layout(raw, schemaRaw json.RawMessage) []Item {
 		if p == nil {
 			p = &schema{}
 		}
-		it := Item{Name: n, Label: n, Description: p.Description}
+		it := item{Name: n, Label: n, Description: p.Description}
 		if p.Title != "" {
 			it.Label = p.Title
 		}
@@ -154,10 +154,10 @@ func onTimeout(a instance.TimeoutAction) string {
 	return "the call fails: the agent is told no one decided in time"
 }
 
-// Governance is what the decide and machine pages show of a call's
+// policyView is what the decide and machine pages show of a call's
 // policy (#33): who may decide, how many must, who has, and the digest
 // decisions name.
-type Governance struct {
+type policyView struct {
 	// Who says who may decide ("ada, bob or a member of managers");
 	// Rules the policy's other rules, in words.
 	Who   string
@@ -171,11 +171,11 @@ type Governance struct {
 
 // governance describes call's policy and decisions; nil for a call that
 // has neither a policy nor a digest.
-func governance(call *instance.SuspendedCall) *Governance {
+func governance(call *instance.SuspendedCall) *policyView {
 	if call == nil || (call.Policy == nil && call.Digest == "") {
 		return nil
 	}
-	g := &Governance{Digest: call.Digest, Decisions: call.Decisions, Who: "anyone signed in"}
+	g := &policyView{Digest: call.Digest, Decisions: call.Decisions, Who: "anyone signed in"}
 	p := call.Policy
 	if p == nil {
 		return g
