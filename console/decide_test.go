@@ -73,8 +73,8 @@ func TestDecisionAnswersAtOnce(t *testing.T) {
 	require.Contains(t, body, "ada decided this suspension first; your decision was not applied.")
 
 	release()
-	body = ada.waitPage("/ui/machines/m1", "Refund approved")
-	require.Contains(t, body, `<span class="status done">done</span>`)
+	body = ada.waitPage("/ui/machines/m1", `<span class="status done">done</span>`) // the answer is saved, then the run ends
+	require.Contains(t, body, "Refund approved")
 	_, body = ada.get(page)
 	require.Contains(t, body, "This suspension was <b>approved</b> by <b>ada</b>")
 }
@@ -112,11 +112,7 @@ func TestDecisionModelDownRetried(t *testing.T) {
 	g := &gate{}
 	charter, err := charterWith(g.model())
 	require.NoError(t, err)
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "console.db")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	r, err := durable.New(durable.Config{Store: st, Charter: charter, Retry: durable.Retry{Attempts: 5, Backoff: 10 * time.Millisecond}})
-	require.NoError(t, err)
+	_, r := openWith(t, filepath.Join(t.TempDir(), "console.db"), durable.Config{Charter: charter, Retry: durable.Retry{Attempts: 5, Backoff: 10 * time.Millisecond}})
 	s := newStack(t, console.Config{Runner: r, Charter: charter})
 	id := s.park(t, "m1", 42)
 	g.failNext(1)

@@ -218,11 +218,25 @@ func (f Form) decode(v url.Values) (any, error) {
 		v = cloneValues(v)
 		v.Set(f.YesNo, d)
 	}
+	return f.payload(v, false)
+}
+
+// payload decodes the fields' values: the one value, or an object of the
+// fields (empty optional fields left out). For a Reject none is
+// required: a required field left blank gets its type's zero value, or
+// is left out when it has none.
+func (f Form) payload(v url.Values, reject bool) (any, error) {
 	if !f.Object {
 		return f.Fields[0].decode(v)
 	}
 	out := make(map[string]any, len(f.Fields))
 	for _, fl := range f.Fields {
+		if reject && fl.Required && fl.Kind != kindBoolean && strings.TrimSpace(v.Get(fl.Name)) == "" {
+			if z, ok := zeroOf[fl.Kind]; ok {
+				out[fl.Name] = z
+			}
+			continue
+		}
 		x, err := fl.decode(v)
 		if err != nil {
 			return nil, err
@@ -310,28 +324,7 @@ func (f Form) decodeReject(v url.Values) (any, error) {
 	}
 	v = cloneValues(v)
 	v.Set(f.YesNo, "false")
-	if !f.Object {
-		return false, nil
-	}
-	out := make(map[string]any, len(f.Fields))
-	for _, fl := range f.Fields {
-		blank := strings.TrimSpace(v.Get(fl.Name)) == ""
-		if blank && fl.Required && fl.Kind != kindBoolean {
-			if z, ok := zeroOf[fl.Kind]; ok {
-				out[fl.Name] = z
-			}
-			continue
-		}
-		fl.Required = false
-		x, err := fl.decode(v)
-		if err != nil {
-			return nil, err
-		}
-		if x != nil {
-			out[fl.Name] = x
-		}
-	}
-	return out, nil
+	return f.payload(v, true)
 }
 
 // zeroOf are the zero values a Reject gives required fields left blank.

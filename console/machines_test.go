@@ -43,12 +43,13 @@ func TestMachinesList(t *testing.T) {
 	page := "/ui/suspensions/" + done
 	status, _, _ := c.post(page, page+"/resume", url.Values{"_decision": {"true"}})
 	require.Equal(t, http.StatusSeeOther, status)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, s.runner.Wait(waitCtx)) // m-done's run ends before the model goes down
 	g.failNext(1)
 	page = "/ui/suspensions/" + stalled
 	status, _, _ = c.post(page, page+"/resume", url.Values{"_decision": {"true"}})
 	require.Equal(t, http.StatusSeeOther, status)
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	require.NoError(t, s.runner.Wait(waitCtx))
 
 	_, body := c.get("/ui/machines")

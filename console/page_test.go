@@ -24,7 +24,6 @@ import (
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
-	"github.com/markov-agents/markov/store/sqlite"
 )
 
 // payout is a tool input whose fields a person reads: an amount, a date,
@@ -65,16 +64,7 @@ func governedStack(t *testing.T, policy *instance.Policy, clock func() time.Time
 		})})
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "console.db")
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	r, err := durable.New(durable.Config{Store: st, Charter: charter})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = r.Wait(ctx)
-	})
+	st, r := openWith(t, path, durable.Config{Charter: charter})
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
