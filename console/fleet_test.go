@@ -96,4 +96,8 @@ func TestParkedWithoutFleet(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "parked", machineStatus(t, body, "m1"))
 	require.Contains(t, body, `<pre class="error">decode machine m1: bad tree</pre>`)
+	_, body = c.get("/ui/machines/m1")
+	require.Contains(t, body, "given up after its last attempt", "the machine page says it is parked")
+	require.Contains(t, body, `<pre class="error">decode machine m1: bad tree</pre>`)
+	require.Contains(t, body, `action="/ui/machines/m1/retry"`)
 }

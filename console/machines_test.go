@@ -67,6 +67,9 @@ func TestMachinesList(t *testing.T) {
 	_, body = c.get("/ui/machines?q=nothing-like-it")
 	require.Contains(t, body, "No machines match.")
 
+	_, body = c.get("/ui/machines/m-stalled")
+	require.Contains(t, body, `action="/ui/machines/m-stalled/retry"`, "the machine page offers the retry too")
+
 	// Retry: refused unconfirmed, nothing done; then the run goes on.
 	status, _, body = c.post("/ui/machines", "/ui/machines/m-stalled/retry", url.Values{})
 	require.Equal(t, http.StatusUnprocessableEntity, status)

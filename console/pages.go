@@ -279,6 +279,10 @@ type machineData struct {
 	Stalled string
 	// Audit is the audit log's verification, when the console has one.
 	Audit *auditStatus
+	// Errors are the failed attempts' of a parked machine; Retry offers
+	// to run a stalled or parked machine again.
+	Errors []string
+	Retry  bool
 }
 
 // TreeRow is one instance of the machine page's tree.
@@ -327,6 +331,16 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 			d.Stalled = "The agent's last attempt failed; the fleet tries it again shortly."
 		}
 	}
+	parked, err := c.parkedErrors(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if errs, ok := parked[id]; ok || st.State == durable.StateParked {
+		d.Stalled = "The agent's run was given up after its last attempt; retry it once the cause is fixed."
+		d.Errors = append(errs, st.Errors...)
+	}
+	d.Retry = d.Stalled != "" && st.State != durable.StateRunning
 	current := map[string]bool{}
 	d.Tree = treeRows(root, 0, nil, current)
 	history := m.History()
