@@ -23,6 +23,7 @@ import (
 const (
 	machinesPage = 25
 	machinesScan = 2000
+	maxPage      = 1 << 20
 )
 
 // Machine statuses, as the machines list words durable.State for
@@ -77,7 +78,7 @@ func (c *Console) machines(w http.ResponseWriter, r *http.Request, who string) {
 		d.Status = ""
 	}
 	d.Page, _ = strconv.Atoi(q.Get("page"))
-	d.Page = max(d.Page, 1)
+	d.Page = min(max(d.Page, 1), maxPage) // (page-1)*machinesPage must not overflow
 	if err := c.machineRows(r.Context(), &d); err != nil {
 		c.fail(w, r, err)
 		return

@@ -138,3 +138,23 @@ func TestMachinesListFleet(t *testing.T) {
 	_, body = c.get("/ui/machines?status=waiting")
 	require.Equal(t, 1, strings.Count(body, `class="machine"`))
 }
+
+// FuzzMachinesQuery: any search, status and page in the machines list's
+// query answers 200, never a panic or an error page.
+func FuzzMachinesQuery(f *testing.F) {
+	s := newStack(f, console.Config{})
+	s.park(f, "m-waiting", 1)
+	c := signedIn(f, s, "ada")
+	f.Add("m-wait", "waiting", "1")
+	f.Add("", "nonsense", "-5")
+	f.Add("DESK", "", "99999999999999999999")
+	f.Add("%00\n<script>", "parked", "2")
+	f.Fuzz(func(t *testing.T, q, status, page string) {
+		ct := *c // the client, reporting to this run
+		ct.t = t
+		code, body := ct.get("/ui/machines?" + url.Values{"q": {q}, "status": {status}, "page": {page}}.Encode())
+		if code != http.StatusOK || !strings.Contains(body, `id="machines"`) {
+			t.Fatalf("q=%q status=%q page=%q: %d", q, status, page, code)
+		}
+	})
+}
