@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +17,10 @@ import (
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 )
@@ -76,10 +75,8 @@ func governedStack(t *testing.T, policy *instance.Policy, clock func() time.Time
 func modelCalling(tool string, input func(order int) any) *scripted.Model {
 	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
 		last := req.Messages[len(req.Messages)-1]
-		for _, p := range last.Parts {
-			if p.Kind == message.KindToolResult {
-				return scripted.Text("Done: " + p.Text), nil
-			}
+		if done, ok := testkit.Reported(last); ok {
+			return scripted.Text(done), nil
 		}
 		var order int
 		_, _ = fmt.Sscanf(last.Text(), "refund order %d", &order)
@@ -152,10 +149,8 @@ func TestRejectWithoutFilling(t *testing.T) {
 // progress of a quorum (who, when), the digest, and whether the audit
 // log verifies — broken once a row of it is changed (#33 point 6).
 func TestDecidePageGovernance(t *testing.T) {
-	start := time.Now()
-	var ahead atomic.Int64 // how far the console's clock is ahead
-	clock := func() time.Time { return start.Add(time.Duration(ahead.Load())) }
-	s, db := governedStack(t, &instance.Policy{Subjects: []string{"ada", "bob", "cy"}, Quorum: 2, FirstDenyRejects: true}, clock)
+	clock := testkit.NewClock(time.Now()) // the console's
+	s, db := governedStack(t, &instance.Policy{Subjects: []string{"ada", "bob", "cy"}, Quorum: 2, FirstDenyRejects: true}, clock.Now)
 	id := s.park(t, "m1", 7)
 	page := "/ui/suspensions/" + id
 	ada, bob := signedIn(t, s, "ada"), signedIn(t, s, "bob")
@@ -175,7 +170,7 @@ func TestDecidePageGovernance(t *testing.T) {
 
 	_, err := db.Exec(`UPDATE audit_log SET entry = CAST('{"forged":true}' AS BLOB) WHERE seq = 1`)
 	require.NoError(t, err)
-	ahead.Store(int64(console.AuditRecheck))
+	clock.Advance(console.AuditRecheck)
 	_, body = bob.get(page)
 	require.Contains(t, body, "Audit log: <b>broken — entry 1 changed")
 
@@ -189,10 +184,9 @@ func TestDecidePageGovernance(t *testing.T) {
 // their deadline (#29).
 func TestInboxByDeadline(t *testing.T) {
 	start := time.Now()
-	var ahead atomic.Int64
-	clock := func() time.Time { return start.Add(time.Duration(ahead.Load())) }
+	clock := testkit.NewClock(start)
 	r := openRunner(t, filepath.Join(t.TempDir(), "console.db"))
-	s := newStack(t, console.Config{Runner: r, Now: clock})
+	s := newStack(t, console.Config{Runner: r, Now: clock.Now})
 	// m-soon asks first, so its hour ends first: the old inbox, newest
 	// first, put it last.
 	sid := s.park(t, "m-soon", 1)
@@ -204,7 +198,7 @@ func TestInboxByDeadline(t *testing.T) {
 	require.NotContains(t, body, `class="badge overdue"`)
 	require.Less(t, strings.Index(body, "order 1<"), strings.Index(body, "order 2<"), "the soonest deadline first")
 
-	ahead.Store(int64(call.Deadline.Sub(start) + time.Minute))
+	clock.Set(call.Deadline.Add(time.Minute))
 	_, body = ada.get("/ui/")
 	require.Equal(t, 2, strings.Count(body, `<span class="badge overdue">Overdue</span>`))
 	require.Contains(t, body, `<tr class="row late"`)
