@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
@@ -20,6 +21,7 @@ import (
 	"github.com/markov-agents/markov/internal/faillimit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
 )
 
 //go:embed templates/*.html
@@ -81,6 +83,13 @@ type Config struct {
 	// IP address of r.RemoteAddr if nil); behind reverse proxies, use
 	// resumehttp.TrustedProxies.
 	ClientKey func(r *http.Request) string
+	// Audit, if set, is the audit log of the Runner's store (a store that
+	// is a store.AuditLog): the decide and machine pages show whether it
+	// verifies (store.VerifyAudit), checked again at most once per
+	// AuditRecheck unless entries were appended. AuditKey, if set, is the
+	// public key its entries' signatures must verify with.
+	Audit    store.AuditLog
+	AuditKey ed25519.PublicKey
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 	// Logger receives failures and sign-ins (silent if nil).
@@ -110,6 +119,7 @@ type Console struct {
 	log        *slog.Logger
 	auth       *auth
 	signIns    *faillimit.Limit
+	audit      *auditCheck
 	client     func(*http.Request) string
 	mux        *http.ServeMux
 }
@@ -152,6 +162,9 @@ func New(cfg Config) (*Console, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Audit != nil {
+		c.audit = &auditCheck{log: cfg.Audit, key: cfg.AuditKey}
+	}
 	c.signIns = faillimit.New(cmp.Or(cfg.SignInBurst, DefaultSignInBurst), cmp.Or(cfg.SignInRefill, DefaultSignInRefill), maxSignInClients)
 	c.client = cfg.ClientKey
 	if c.client == nil {
@@ -188,6 +201,7 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET "+p+"events", c.signedIn(c.serveEvents))
 	mux.HandleFunc("GET "+p+"machines", c.signedIn(c.machines))
 	mux.HandleFunc("GET "+p+"machines/{id}", c.signedIn(c.machinePage))
+	mux.HandleFunc("POST "+p+"machines/{id}/{action}", c.signedIn(c.machineAction))
 	mux.HandleFunc("GET "+p+"fleet", c.signedIn(c.fleetPage))
 	mux.HandleFunc("GET "+p+"deliveries", c.signedIn(c.deliveriesPage))
 	mux.HandleFunc("POST "+p+"deliveries/{id}/redeliver", c.signedIn(c.redeliver))
@@ -365,7 +379,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
 	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines", "fleet", "deliveries", "error"} {
-		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/request.html", "templates/"+name+".html"))
 	}
 	return out
 }()

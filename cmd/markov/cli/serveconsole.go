@@ -8,6 +8,7 @@ import (
 
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/webhook"
 )
 
@@ -38,6 +39,9 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Con
 	}
 	cfg := console.Config{Runner: db.Runner, Acceptor: rc.Acceptor, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger,
 		ClientKey: rc.ClientKey} // the API's: behind trusted proxies, the forwarded address
+	if l, ok := db.Store.(store.AuditLog); ok {
+		cfg.Audit = l // the decide and machine pages show whether it verifies
+	}
 	if db.Fleet != nil {
 		cfg.Fleet = db.Fleet // the fleet view (a nil *fleet.Fleet would not be a nil FleetView)
 	}
