@@ -99,6 +99,10 @@ type Config struct {
 	// save that applies them, and refusals (ed25519 over the entry).
 	// `markov audit verify` checks the signatures with the public key.
 	AuditKey ed25519.PrivateKey
+	// Retry, when its Attempts are set, tries a run in the background
+	// that failed again, with backoff (see [Retry]); by default such a
+	// machine waits, idle, for its next input or [Runner.Recover].
+	Retry Retry
 }
 
 // Runner runs machines durably. It is safe for concurrent use; several
@@ -122,6 +126,8 @@ type Runner struct {
 	histories *histories
 	// auditKey is Config.AuditKey.
 	auditKey ed25519.PrivateKey
+	// retry is Config.Retry.
+	retry Retry
 }
 
 // New returns a Runner.
@@ -129,7 +135,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Store == nil || cfg.Charter == nil {
 		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
-	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store), auditKey: cfg.AuditKey}
+	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store), auditKey: cfg.AuditKey, retry: cfg.Retry}
 	if _, ok := cfg.Store.(store.TailLoader); ok {
 		r.histories = newHistories(cfg.HistoryCache)
 	}

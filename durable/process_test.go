@@ -41,6 +41,8 @@ func child(role string) int {
 		return childHookSuspend()
 	case "effect":
 		return childEffect()
+	case "effecttx":
+		return childEffectTx()
 	case "govern":
 		return childGovern()
 	}

@@ -116,7 +116,7 @@ var layers = map[string]rule{
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp": {layer: 7, also: []string{"durable"}},
 	// console is the web page for approvers and operators (layer 8).
-	"console": {layer: 8, also: []string{"durable/fleet"}},
+	"console": {layer: 8, also: []string{"durable/fleet", "webhook"}},
 	// acp is the Agent Client Protocol agent (layer 8); acp/acpdemo the
 	// charter of its demo, an example.
 	"acp": {layer: 8},

@@ -961,17 +961,30 @@ func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, 
 	if err := store.CheckEffect(e); err != nil {
 		return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
 	}
+	e, created, err := s.beginEffect(ctx, s.pool, e)
+	if err != nil {
+		return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
+	}
+	return e, created, nil
+}
+
+// beginEffect records e as started through db (the pool, or a
+// transaction) unless an entry of e.Key exists, and returns the entry
+// and whether it created it.
+func (s *Store) beginEffect(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, e store.Effect) (store.Effect, bool, error) {
 	for range 3 {
 		var status string
 		var ended *time.Time
 		var created bool
-		err := s.pool.QueryRow(ctx, s.q.beginEffect, e.Key, e.MachineID, e.Name, e.Digest).
+		err := db.QueryRow(ctx, s.q.beginEffect, e.Key, e.MachineID, e.Name, e.Digest).
 			Scan(&e.MachineID, &e.Name, &e.Digest, &status, &e.Result, &e.StartedAt, &ended, &created)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // another transaction's row, committed after our snapshot
 		}
 		if err != nil {
-			return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
+			return store.Effect{}, false, err
 		}
 		e.Status, e.StartedAt = store.EffectStatus(status), e.StartedAt.UTC()
 		if ended != nil {
@@ -979,7 +992,47 @@ func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, 
 		}
 		return e, created, nil
 	}
-	return store.Effect{}, false, fmt.Errorf("postgres: begin effect %q: %w: the entry changed under every read", e.Key, store.ErrConflict)
+	return store.Effect{}, false, fmt.Errorf("%q: %w: the entry changed under every read", e.Key, store.ErrConflict)
+}
+
+// RunEffectTx implements [store.TxEffectJournal]: fn's tx is a pgx.Tx
+// (read committed). Its entry is inserted first, started, in the
+// transaction: another run of the same effect waits on it until this one
+// commits (and then finds it done) or rolls back (and then runs).
+func (s *Store) RunEffectTx(ctx context.Context, e store.Effect, fn func(ctx context.Context, tx any) ([]byte, error)) (store.Effect, bool, error) {
+	if err := store.CheckEffectTx(e); err != nil {
+		return store.Effect{}, false, fmt.Errorf("postgres: run effect: %w", err)
+	}
+	var fnErr error
+	ran := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if e.Key != "" {
+			stored, created, err := s.beginEffect(ctx, tx, e)
+			if err != nil || !created {
+				e = stored
+				return err
+			}
+		}
+		result, err := fn(ctx, tx)
+		if err != nil {
+			fnErr = err
+			return err
+		}
+		e.Status, e.Result = store.EffectDone, result
+		if e.Key != "" {
+			err = tx.QueryRow(ctx, s.q.endEffect+` RETURNING started_at, ended_at`, e.Key, string(store.EffectDone), result).Scan(&e.StartedAt, &e.EndedAt)
+			e.StartedAt, e.EndedAt = e.StartedAt.UTC(), e.EndedAt.UTC()
+		}
+		ran = err == nil
+		return err
+	})
+	switch {
+	case fnErr != nil:
+		return store.Effect{}, false, fnErr
+	case err != nil:
+		return store.Effect{}, false, fmt.Errorf("postgres: run effect %q: %w", e.Key, err)
+	}
+	return e, ran, nil
 }
 
 // EndEffect implements [store.EffectJournal].

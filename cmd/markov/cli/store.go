@@ -103,7 +103,7 @@ func (c *CLI) open(ctx context.Context, mustExist, readOnly bool) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := durable.New(durable.Config{Store: st, Charter: c.Charter, Logger: c.Logger})
+	r, err := durable.New(durable.Config{Store: st, Charter: c.Charter, Logger: c.Logger, Retry: c.retry})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
