@@ -2,13 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
-
-// ErrRuleSpent is returned by [RuleUses.UseRule] when a rule has no use
-// left.
-var ErrRuleSpent = errors.New("store: rule has no use left")
 
 // RuleUses is the optional capability of a [Store] that counts the uses
 // of standing approval rules (package standing), fleet-wide: a use is
