@@ -52,9 +52,9 @@ import (
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
-	"github.com/markov-agents/markov/standing"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
+	"github.com/markov-agents/markov/standing"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres"
 )
