@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
@@ -21,10 +22,21 @@ type ruleUse struct {
 }
 
 // decider is a session's machine.Decider: it matches the runner's rules
-// and takes a use of the first that matches and has one left.
+// and takes a use of the first that matches and has one left. The leaves
+// of a round may ask it at once.
 type decider struct {
 	s    *session
+	mu   sync.Mutex
 	uses []ruleUse
+}
+
+// take returns the uses taken so far and forgets them.
+func (d *decider) take() []ruleUse {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u := d.uses
+	d.uses = nil
+	return u
 }
 
 // Decide implements machine.Decider. A store that fails is logged and
@@ -43,10 +55,12 @@ func (d *decider) Decide(ctx context.Context, node string, call *instance.Suspen
 				return "", nil, false
 			}
 		}
+		d.mu.Lock()
 		d.uses = append(d.uses, ruleUse{rule: rule.ID, entry: store.Suspension{
 			ID: call.SuspendID, MachineID: d.s.id, Status: store.StatusResolved, Kind: string(call.Kind),
 			Name: call.Name, Reason: call.Reason, Deadline: call.Deadline, CreatedAt: call.SuspendedAt,
 		}})
+		d.mu.Unlock()
 		return rule.ID, rule.Payload, true
 	}
 	return "", nil, false
@@ -67,19 +81,18 @@ func (s *session) bindRules() {
 // of rulings that no decision carries (their step failed before it
 // recorded the call) are given back now.
 func (s *session) ruled(ctx context.Context, ds []machine.Decided) ([]store.Suspension, []ruleUse) {
-	if s.rules == nil || len(s.rules.uses) == 0 {
+	if s.rules == nil {
 		return nil, nil
 	}
 	var entries []store.Suspension
 	var kept []ruleUse
-	for _, u := range s.rules.uses {
+	for _, u := range s.rules.take() {
 		if slices.ContainsFunc(ds, func(d machine.Decided) bool { return d.SuspendID == u.entry.ID && d.Decision.Rule == u.rule }) {
 			entries, kept = append(entries, u.entry), append(kept, u)
 		} else {
 			s.releaseUse(ctx, u)
 		}
 	}
-	s.rules.uses = nil
 	return entries, kept
 }
 
@@ -105,8 +118,7 @@ func (s *session) releaseUse(ctx context.Context, u ruleUse) {
 // save recorded, at the end of a run.
 func (s *session) releaseUnsaved(ctx context.Context) {
 	if s.rules != nil {
-		s.releaseUses(ctx, s.rules.uses)
-		s.rules.uses = nil
+		s.releaseUses(ctx, s.rules.take())
 	}
 }
 

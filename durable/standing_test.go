@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,12 +54,17 @@ func refundCharter(policy instance.Policy) (*machine.Charter, error) {
 		if last.Role == message.Tool {
 			return scripted.Reply{Text: "result: " + last.Parts[0].Text}, nil
 		}
-		var tool string
-		var amount int
-		if _, err := fmt.Sscanf(last.Text(), "%s %d", &tool, &amount); err != nil {
-			return scripted.Reply{}, err
+		// "refund 20", or "refund 20 900" for two calls in one reply.
+		words := strings.Fields(last.Text())
+		var calls []scripted.Call
+		for i, w := range words[1:] {
+			amount, err := strconv.Atoi(w)
+			if err != nil {
+				return scripted.Reply{}, err
+			}
+			calls = append(calls, scripted.Call{ID: fmt.Sprint("c", i+1), Name: words[0], Input: refundIn{Amount: amount}})
 		}
-		return scripted.Reply{Calls: []scripted.Call{{ID: "c1", Name: tool, Input: refundIn{Amount: amount}}}}, nil
+		return scripted.Reply{Calls: calls}, nil
 	})
 	return machine.NewCharter(machine.CharterConfig{Name: "shop", Model: model, Nodes: []*node.Node{n}})
 }
@@ -196,6 +204,34 @@ func TestStandingPolicy(t *testing.T) {
 		recs := auditRecords(t, s, nil)
 		require.Len(t, recs, 1)
 		require.Equal(t, "payouts", recs[0].Rule)
+	})
+}
+
+// A use whose decision is not saved is given back: here the save fails
+// (BeforeSave refuses the other call of the reply), the run fails, and the
+// rule's use is free again for the next call.
+func TestStandingUseGivenBack(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		c, err := refundCharter(instance.Policy{Subjects: []string{"ana"}})
+		require.NoError(t, err)
+		one := smallRefunds
+		one.MaxUses = 1
+		set, err := standing.Compile([]standing.Rule{one})
+		require.NoError(t, err)
+		refuse := errors.New("no pending refunds today")
+		r, err := durable.New(durable.Config{Store: s, Charter: c, Rules: set,
+			BeforeSave: func(context.Context, string, []store.Suspension) error { return refuse }})
+		require.NoError(t, err)
+		_, err = r.Create(ctx, "m1", "desk", nil)
+		require.NoError(t, err)
+		_, err = drain(r.Run(ctx, "m1", machine.UserText("refund 20 900")))
+		require.ErrorIs(t, err, refuse)
+		used, err := s.(store.RuleUses).RuleUsed(ctx, one.ID)
+		require.NoError(t, err)
+		require.Zero(t, used, "the use of the unsaved decision is given back")
+
+		require.False(t, ask(t, standingRunner(t, s, "", one), "m2", "refund 20").NeedsResume(), "the use given back decides")
 	})
 }
 
