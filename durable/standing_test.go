@@ -3,11 +3,11 @@ package durable_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
