@@ -13,7 +13,8 @@
 // their reconcile hooks or by [Scenario.Decide]) and compares the outcome
 // with the uncrashed run's. It reports each effect the outside world saw
 // run more or fewer times ([Scenario.World]), each input lost or applied
-// twice, each call left pending, and each divergence of the transcript.
+// twice, each call left pending, and each divergence of the transcript
+// or of the machine's state (each instance's node, state and packs).
 //
 // A test calls it as any other check:
 //
@@ -71,6 +72,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -528,6 +530,7 @@ type outcome struct {
 	users      []string // the user's messages, as the machine holds them
 	transcript []string // each message, with what a crash must not change
 	pending    []string // the calls left pending, by reason
+	tree       []string // each instance's node and state, packs, in tree order
 	world      map[string]int
 }
 
@@ -549,11 +552,23 @@ func outcomeOf(t *testing.T, sc Scenario, env Env, st store.Store) (outcome, err
 		return outcome{}, err
 	}
 	o := outcome{users: userTexts(m.History())}
+	names := instanceNames(m)
 	for _, msg := range m.History() {
-		o.transcript = append(o.transcript, describe(msg))
+		o.transcript = append(o.transcript, names.Replace(describe(msg)))
 	}
 	for _, c := range m.Pending() {
-		o.pending = append(o.pending, c.Name+": "+c.Reason)
+		o.pending = append(o.pending, names.Replace(c.Name+": "+c.Reason))
+	}
+	for in := range m.Root().Walk() {
+		state, err := json.Marshal(in.State)
+		if err != nil {
+			return outcome{}, err
+		}
+		packs, err := json.Marshal(in.Packs)
+		if err != nil {
+			return outcome{}, err
+		}
+		o.tree = append(o.tree, names.Replace(fmt.Sprintf("%s %s %s", in.Node, state, packs)))
 	}
 	if sc.World != nil {
 		if o.world, err = sc.World(env); err != nil {
@@ -574,10 +589,37 @@ func userTexts(history []message.Message) []string {
 	return out
 }
 
-// describe is msg without what differs between runs (suspend IDs).
+// instanceNames replaces each instance ID of m with the instance's place
+// in the order IDs first appear (the history's sources, then the tree):
+// IDs are random (machine.CharterConfig.NewID), and differ between runs,
+// where a spawn's result names them.
+func instanceNames(m *machine.Machine) *strings.Replacer {
+	var ids []string
+	add := func(id string) {
+		if id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, msg := range m.History() {
+		add(msg.Source.InstanceID)
+		add(msg.Source.To)
+	}
+	for in := range m.Root().Walk() {
+		add(in.ID)
+	}
+	var pairs []string
+	for i, id := range ids {
+		pairs = append(pairs, id, fmt.Sprintf("instance#%d", i+1))
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// describe is msg without what differs between runs (suspend IDs,
+// instance IDs but the place of each).
 func describe(msg message.Message) string {
 	var b strings.Builder
 	b.WriteString(string(msg.Role))
+	fmt.Fprintf(&b, " from %s %s to %s", msg.Source.Node, msg.Source.InstanceID, msg.Source.To)
 	for _, p := range msg.Parts {
 		fmt.Fprintf(&b, " [%s %s %q %s %v]", p.Kind, p.Name, p.Text, p.Data, p.IsError)
 	}
@@ -599,6 +641,9 @@ func (o outcome) diff(want outcome) []string {
 		if !slices.Contains(want.pending, p) {
 			out = append(out, "a call is left pending: "+p)
 		}
+	}
+	if !slices.Equal(o.tree, want.tree) {
+		out = append(out, fmt.Sprintf("the machine's state is %q, %q in the uncrashed run", o.tree, want.tree))
 	}
 	if !slices.Equal(o.transcript, want.transcript) {
 		i := 0
