@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/markov-agents/markov/durable/durabletest"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -159,5 +161,68 @@ func TestFindsEffectOutsideTheJournal(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the double mail is not reported: %v", rep.Problems)
+	}
+}
+
+// reminderCharter is a desk whose remind tool waits an hour for an answer
+// and, when none comes, mails a reminder from its resume handler outside
+// any effect: the planted bug, at the deadline.
+func reminderCharter(env durabletest.Env) (*machine.Charter, error) {
+	type answer struct {
+		Text string `json:"text"`
+	}
+	remind := node.NewTool("remind", "wait for an answer, remind after an hour",
+		func(ctx *node.ToolContext[desk], _ struct{}) (string, error) {
+			return "", ctx.Suspend("waiting for an answer", instance.WithTimeout(time.Hour),
+				instance.OnTimeoutResume(answer{Text: "none"}, false))
+		},
+		node.OnResume(func(ctx *node.ToolContext[desk], _ struct{}, r node.Resumed[answer]) (string, error) {
+			f, err := os.OpenFile(filepath.Join(env.Dir, "world.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				return "", err
+			}
+			defer f.Close()
+			_, err = fmt.Fprintln(f, "mail reminder after", r.Payload.Text)
+			return "reminded", err
+		}))
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{remind}})
+	if err != nil {
+		return nil, err
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if req.Messages[len(req.Messages)-1].Role == message.Tool {
+			return scripted.Text("done"), nil
+		}
+		return scripted.Tool("remind", struct{}{}), nil
+	})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: env.Now})
+}
+
+// Crash points around an expiry: the deadline is crossed on the kit's
+// clock (Advance) and swept, and the sweep's saves are crash points; the
+// reminder mailed outside the journal by the on-timeout resume is mailed
+// again after a crash before the sweep's save, and the kit reports it.
+// Only an hour passed for the machine: its deadline is on Env.Now.
+func TestFindsEffectOutsideTheJournalAtExpiry(t *testing.T) {
+	rep, err := durabletest.Check(t, durabletest.Scenario{
+		Charter: reminderCharter,
+		Store:   durabletest.SQLite,
+		Root:    "desk",
+		Turns:   []durabletest.Turn{durabletest.Say("remind them"), durabletest.Advance(time.Hour)},
+		World:   worldCounts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		if strings.Contains(p.What, "effect mail ran 2 times, 1 in the uncrashed run") {
+			found = true
+		} else {
+			t.Errorf("another problem: %v", p)
+		}
+	}
+	if !found {
+		t.Fatalf("the double reminder is not reported: %v", rep.Problems)
 	}
 }

@@ -2,7 +2,9 @@ package durabletest_test
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable/durabletest"
 )
 
@@ -16,4 +18,25 @@ func ExampleProblem() {
 	}
 	fmt.Println(p)
 	// Output: at before-save 3: effect mail ran 2 times, 1 in the uncrashed run
+}
+
+// A conversation of turns: a message, a manager's decision on the pending
+// call of a tool, a command, and two days passing — the clock moved, then
+// the sweeper run, which expires what is due. Each turn names itself in
+// the kit's errors.
+func ExampleTurn() {
+	turns := []durabletest.Turn{
+		durabletest.Say("I spent $30 on a lunch"),
+		durabletest.Resume("request_approval", map[string]any{"approved": true}),
+		durabletest.Invoke(command.Invoke("withdraw", map[string]string{"expense_id": "e1"})),
+		durabletest.Advance(48 * time.Hour),
+	}
+	for _, t := range turns {
+		fmt.Println(t)
+	}
+	// Output:
+	// say "I spent $30 on a lunch"
+	// resume request_approval
+	// invoke withdraw
+	// advance 48h0m0s
 }

@@ -24,9 +24,10 @@ import (
 // uncrashed run: the same ledger, each expense decided once, nothing
 // pending, back at the assistant.
 func TestCrashAnywhere(t *testing.T) {
+	// testing:crashkit:begin
 	rep := durabletest.Run(t, durabletest.Scenario{
 		Charter: func(env durabletest.Env) (*machine.Charter, error) {
-			return ledger.NewCharter(ledger.Model(), env.Now)
+			return ledger.NewCharter(ledger.Model(), env.Now) // deadlines on the kit's clock
 		},
 		Store: durabletest.SQLite,
 		Root:  ledger.Assistant,
@@ -36,9 +37,10 @@ func TestCrashAnywhere(t *testing.T) {
 			durabletest.Say("I spent $5000 on a server for the lab."),
 			durabletest.Invoke(command.Invoke("withdraw", ledger.ApprovalInput{ExpenseID: "e2"})),
 			durabletest.Say("I spent $30 on a lunch with the team."),
-			durabletest.Advance(ledger.ApprovalTimeout + time.Hour),
+			durabletest.Advance(ledger.ApprovalTimeout + time.Hour), // the clock moves, the sweeper runs
 		},
 	})
+	// testing:crashkit:end
 	t.Logf("%d crash points", len(rep.Points))
 }
 
