@@ -156,6 +156,7 @@ type Scenario struct {
 	Charter func(env Env) (*machine.Charter, error)
 	// Store opens the run's store, the same one in the child and the
 	// parent (see [SQLite]); the parent's is closed when t ends. Required.
+	// The parent calls it from several goroutines at once (Parallel).
 	// It must be an store.EffectJournal.
 	Store func(t testing.TB, env Env) store.Store
 	// Root is the node the machine starts in. Required.
