@@ -88,6 +88,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
@@ -203,12 +204,14 @@ func (sc Scenario) turns() []Turn {
 }
 
 // clock is a new clock for one process of the scenario, at its start,
-// and env with it as its Now.
-func (sc Scenario) clock(env Env) (*clock, Env) {
-	c := &clock{now: sc.Start}
-	if c.now.IsZero() {
-		c.now = DefaultStart
+// and env with it as its Now. It moves only by the Advance turns the
+// process runs or replays.
+func (sc Scenario) clock(env Env) (*testkit.Clock, Env) {
+	start := sc.Start
+	if start.IsZero() {
+		start = DefaultStart
 	}
+	c := testkit.NewClock(start)
 	env.Now = c.Now
 	return c, env
 }

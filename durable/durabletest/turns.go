@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
 )
@@ -96,27 +96,6 @@ func Do(name string, fn func(ctx context.Context, r *durable.Runner, env Env) er
 	return Turn{name: name, do: fn}
 }
 
-// clock is a scenario's clock: it starts at Scenario.Start and moves only
-// by Advance turns, the same in every process that replays them.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now reads the clock.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// add moves the clock forward by d.
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // progressFile is the file in Env.Dir where the conversation notes the
 // turn it begins (with the machine's revision then) and each it ends.
 const progressFile = "durabletest.progress"
@@ -181,7 +160,7 @@ func note(env Env, format string, args ...any) error {
 // store does not hold it, else from the next; time is moved to where the
 // killed process had it, and a sweep killed before its save runs once the
 // dead sweeper's claim lapsed (durable.DefaultLease later).
-func converse(ctx context.Context, r *durable.Runner, sc Scenario, env Env, clk *clock, restart bool) error {
+func converse(ctx context.Context, r *durable.Runner, sc Scenario, env Env, clk *testkit.Clock, restart bool) error {
 	turns := sc.turns()
 	from := 0
 	if restart {
@@ -201,12 +180,12 @@ func converse(ctx context.Context, r *durable.Runner, sc Scenario, env Env, clk 
 			if rev == p.rev {
 				from = p.begun
 				if turns[from].advance > 0 {
-					clk.add(durable.DefaultLease)
+					clk.Advance(durable.DefaultLease)
 				}
 			}
 		}
 		for _, t := range turns[:from] {
-			clk.add(t.advance)
+			clk.Advance(t.advance)
 		}
 	}
 	if _, _, err := r.Load(ctx, MachineID); errors.Is(err, store.ErrNotFound) {
@@ -227,7 +206,7 @@ func converse(ctx context.Context, r *durable.Runner, sc Scenario, env Env, clk 
 		if err := note(env, "begin %d %d\n", i, rev); err != nil {
 			return err
 		}
-		clk.add(turns[i].advance)
+		clk.Advance(turns[i].advance)
 		if err := turns[i].do(ctx, r, env); err != nil {
 			return fmt.Errorf("turn %d (%s): %w", i+1, turns[i], err)
 		}
