@@ -135,6 +135,22 @@ type Point struct {
 // String returns "KIND N".
 func (p Point) String() string { return fmt.Sprintf("%s %d", p.Kind, p.N) }
 
+// EachSaveOnce is a Scenario.Points for a long conversation: every
+// effect's start, and each save once, at a kind taken in turn (the first
+// save before it, the second during it, the third after it, …). A third
+// of the save points, every save and every kind among them.
+func EachSaveOnce(p Point) bool {
+	switch p.Kind {
+	case BeforeSave:
+		return p.N%3 == 1
+	case DuringSave:
+		return p.N%3 == 2
+	case AfterSave:
+		return p.N%3 == 0
+	}
+	return true
+}
+
 // Env is where one run of a scenario lives, the same in the child and in
 // the restart.
 type Env struct {

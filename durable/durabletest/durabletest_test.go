@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,22 @@ func TestFindsEffectOutsideTheJournalAtExpiry(t *testing.T) {
 		if !strings.Contains(p.What, "effect mail ran 2 times") {
 			t.Errorf("another problem: %v", p)
 		}
+	}
+}
+
+// EachSaveOnce keeps every effect start and one point per save, the kinds
+// in turn.
+func TestEachSaveOnce(t *testing.T) {
+	var kept []string
+	for _, k := range []durabletest.PointKind{durabletest.EffectStarted, durabletest.BeforeSave, durabletest.DuringSave, durabletest.AfterSave} {
+		for n := 1; n <= 3; n++ {
+			if p := (durabletest.Point{Kind: k, N: n}); durabletest.EachSaveOnce(p) {
+				kept = append(kept, p.String())
+			}
+		}
+	}
+	want := []string{"effect-started 1", "effect-started 2", "effect-started 3", "before-save 1", "during-save 2", "after-save 3"}
+	if !slices.Equal(kept, want) {
+		t.Fatalf("kept %q, want %q", kept, want)
 	}
 }

@@ -22,7 +22,8 @@ import (
 // 49 hours later. A SIGKILL at any crash point — the escalation's, the
 // command's, the sweep's saves among them — and a restart end as the
 // uncrashed run: the same ledger, each expense decided once, nothing
-// pending, back at the assistant.
+// pending, back at the assistant. Each save is tried once, the crash
+// point's kind taken in turn, to keep the test short.
 func TestCrashAnywhere(t *testing.T) {
 	// testing:crashkit:begin
 	rep := durabletest.Run(t, durabletest.Scenario{
@@ -39,6 +40,7 @@ func TestCrashAnywhere(t *testing.T) {
 			durabletest.Say("I spent $30 on a lunch with the team."),
 			durabletest.Advance(ledger.ApprovalTimeout + time.Hour), // the clock moves, the sweeper runs
 		},
+		Points: durabletest.EachSaveOnce, // a long conversation: each save once, every kind
 	})
 	// testing:crashkit:end
 	t.Logf("%d crash points", len(rep.Points))
