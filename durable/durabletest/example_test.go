@@ -1,11 +1,14 @@
 package durabletest_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/markov-agents/markov/command"
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/durable/durabletest"
+	"github.com/markov-agents/markov/machine"
 )
 
 // A problem names the crash point and what the crash broke there: here a
@@ -39,4 +42,20 @@ func ExampleTurn() {
 	// resume request_approval
 	// invoke withdraw
 	// advance 48h0m0s
+}
+
+// A turn of the test's own: a manager's decision sent the way the
+// service receives it (here straight to the runner; over signed HTTP in
+// examples/approvalservice), on the pending call PendingCall finds.
+func ExampleDo() {
+	approve := durabletest.Do("approve by webhook", func(ctx context.Context, r *durable.Runner, _ durabletest.Env) error {
+		c, err := durabletest.PendingCall(ctx, r, "request_refund")
+		if err != nil {
+			return err
+		}
+		_, err = r.Resume(ctx, machine.ResumeInput{SuspendID: c.SuspendID, Payload: map[string]bool{"ok": true}})
+		return err
+	})
+	fmt.Println(approve)
+	// Output: approve by webhook
 }

@@ -46,22 +46,32 @@ func Say(text string) Turn {
 // machine to the end of its run. A payload the call refuses is an error.
 func Resume(tool string, payload any) Turn {
 	return Do("resume "+tool, func(ctx context.Context, r *durable.Runner, _ Env) error {
-		m, _, err := r.Load(ctx, MachineID)
+		c, err := PendingCall(ctx, r, tool)
 		if err != nil {
 			return err
 		}
-		for _, c := range m.Pending() {
-			if c.Name != tool {
-				continue
-			}
-			run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: c.SuspendID, Payload: payload, By: "durabletest"})
-			if err != nil {
-				return err
-			}
-			return drain(run.Steps())
+		run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: c.SuspendID, Payload: payload, By: "durabletest"})
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("%w: no call of %s is pending", ErrScenario, tool)
+		return drain(run.Steps())
 	})
+}
+
+// PendingCall is the first call of tool pending on the machine of r's
+// scenario (MachineID), for a Do turn that decides it its own way; none
+// is an ErrScenario.
+func PendingCall(ctx context.Context, r *durable.Runner, tool string) (instance.SuspendedCall, error) {
+	m, _, err := r.Load(ctx, MachineID)
+	if err != nil {
+		return instance.SuspendedCall{}, err
+	}
+	for _, c := range m.Pending() {
+		if c.Name == tool {
+			return c, nil
+		}
+	}
+	return instance.SuspendedCall{}, fmt.Errorf("%w: no call of %s is pending", ErrScenario, tool)
 }
 
 // Invoke invokes a command on the machine and runs it to the end of its

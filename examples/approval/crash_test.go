@@ -7,6 +7,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/durable/durabletest"
+	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
@@ -18,11 +19,11 @@ import (
 // uncrashed run, the refund issued once, nothing pending.
 func TestCrashAnywhere(t *testing.T) {
 	refused := durabletest.Do("a malformed approval", func(ctx context.Context, r *durable.Runner, _ durabletest.Env) error {
-		m, _, err := r.Load(ctx, durabletest.MachineID)
+		c, err := durabletest.PendingCall(ctx, r, refund.ToolName)
 		if err != nil {
 			return err
 		}
-		_, err = r.Resume(ctx, machine.ResumeInput{SuspendID: m.Pending()[0].SuspendID, Payload: map[string]string{"approved": "yes"}})
+		_, err = r.Resume(ctx, machine.ResumeInput{SuspendID: c.SuspendID, Payload: map[string]string{"approved": "yes"}})
 		if !errors.Is(err, instance.ErrPayloadDecode) {
 			return errors.New("the malformed approval is not refused")
 		}

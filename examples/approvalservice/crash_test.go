@@ -7,6 +7,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/durable/durabletest"
+	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/resumehttp"
 )
@@ -26,11 +27,11 @@ func TestCrashAnywhere(t *testing.T) {
 		}
 		srv := httptest.NewServer(h)
 		defer srv.Close()
-		m, _, err := r.Load(ctx, durabletest.MachineID)
+		c, err := durabletest.PendingCall(ctx, r, refund.ToolName)
 		if err != nil {
 			return err
 		}
-		_, err = Client{BaseURL: srv.URL, Secret: secret}.Resume(ctx, m.Pending()[0].SuspendID, refundtest.Cases[0].Decision)
+		_, err = Client{BaseURL: srv.URL, Secret: secret}.Resume(ctx, c.SuspendID, refundtest.Cases[0].Decision)
 		return err
 	})
 	rep := durabletest.Run(t, refundtest.CrashScenario(durabletest.SQLite, overHTTP))

@@ -55,11 +55,11 @@ func approveOverHTTP(ctx context.Context, r *durable.Runner, env durabletest.Env
 		return err
 	}
 	defer srv.Close()
-	m, _, err := r.Load(ctx, durabletest.MachineID)
+	c, err := durabletest.PendingCall(ctx, r, "request_approval")
 	if err != nil {
 		return err
 	}
-	id := m.Pending()[0].SuspendID
+	id := c.SuspendID
 	var refused resumehttp.ErrorBody
 	if status, err := decide(srv.URL, id, env.Now, map[string]any{"approved": "yes"}, &refused); err != nil || status != http.StatusBadRequest {
 		return fmt.Errorf("the malformed approval: %d %v", status, err)

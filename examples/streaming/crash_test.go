@@ -6,6 +6,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/durable/durabletest"
+	"github.com/markov-agents/markov/examples/approval/refund"
 	"github.com/markov-agents/markov/examples/approval/refund/refundtest"
 	"github.com/markov-agents/markov/machine"
 )
@@ -16,11 +17,11 @@ import (
 // point and a restart end as the uncrashed run.
 func TestCrashAnywhere(t *testing.T) {
 	streamed := durabletest.Do("approve, streamed", func(ctx context.Context, r *durable.Runner, _ durabletest.Env) error {
-		m, _, err := r.Load(ctx, durabletest.MachineID)
+		c, err := durabletest.PendingCall(ctx, r, refund.ToolName)
 		if err != nil {
 			return err
 		}
-		run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: m.Pending()[0].SuspendID, Payload: refundtest.Cases[0].Decision})
+		run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: c.SuspendID, Payload: refundtest.Cases[0].Decision})
 		if err != nil {
 			return err
 		}
