@@ -82,7 +82,7 @@ var layers = map[string]rule{
 	// livehub fans live notices out within a process, for the stores.
 	"internal/livehub": {layer: 0, stdlib: true},
 	// testkit is the helpers tests share; only _test.go files (and
-	// pgtest, which only tests import) import it.
+	// pgtest and durabletest, which only tests import) import it.
 	"internal/testkit": {layer: 1, stdlib: true},
 	// access hands executor and machine the plumbing node and command keep
 	// unexported; node and command install it, so it sits below them.
