@@ -45,6 +45,8 @@ func child(role string) int {
 		return childEffectTx()
 	case "govern":
 		return childGovern()
+	case "standing":
+		return childStanding()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

@@ -49,6 +49,11 @@ type Policy struct {
 	// Delegations hand an approver's right to another identity until a
 	// time.
 	Delegations []Delegation `json:"delegations,omitempty"`
+	// AllowRules lets standing approvals (package standing) decide the
+	// call: a rule's decision then settles it alone, whatever Quorum and
+	// SeparateDuties ask. Without it no rule decides a governed call, and
+	// people do.
+	AllowRules bool `json:"allow_rules,omitempty"`
 }
 
 // Delegation hands From's right to decide to To until Until (the zero
@@ -82,6 +87,9 @@ type Decision struct {
 	// Digest is the call's digest the decision named.
 	Digest string    `json:"digest"`
 	At     time.Time `json:"at"`
+	// Rule, when set, is the standing approval rule that made the
+	// decision (package standing); By is then "rule:" and its ID.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Principal is the approver the decision counts for: For, or By.

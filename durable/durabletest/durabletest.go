@@ -14,7 +14,8 @@
 // their reconcile hooks or by [Scenario.Decide]) and compares the outcome
 // with the uncrashed run's. It reports each effect the outside world saw
 // run more or fewer times ([Scenario.World]), each input lost or applied
-// twice, each call left pending, and each divergence of the transcript.
+// twice, each call left pending, and each divergence of the transcript
+// or of the machine's state (each instance's node, state and packs).
 //
 // A test calls it as any other check:
 //
@@ -34,7 +35,37 @@
 // else that must not run twice). The child's runner reaches the store
 // through a wrapper that sees its saves and effects (and hides its other
 // capabilities, which the runner does without); the restart uses the
-// store as it is. Time does not move: deadlines are not crossed.
+// store as it is. Crash points are tried [Scenario.Parallel] at a time,
+// each on a store of its own.
+//
+// # Turns
+//
+// A conversation is more than messages: [Scenario.Turns] holds a
+// manager's decision on a pending call ([Resume]), a command ([Invoke]),
+// the test's own action through the runner, such as a signed HTTP resume
+// ([Do]), and time passing ([Advance]). The child notes each turn it
+// begins in Env.Dir with the machine's revision, and each it ends; the
+// restart sends the turn it was killed in again only when the machine's
+// revision has not moved since (the store does not hold its input), then
+// the turns after it.
+//
+// # Time
+//
+// Deadlines are crossed on the scenario's own clock, Env.Now, which the
+// charter reads (machine.CharterConfig.Clock): it starts at
+// [Scenario.Start] and moves only by Advance turns, each followed by a
+// sweep (durable.Runner.Sweep) that resolves the suspensions due by their
+// on-timeout action, so the sweep's saves are crash points like any
+// other. A child and the restart are separate processes, and a
+// testing/synctest bubble does not span processes: each process keeps its
+// own clock and replays the Advance turns the conversation had begun, so
+// both read the same time at the same turn — the deterministic jump a
+// bubble gives, without one. A sweep killed before its save left its
+// claim on the suspension; the restart sweeps again once that claim
+// lapsed (the clock moved durable.DefaultLease further), as a sweeper
+// would after a crash. Tests that move time within one process — the
+// sweeper's ticks, a charter on time.Now — use testing/synctest instead
+// (examples/deadlines' TestTheDeadlineInABubble).
 package durabletest
 
 import (
@@ -42,13 +73,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -57,6 +89,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
+	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/store"
@@ -107,6 +140,22 @@ type Point struct {
 // String returns "KIND N".
 func (p Point) String() string { return fmt.Sprintf("%s %d", p.Kind, p.N) }
 
+// EachSaveOnce is a Scenario.Points for a long conversation: every
+// effect's start, and each save once, at a kind taken in turn (the first
+// save before it, the second during it, the third after it, …). A third
+// of the save points, every save and every kind among them.
+func EachSaveOnce(p Point) bool {
+	switch p.Kind {
+	case BeforeSave:
+		return p.N%3 == 1
+	case DuringSave:
+		return p.N%3 == 2
+	case AfterSave:
+		return p.N%3 == 0
+	}
+	return true
+}
+
 // Env is where one run of a scenario lives, the same in the child and in
 // the restart.
 type Env struct {
@@ -116,6 +165,10 @@ type Env struct {
 	// Name is unique to the run, of lowercase letters, digits and
 	// underscores: a PostgreSQL schema's name, for one.
 	Name string
+	// Now is the scenario's clock: Scenario.Start, moved forward by the
+	// Advance turns run so far. A charter whose deadlines the scenario
+	// crosses reads it (machine.CharterConfig.Clock: env.Now).
+	Now func() time.Time
 }
 
 // Scenario is a conversation with a charter, and how to judge it.
@@ -125,13 +178,25 @@ type Scenario struct {
 	Charter func(env Env) (*machine.Charter, error)
 	// Store opens the run's store, the same one in the child and the
 	// parent (see [SQLite]); the parent's is closed when t ends. Required.
+	// The parent calls it from several goroutines at once (Parallel).
 	// It must be an store.EffectJournal.
 	Store func(t testing.TB, env Env) store.Store
 	// Root is the node the machine starts in. Required.
 	Root string
 	// Messages are the user's messages, each sent once the run of the one
-	// before ended. Required.
+	// before ended: the first turns of the conversation, [Say] turns.
 	Messages []string
+	// Turns are the conversation's turns after its Messages: messages,
+	// decisions, commands, time passing ([Say], [Resume], [Invoke],
+	// [Advance], [Do]). Messages and Turns must not both be empty. The
+	// conversation notes in Env.Dir each turn it begins, with the
+	// machine's revision then, and each it ends: a restart sends again the
+	// turn it was killed in only if the machine's revision has not moved
+	// since it began (the store does not hold its input).
+	Turns []Turn
+	// Start is where the scenario's clock (Env.Now) starts, in every
+	// process (DefaultStart if zero).
+	Start time.Time
 	// World counts the effects as the outside world saw them, by name,
 	// after a run (how many lines a log holds, rows a table). Nil: the
 	// world is not compared.
@@ -145,6 +210,31 @@ type Scenario struct {
 	// Timeout bounds each child process and each restart (one minute if
 	// zero).
 	Timeout time.Duration
+	// Parallel is how many crash points are tried at once, each in its
+	// own child process and store (runtime.GOMAXPROCS if zero).
+	Parallel int
+}
+
+// turns are the scenario's Messages as Say turns, then its Turns.
+func (sc Scenario) turns() []Turn {
+	out := make([]Turn, 0, len(sc.Messages)+len(sc.Turns))
+	for _, m := range sc.Messages {
+		out = append(out, Say(m))
+	}
+	return append(out, sc.Turns...)
+}
+
+// clock is a new clock for one process of the scenario, at its start,
+// and env with it as its Now. It moves only by the Advance turns the
+// process runs or replays.
+func (sc Scenario) clock(env Env) (*testkit.Clock, Env) {
+	start := sc.Start
+	if start.IsZero() {
+		start = DefaultStart
+	}
+	c := testkit.NewClock(start)
+	env.Now = c.Now
+	return c, env
 }
 
 // Problem is something a crash broke.
@@ -188,11 +278,14 @@ func Run(t *testing.T, sc Scenario) Report {
 // exits the process.
 func Check(t *testing.T, sc Scenario) (Report, error) {
 	t.Helper()
-	if sc.Charter == nil || sc.Store == nil || sc.Root == "" || len(sc.Messages) == 0 {
-		return Report{}, fmt.Errorf("%w: Charter, Store, Root and Messages are required", ErrScenario)
+	if sc.Charter == nil || sc.Store == nil || sc.Root == "" || len(sc.Messages)+len(sc.Turns) == 0 {
+		return Report{}, fmt.Errorf("%w: Charter, Store, Root and Messages or Turns are required", ErrScenario)
 	}
 	if sc.Timeout <= 0 {
 		sc.Timeout = time.Minute
+	}
+	if sc.Parallel <= 0 {
+		sc.Parallel = runtime.GOMAXPROCS(0)
 	}
 	if os.Getenv(envTest) == t.Name() {
 		os.Exit(child(t, sc))
@@ -214,8 +307,20 @@ func Check(t *testing.T, sc Scenario) (Report, error) {
 			rep.Points = append(rep.Points, p)
 		}
 	}
+	found := make([][]string, len(rep.Points))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, sc.Parallel)
 	for i, p := range rep.Points {
-		for _, what := range crash(t, sc, newEnv(t, fmt.Sprintf("p%d", i)), p, want) {
+		env := newEnv(t, fmt.Sprintf("p%d", i))
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			found[i] = crash(t, sc, env, p, want)
+		})
+	}
+	wg.Wait()
+	for i, p := range rep.Points {
+		for _, what := range found[i] {
 			rep.Problems = append(rep.Problems, Problem{Point: p, What: what})
 		}
 	}
@@ -247,6 +352,7 @@ func crash(t *testing.T, sc Scenario, env Env, p Point, want outcome) []string {
 	if _, err := runChild(t, sc, env, p.String()); err != nil {
 		return []string{err.Error()}
 	}
+	clk, env := sc.clock(env)
 	c, err := sc.Charter(env)
 	if err != nil {
 		return []string{"charter: " + err.Error()}
@@ -257,7 +363,7 @@ func crash(t *testing.T, sc Scenario, env Env, p Point, want outcome) []string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sc.Timeout)
 	defer cancel()
-	if err := converse(ctx, r, sc, env, true); err != nil {
+	if err := converse(ctx, r, sc, env, clk, true); err != nil {
 		return []string{"restart: " + err.Error()}
 	}
 	got, err := outcomeOf(t, sc, env, st)
@@ -347,7 +453,7 @@ func parsePoint(line string) (Point, bool) {
 // parent named, through a watch that says each point and stops at the one
 // asked for. It returns the process's exit code.
 func child(t *testing.T, sc Scenario) int {
-	env := Env{Dir: os.Getenv(envDir), Name: os.Getenv(envName)}
+	clk, env := sc.clock(Env{Dir: os.Getenv(envDir), Name: os.Getenv(envName)})
 	st := sc.Store(t, env)
 	j, ok := st.(store.EffectJournal)
 	if !ok {
@@ -359,14 +465,16 @@ func child(t *testing.T, sc Scenario) int {
 		say("error: charter: " + err.Error())
 		return 2
 	}
-	r, err := durable.New(durable.Config{Store: &watch{Store: st, j: j, stop: os.Getenv(envStop), seen: map[PointKind]int{}}, Charter: c})
+	claimer, _ := st.(store.ExpiryClaimer)
+	w := &watch{Store: st, j: j, claimer: claimer, stop: os.Getenv(envStop), seen: map[PointKind]int{}}
+	r, err := durable.New(durable.Config{Store: w, Charter: c})
 	if err != nil {
 		say("error: runner: " + err.Error())
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sc.Timeout)
 	defer cancel()
-	if err := converse(ctx, r, sc, env, false); err != nil {
+	if err := converse(ctx, r, sc, env, clk, false); err != nil {
 		say("error: " + err.Error())
 		return 1
 	}
@@ -379,8 +487,9 @@ func child(t *testing.T, sc Scenario) int {
 // SIGKILL).
 type watch struct {
 	store.Store
-	j    store.EffectJournal
-	stop string
+	j       store.EffectJournal
+	claimer store.ExpiryClaimer // nil: the store sweeps nothing
+	stop    string
 
 	mu   sync.Mutex
 	seen map[PointKind]int
@@ -440,6 +549,14 @@ func (w *watch) RunEffectTx(ctx context.Context, e store.Effect, fn func(ctx con
 	})
 }
 
+// ClaimExpired implements store.ExpiryClaimer, for Advance's sweeps.
+func (w *watch) ClaimExpired(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]store.Suspension, error) {
+	if w.claimer == nil {
+		return nil, fmt.Errorf("%w: the store is not a store.ExpiryClaimer", ErrScenario)
+	}
+	return w.claimer.ClaimExpired(ctx, now, limit, lease)
+}
+
 // EndEffect implements store.EffectJournal.
 func (w *watch) EndEffect(ctx context.Context, key string, status store.EffectStatus, result []byte) error {
 	return w.j.EndEffect(ctx, key, status, result)
@@ -450,95 +567,18 @@ func (w *watch) ForgetEffect(ctx context.Context, key string) error {
 	return w.j.ForgetEffect(ctx, key)
 }
 
-// converse runs the scenario's conversation on r: the machine created if
-// the store does not hold it, the messages it does not hold yet sent one
-// by one, effects in doubt settled after each run. A restart first
-// continues a run cut short (Runner.Recover).
-func converse(ctx context.Context, r *durable.Runner, sc Scenario, env Env, restart bool) error {
-	if restart {
-		if _, err := r.Recover(ctx); err != nil {
-			return err
-		}
-	}
-	m, _, err := r.Load(ctx, MachineID)
-	if errors.Is(err, store.ErrNotFound) {
-		if _, err := r.Create(ctx, MachineID, sc.Root, nil); err != nil {
-			return err
-		}
-		m, _, err = r.Load(ctx, MachineID)
-	}
-	if err != nil {
-		return err
-	}
-	if err := settle(ctx, r, sc, env); err != nil {
-		return err
-	}
-	sent := len(userTexts(m.History()))
-	if sent > len(sc.Messages) {
-		return fmt.Errorf("the machine holds %d user messages, the conversation %d", sent, len(sc.Messages))
-	}
-	for _, msg := range sc.Messages[sent:] {
-		if err := drain(r.Run(ctx, MachineID, machine.UserText(msg))); err != nil {
-			return err
-		}
-		if err := settle(ctx, r, sc, env); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// settle decides each effect of the machine in doubt with sc.Decide, and
-// runs the machine on with the decision, until none is.
-func settle(ctx context.Context, r *durable.Runner, sc Scenario, env Env) error {
-	for {
-		m, _, err := r.Load(ctx, MachineID)
-		if err != nil {
-			return err
-		}
-		i := slices.IndexFunc(m.Pending(), func(c instance.SuspendedCall) bool { _, ok := instance.InDoubtOf(c.Metadata); return ok })
-		if i < 0 {
-			return nil
-		}
-		call := m.Pending()[i]
-		d, _ := instance.InDoubtOf(call.Metadata)
-		if sc.Decide == nil {
-			return fmt.Errorf("%w: effect %s (%s)", ErrInDoubt, d.Effect, call.Reason)
-		}
-		dec, err := sc.Decide(env, d)
-		if err != nil {
-			return fmt.Errorf("decide effect %s: %w", d.Effect, err)
-		}
-		run, err := r.Resume(ctx, machine.ResumeInput{SuspendID: call.SuspendID, Payload: dec, By: "durabletest"})
-		if err != nil {
-			return err
-		}
-		if err := drain(run.Steps()); err != nil {
-			return err
-		}
-	}
-}
-
-// drain runs steps to their end, returning the first error.
-func drain(steps func(func(machine.Step, error) bool)) error {
-	for _, err := range steps {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // outcome is what a run of the scenario left.
 type outcome struct {
 	users      []string // the user's messages, as the machine holds them
 	transcript []string // each message, with what a crash must not change
 	pending    []string // the calls left pending, by reason
+	tree       []string // each instance's node and state, packs, in tree order
 	world      map[string]int
 }
 
 // outcomeOf reads the outcome of the run on env from its store.
 func outcomeOf(t *testing.T, sc Scenario, env Env, st store.Store) (outcome, error) {
+	_, env = sc.clock(env)
 	c, err := sc.Charter(env)
 	if err != nil {
 		return outcome{}, err
@@ -554,11 +594,23 @@ func outcomeOf(t *testing.T, sc Scenario, env Env, st store.Store) (outcome, err
 		return outcome{}, err
 	}
 	o := outcome{users: userTexts(m.History())}
+	names := instanceNames(m)
 	for _, msg := range m.History() {
-		o.transcript = append(o.transcript, describe(msg))
+		o.transcript = append(o.transcript, names.Replace(describe(msg)))
 	}
 	for _, c := range m.Pending() {
-		o.pending = append(o.pending, c.Name+": "+c.Reason)
+		o.pending = append(o.pending, names.Replace(c.Name+": "+c.Reason))
+	}
+	for in := range m.Root().Walk() {
+		state, err := json.Marshal(in.State)
+		if err != nil {
+			return outcome{}, err
+		}
+		packs, err := json.Marshal(in.Packs)
+		if err != nil {
+			return outcome{}, err
+		}
+		o.tree = append(o.tree, names.Replace(fmt.Sprintf("%s %s %s", in.Node, state, packs)))
 	}
 	if sc.World != nil {
 		if o.world, err = sc.World(env); err != nil {
@@ -579,10 +631,37 @@ func userTexts(history []message.Message) []string {
 	return out
 }
 
-// describe is msg without what differs between runs (suspend IDs).
+// instanceNames replaces each instance ID of m with the instance's place
+// in the order IDs first appear (the history's sources, then the tree):
+// IDs are random (machine.CharterConfig.NewID), and differ between runs,
+// where a spawn's result names them.
+func instanceNames(m *machine.Machine) *strings.Replacer {
+	var ids []string
+	add := func(id string) {
+		if id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, msg := range m.History() {
+		add(msg.Source.InstanceID)
+		add(msg.Source.To)
+	}
+	for in := range m.Root().Walk() {
+		add(in.ID)
+	}
+	var pairs []string
+	for i, id := range ids {
+		pairs = append(pairs, id, fmt.Sprintf("instance#%d", i+1))
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// describe is msg without what differs between runs (suspend IDs,
+// instance IDs but the place of each).
 func describe(msg message.Message) string {
 	var b strings.Builder
 	b.WriteString(string(msg.Role))
+	fmt.Fprintf(&b, " from %s %s to %s", msg.Source.Node, msg.Source.InstanceID, msg.Source.To)
 	for _, p := range msg.Parts {
 		fmt.Fprintf(&b, " [%s %s %q %s %v]", p.Kind, p.Name, p.Text, p.Data, p.IsError)
 	}
@@ -604,6 +683,9 @@ func (o outcome) diff(want outcome) []string {
 		if !slices.Contains(want.pending, p) {
 			out = append(out, "a call is left pending: "+p)
 		}
+	}
+	if !slices.Equal(o.tree, want.tree) {
+		out = append(out, fmt.Sprintf("the machine's state is %q, %q in the uncrashed run", o.tree, want.tree))
 	}
 	if !slices.Equal(o.transcript, want.transcript) {
 		i := 0

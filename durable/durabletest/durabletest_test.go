@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/markov-agents/markov/durable/durabletest"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
@@ -147,21 +150,98 @@ func TestFindsEffectOutsideTheJournal(t *testing.T) {
 	t.Setenv("DURABLETEST_MAIL", "on")
 	sc := scenario(durabletest.SQLite)
 	sc.Messages = sc.Messages[:1]
-	rep, err := durabletest.Check(t, sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, p := range rep.Problems {
-		if strings.Contains(p.What, "effect mail ran 2 times, 1 in the uncrashed run") {
-			found = true
-		}
+	for _, p := range doubleMail(t, sc) {
 		if strings.Contains(p.What, "effect charge") {
 			t.Errorf("the journaled charge reported: %v", p)
 		}
 	}
-	if !found {
-		t.Fatalf("the double mail is not reported: %v", rep.Problems)
+}
+
+// doubleMail checks sc and returns its problems, failing t unless one of
+// them is a mail sent twice.
+func doubleMail(t *testing.T, sc durabletest.Scenario) []durabletest.Problem {
+	t.Helper()
+	rep, err := durabletest.Check(t, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		if strings.Contains(p.What, "effect mail ran 2 times, 1 in the uncrashed run") {
+			return rep.Problems
+		}
+	}
+	t.Fatalf("the double mail is not reported: %v", rep.Problems)
+	return nil
+}
+
+// reminderCharter is a desk whose remind tool waits an hour for an answer
+// and, when none comes, mails a reminder from its resume handler outside
+// any effect: the planted bug, at the deadline.
+func reminderCharter(env durabletest.Env) (*machine.Charter, error) {
+	type answer struct {
+		Text string `json:"text"`
+	}
+	remind := node.NewTool("remind", "wait for an answer, remind after an hour",
+		func(ctx *node.ToolContext[desk], _ struct{}) (string, error) {
+			return "", ctx.Suspend("waiting for an answer", instance.WithTimeout(time.Hour),
+				instance.OnTimeoutResume(answer{Text: "none"}, false))
+		},
+		node.OnResume(func(ctx *node.ToolContext[desk], _ struct{}, r node.Resumed[answer]) (string, error) {
+			f, err := os.OpenFile(filepath.Join(env.Dir, "world.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				return "", err
+			}
+			defer f.Close()
+			_, err = fmt.Fprintln(f, "mail reminder after", r.Payload.Text)
+			return "reminded", err
+		}))
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{remind}})
+	if err != nil {
+		return nil, err
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if req.Messages[len(req.Messages)-1].Role == message.Tool {
+			return scripted.Text("done"), nil
+		}
+		return scripted.Tool("remind", struct{}{}), nil
+	})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: env.Now})
+}
+
+// Crash points around an expiry: the deadline is crossed on the kit's
+// clock (Advance) and swept, and the sweep's saves are crash points; the
+// reminder mailed outside the journal by the on-timeout resume is mailed
+// again after a crash before the sweep's save, and the kit reports it.
+// Only an hour passed for the machine: its deadline is on Env.Now.
+func TestFindsEffectOutsideTheJournalAtExpiry(t *testing.T) {
+	problems := doubleMail(t, durabletest.Scenario{
+		Charter: reminderCharter,
+		Store:   durabletest.SQLite,
+		Root:    "desk",
+		Turns:   []durabletest.Turn{durabletest.Say("remind them"), durabletest.Advance(time.Hour)},
+		World:   worldCounts,
+	})
+	for _, p := range problems {
+		if !strings.Contains(p.What, "effect mail ran 2 times") {
+			t.Errorf("another problem: %v", p)
+		}
+	}
+}
+
+// EachSaveOnce keeps every effect start and one point per save, the kinds
+// in turn.
+func TestEachSaveOnce(t *testing.T) {
+	var kept []string
+	for _, k := range []durabletest.PointKind{durabletest.EffectStarted, durabletest.BeforeSave, durabletest.DuringSave, durabletest.AfterSave} {
+		for n := 1; n <= 3; n++ {
+			if p := (durabletest.Point{Kind: k, N: n}); durabletest.EachSaveOnce(p) {
+				kept = append(kept, p.String())
+			}
+		}
+	}
+	want := []string{"effect-started 1", "effect-started 2", "effect-started 3", "before-save 1", "during-save 2", "after-save 3"}
+	if !slices.Equal(kept, want) {
+		t.Fatalf("kept %q, want %q", kept, want)
 	}
 }
 

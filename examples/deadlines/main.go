@@ -31,6 +31,7 @@ import (
 	"github.com/markov-agents/markov/llm"
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store/sqlite"
 )
@@ -124,12 +125,16 @@ func NewCharter(model llm.Model, clock func() time.Time) (*machine.Charter, erro
 }
 
 // ScriptedModel plays the assistant: it files one expense, then reports
-// the decision it gets back.
+// the decision it gets back. Its reply follows from the request alone, not
+// from the replies it gave before, so a machine resumed by another
+// process — a restart after a crash — gets the reply that follows.
 func ScriptedModel() *scripted.Model {
-	return scripted.New(
-		scripted.Tool("file_expense", Expense{Amount: 420, Purpose: "conference ticket"}),
-		scripted.Text("Your conference ticket was rejected: no manager answered within 48 hours."),
-	)
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
+			return scripted.Text("Your conference ticket was rejected: no manager answered within 48 hours."), nil
+		}
+		return scripted.Tool("file_expense", Expense{Amount: 420, Purpose: "conference ticket"}), nil
+	})
 }
 
 // Clock is a clock the demo moves forward; safe for concurrent use.

@@ -143,17 +143,17 @@ func run(ctx context.Context, w io.Writer, path string) (*report, error) {
 		if err != nil {
 			return err
 		}
-		srv, err := approvalService(r, clk)
+		srv, err := approvalService(r, clk.Now)
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
-		rep.Status, err = decide(srv.URL, id, clk, map[string]any{"approved": "yes"}, &rep.Refused)
+		rep.Status, err = decide(srv.URL, id, clk.Now, map[string]any{"approved": "yes"}, &rep.Refused)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "webhook: %q → %d %s: %s\n", `{"approved": "yes"}`, rep.Status, rep.Refused.Code, rep.Refused.Error)
-		status, err := decide(srv.URL, id, clk, ledger.Approval{Approved: true, Manager: "bob"}, nil)
+		status, err := decide(srv.URL, id, clk.Now, ledger.Approval{Approved: true, Manager: "bob"}, nil)
 		if err != nil {
 			return err
 		}
@@ -226,18 +226,19 @@ func say(ctx context.Context, w io.Writer, r *durable.Runner, text string) (stri
 }
 
 // approvalService serves resumehttp's endpoints over r, as the approval
-// service would.
-func approvalService(r *durable.Runner, clk *clock) (*httptest.Server, error) {
-	h, err := resumehttp.New(resumehttp.Config{Runner: r, Secret: secret, Clock: clk.Now})
+// service would, on the clock now.
+func approvalService(r *durable.Runner, now func() time.Time) (*httptest.Server, error) {
+	h, err := resumehttp.New(resumehttp.Config{Runner: r, Secret: secret, Clock: now})
 	if err != nil {
 		return nil, err
 	}
 	return httptest.NewServer(h), nil
 }
 
-// decide is the webhook client: it signs and sends a manager's decision,
-// and returns the answer's status (its error body in refused, if set).
-func decide(base, suspendID string, clk *clock, payload any, refused *resumehttp.ErrorBody) (int, error) {
+// decide is the webhook client: it signs and sends a manager's decision
+// at now, and returns the answer's status (its error body in refused, if
+// set).
+func decide(base, suspendID string, now func() time.Time, payload any, refused *resumehttp.ErrorBody) (int, error) {
 	body, err := json.Marshal(resumehttp.ResumeRequest{Payload: mustJSON(payload)})
 	if err != nil {
 		return 0, err
@@ -247,7 +248,7 @@ func decide(base, suspendID string, clk *clock, payload any, refused *resumehttp
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resumehttp.SignRequest(secret, req, body, clk.Now())
+	resumehttp.SignRequest(secret, req, body, now())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err

@@ -110,14 +110,18 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 }
 
 // ScriptedModel plays both nodes: the desk notes the problem and hands
-// over; billing answers.
+// over; billing answers. Its reply follows from the request alone (the
+// node, the desk's last message), so a machine resumed by another process
+// gets the reply that follows, where a queue would start over.
 func ScriptedModel() *scripted.Model {
-	return scripted.ByNode(map[string][]scripted.Reply{
-		"desk": {
-			scripted.Tool("add_note", map[string]string{"text": "invoice 7 charged twice"}),
-			scripted.Tool("to_billing", map[string]string{"summary": "charged twice for invoice 7"}),
-		},
-		"billing": {scripted.Text("Billing here: I refunded the second charge of invoice 7.")},
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		switch last := req.Messages[len(req.Messages)-1]; {
+		case req.Node == "billing":
+			return scripted.Text("Billing here: I refunded the second charge of invoice 7."), nil
+		case last.Role == message.Tool:
+			return scripted.Tool("to_billing", map[string]string{"summary": "charged twice for invoice 7"}), nil
+		}
+		return scripted.Tool("add_note", map[string]string{"text": "invoice 7 charged twice"}), nil
 	})
 }
 

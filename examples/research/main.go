@@ -70,7 +70,7 @@ func run(ctx context.Context, w io.Writer) error {
 
 // demo runs the research flow on model and prints every round.
 func demo(ctx context.Context, w io.Writer, model llm.Model) error {
-	charter, err := newCharter(model)
+	charter, err := newCharter(model, sequence())
 	if err != nil {
 		return err
 	}
@@ -92,8 +92,9 @@ func demo(ctx context.Context, w io.Writer, model llm.Model) error {
 }
 
 // newCharter returns the research charter: a lead node that dispatches
-// researcher workers and summarizes what they cede.
-func newCharter(model llm.Model) (*machine.Charter, error) {
+// researcher workers and summarizes what they cede; newID makes its
+// instance and suspend IDs (nil: random).
+func newCharter(model llm.Model, newID func() string) (*machine.Charter, error) {
 	// research:spawn:begin
 	dispatch := node.NewTransition("dispatch", "Spawn one researcher per topic. They report back when done.",
 		func(ctx *node.TransitionContext[struct{}], args DispatchArgs) (instance.Effect, error) {
@@ -142,9 +143,13 @@ func newCharter(model llm.Model) (*machine.Charter, error) {
 		Name:  "research",
 		Model: model,
 		Nodes: []*node.Node{lead, researcher},
-		// Short, readable IDs for the demo. Leave NewID nil in production:
-		// the default IDs are random and unguessable.
-		NewID: sequence(),
+		// Short, readable IDs for the demo, counted in this process. Leave
+		// NewID nil in production: the default IDs are random and
+		// unguessable, and unique across processes, where a machine
+		// resumed by another process would count again from r1 and
+		// refuse the next spawn (ID already in use; the crash kit found
+		// it).
+		NewID: newID,
 	})
 }
 

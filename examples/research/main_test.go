@@ -138,7 +138,7 @@ func TestDispatchRejectsEmptyTopics(t *testing.T) {
 		c, err := newCharter(scripted.New(
 			scripted.Tool("dispatch", DispatchArgs{Topics: topics}),
 			scripted.Text("I need at least one topic."),
-		))
+		), sequence())
 		require.NoError(t, err)
 		m, err := c.NewMachine(leadNode, nil)
 		require.NoError(t, err)

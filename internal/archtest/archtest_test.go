@@ -82,16 +82,19 @@ var layers = map[string]rule{
 	// livehub fans live notices out within a process, for the stores.
 	"internal/livehub": {layer: 0, stdlib: true},
 	// testkit is the helpers tests share; only _test.go files (and
-	// pgtest, which only tests import) import it.
+	// pgtest and durabletest, which only tests import) import it.
 	"internal/testkit": {layer: 1, stdlib: true},
 	// access hands executor and machine the plumbing node and command keep
 	// unexported; node and command install it, so it sits below them.
 	"internal/access": {layer: 1, also: []string{"instance", "internal/frame"}},
 	"command":         {layer: 2},
-	"node":            {layer: 3},
-	"executor":        {layer: 4},
-	"machine":         {layer: 5},
-	"serialize":       {layer: 6},
+	// standing is standing approvals: rules (JSON Schema, CEL) that
+	// decide suspensions; durable counts their uses.
+	"standing":  {layer: 2},
+	"node":      {layer: 3},
+	"executor":  {layer: 4},
+	"machine":   {layer: 5},
+	"serialize": {layer: 6},
 	// wiregen writes serialize's wire codec (go generate); nothing imports it.
 	"serialize/internal/wiregen": {layer: topLayer, stdlib: true},
 	// steptext writes steps as text: machine and below.

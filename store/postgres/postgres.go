@@ -362,6 +362,18 @@ var migrations = [...]string{
 		hash bytea NOT NULL
 	);
 	INSERT INTO {s}.audit_head VALUES (1, 0, '', '');`,
+	// 14: the uses of standing approval rules (store.RuleUses): one row
+	// per use, and a count per rule whose row lock orders the uses.
+	`CREATE TABLE {s}.rule_uses (
+		rule       text NOT NULL,
+		suspend_id text NOT NULL,
+		machine_id text NOT NULL,
+		PRIMARY KEY (rule, suspend_id)
+	);
+	CREATE TABLE {s}.rule_counts (
+		rule text PRIMARY KEY,
+		used bigint NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -414,6 +426,8 @@ type queries struct {
 	addRequest, requests, dropRequest                        string
 	lockMachine, appendEvents                                string
 	appendAudit, readAudit, auditHead                        string
+	addRuleUse, countRuleUse, dropRuleUse, uncountRuleUse    string
+	ruleUsed                                                 string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
@@ -544,6 +558,12 @@ func newQueries(schema string) queries {
 	q.appendAudit = q.expand(appendAuditSQL)
 	q.readAudit = q.expand(`SELECT seq, machine_id, entry, prev, hash, sig FROM {s}.audit_log WHERE seq > $1 ORDER BY seq`)
 	q.auditHead = q.expand(`SELECT seq, hash FROM {s}.audit_head WHERE id = 1`)
+	q.addRuleUse = q.expand(`INSERT INTO {s}.rule_uses (rule, suspend_id, machine_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`)
+	q.countRuleUse = q.expand(`INSERT INTO {s}.rule_counts AS c (rule, used) VALUES ($1, 1)
+		ON CONFLICT (rule) DO UPDATE SET used = c.used + 1 WHERE $2 <= 0 OR c.used < $2 RETURNING used`)
+	q.dropRuleUse = q.expand(`DELETE FROM {s}.rule_uses WHERE rule = $1 AND suspend_id = $2`)
+	q.uncountRuleUse = q.expand(`UPDATE {s}.rule_counts SET used = used - 1 WHERE rule = $1`)
+	q.ruleUsed = q.expand(`SELECT coalesce((SELECT used FROM {s}.rule_counts WHERE rule = $1), 0)`)
 	return q
 }
 

@@ -476,6 +476,18 @@ var migrations = [...]string{
 	CREATE TRIGGER audit_head_follows AFTER INSERT ON audit_log BEGIN
 		UPDATE audit_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
 	END;`,
+	// 14: the uses of standing approval rules (store.RuleUses): one row
+	// per use, and a count per rule.
+	`CREATE TABLE rule_uses (
+		rule       TEXT NOT NULL,
+		suspend_id TEXT NOT NULL,
+		machine_id TEXT NOT NULL,
+		PRIMARY KEY (rule, suspend_id)
+	);
+	CREATE TABLE rule_counts (
+		rule TEXT PRIMARY KEY,
+		used INTEGER NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of

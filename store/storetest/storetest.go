@@ -6,10 +6,10 @@
 // [store.ExpiryClaimer], [store.ReplayGuard], [store.SuspendRequester],
 // [store.RequestReporter], [store.EventLog], [store.TailLoader],
 // [store.EffectJournal], [store.TxEffectJournal], [store.RecordKeeper],
-// [store.AuditLog]), discovered by type assertion as callers discover
-// them. [RunSnapshots] checks a back end that only keeps snapshots. An
-// implementation's tests call Run with a constructor of empty stores, and
-// its benchmarks call [BenchmarkSave]:
+// [store.AuditLog], [store.RuleUses]), discovered by type assertion as
+// callers discover them. [RunSnapshots] checks a back end that only keeps
+// snapshots. An implementation's tests call Run with a constructor of
+// empty stores, and its benchmarks call [BenchmarkSave]:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) store.Store { return memstore.New() })
@@ -113,6 +113,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	if _, ok := probe.(store.AuditLog); ok {
 		runChecks(t, "AuditLog", as[auditStore](newStore), auditChecks)
+	}
+	if _, ok := probe.(store.RuleUses); ok {
+		runChecks(t, "RuleUses", as[store.RuleUses](newStore), ruleChecks)
 	}
 }
 
