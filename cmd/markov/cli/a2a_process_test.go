@@ -34,6 +34,7 @@ import (
 	"github.com/markov-agents/markov/llm/scripted"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store/postgres/pgtest"
 )
 
 // Environment of a delegation child: a2aChildEnv is its role (A or B),
@@ -130,11 +131,11 @@ func a2aChildMain() int {
 	return c.Main(ctx, os.Args[1:])
 }
 
-// delegation is the test's two parties: their databases and addresses.
+// delegation is the test's two parties: the arguments that choose their
+// databases, and their addresses.
 type delegation struct {
 	t            *testing.T
-	dir          string
-	aDB, bDB     string
+	aDB, bDB     []string
 	aAddr, bAddr string
 	marks        string
 }
@@ -156,9 +157,9 @@ func (d *delegation) cmd(role string, args ...string) string {
 }
 
 // pending returns the suspensions pending in role's database.
-func (d *delegation) pending(role, db string) []Call {
+func (d *delegation) pending(role string, db []string) []Call {
 	d.t.Helper()
-	out := d.cmd(role, "pending", "-o", "json", "--store", db)
+	out := d.cmd(role, append([]string{"pending", "-o", "json"}, db...)...)
 	var calls []Call
 	require.NoError(d.t, json.Unmarshal([]byte(out[strings.Index(out, "["):]), &calls), out)
 	return calls
@@ -172,12 +173,24 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// TestDelegationAcrossRestarts is the issue's two-process delegation,
+// on two SQLite files, and on two PostgreSQL schemas (fleets: the inputs,
+// signals and deadlines are River jobs the serve processes' workers run).
 func TestDelegationAcrossRestarts(t *testing.T) {
-	dir := t.TempDir()
-	d := &delegation{t: t, dir: dir, aDB: filepath.Join(dir, "a.db"), bDB: filepath.Join(dir, "b.db"),
-		aAddr: freeAddr(t), bAddr: freeAddr(t), marks: filepath.Join(dir, "marks")}
-	bArgs := []string{"a2a", "--addr", d.bAddr, "--node", "desk", "--store", d.bDB, "--allow-private-push"}
-	aArgs := []string{"serve", "--addr", d.aAddr, "--store", d.aDB, "--a2a-push", "/a2a/push"}
+	t.Run("SQLite", func(t *testing.T) {
+		dir := t.TempDir()
+		testDelegation(t, []string{"--store", filepath.Join(dir, "a.db")}, []string{"--store", filepath.Join(dir, "b.db")})
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		url := pgtest.URL(t)
+		testDelegation(t, []string{"--store", url, "--schema", pgtest.Schema(t, url)}, []string{"--store", url, "--schema", pgtest.Schema(t, url)})
+	})
+}
+
+func testDelegation(t *testing.T, aDB, bDB []string) {
+	d := &delegation{t: t, aDB: aDB, bDB: bDB, aAddr: freeAddr(t), bAddr: freeAddr(t), marks: filepath.Join(t.TempDir(), "marks")}
+	bArgs := append([]string{"a2a", "--addr", d.bAddr, "--node", "desk", "--allow-private-push"}, bDB...)
+	aArgs := append([]string{"serve", "--addr", d.aAddr, "--a2a-push", "/a2a/push"}, aDB...)
 	serving := regexp.MustCompile(`^serving `)
 
 	b := d.start("B", bArgs...)
@@ -187,8 +200,8 @@ func TestDelegationAcrossRestarts(t *testing.T) {
 
 	// A's machine calls B: B's machine waits on a person, its task is
 	// auth-required, A's call waits on the task.
-	d.cmd("A", "create", "--store", d.aDB, "--id", "a1", "desk")
-	d.cmd("A", "run", "--store", d.aDB, "a1", "go")
+	d.cmd("A", append([]string{"create", "--id", "a1", "desk"}, aDB...)...)
+	d.cmd("A", append([]string{"run", "a1", "go"}, aDB...)...)
 	var bWait, aWait Call
 	require.Eventually(t, func() bool {
 		bp, ap := d.pending("B", d.bDB), d.pending("A", d.aDB)
@@ -210,8 +223,8 @@ func TestDelegationAcrossRestarts(t *testing.T) {
 
 	// The person answers over B's signed HTTP API (markov serve on B's
 	// database).
-	human := d.start("B", "serve", "--addr", "127.0.0.1:0", "--store", d.bDB)
-	addr := human.waitFor(regexp.MustCompile(`^serving the machines of \S+ on http://(\S+) `), time.Minute)[1]
+	human := d.start("B", append([]string{"serve", "--addr", "127.0.0.1:0"}, bDB...)...)
+	addr := human.waitFor(regexp.MustCompile(`^serving the machines of .* on http://(\S+) `), time.Minute)[1]
 	resp := signedResume(t, []byte(childSecret), addr, bWait.SuspendID, []byte(`{"payload":"approved by dana"}`), "")
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
@@ -224,7 +237,7 @@ func TestDelegationAcrossRestarts(t *testing.T) {
 		raw, err := os.ReadFile(d.marks)
 		return err == nil && strings.Contains(string(raw), "A model: answer")
 	}, 2*time.Minute, 200*time.Millisecond)
-	require.Contains(t, d.cmd("A", "inspect", "--store", d.aDB, "a1"), "assistant: A Done: B Done: approved by dana")
+	require.Contains(t, d.cmd("A", append([]string{"inspect", "a1"}, aDB...)...), "assistant: A Done: B Done: approved by dana")
 
 	// B's task is completed, seen by an A2A client.
 	c := bClient(t, "http://"+d.bAddr)
