@@ -159,13 +159,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.PushSender != nil {
 		s.sender = cfg.PushSender
 	}
-	s.handler = a2asrv.NewHandler(executor{s},
+	s.handler = storedHandler{s: s, RequestHandler: a2asrv.NewHandler(executor{s},
 		a2asrv.WithTaskStore(s.tasks),
 		a2asrv.WithPushNotifications(s.pushes, s.sender),
 		a2asrv.WithCapabilityChecks(&s.card.Capabilities),
 		a2asrv.WithCallInterceptors(checker{s}),
 		a2asrv.WithLogger(logger),
-	)
+	)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET "+a2asrv.WellKnownAgentCardPath, s.serveCard)
 	s.mux.Handle(RESTPath+"/", http.StripPrefix(RESTPath, a2asrv.NewRESTHandler(s.handler)))

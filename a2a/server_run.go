@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"time"
 
@@ -159,4 +160,84 @@ func apply(task *a2a.Task, ev a2a.Event) {
 		}
 		task.Status = v.Status
 	}
+}
+
+// storedHandler is the server's request handler: the SDK's, and a
+// subscription to a task whose execution runs in no process here (it
+// was made by another process, or by one that stopped) served from the
+// store and the machine's event log.
+type storedHandler struct {
+	a2asrv.RequestHandler
+	s *Server
+}
+
+// SubscribeToTask implements a2asrv.RequestHandler: the SDK's
+// subscription to an execution of this process, or else, for a task
+// waiting on a decision made elsewhere, the stored task, then the
+// machine's events as its run goes on, then the task's new status —
+// until it is no longer auth-required.
+func (h storedHandler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		first := true
+		for ev, err := range h.RequestHandler.SubscribeToTask(ctx, req) {
+			if first && errors.Is(err, a2a.ErrTaskNotFound) && req != nil && h.s.subscribeStored(ctx, req.ID, yield) {
+				return
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// subscribeStored serves a subscription to stored task id; false when
+// there is no such task (the SDK's error stands).
+func (s *Server) subscribeStored(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) bool {
+	st, err := s.tasks.Get(ctx, id)
+	if err != nil {
+		return false
+	}
+	if !yield(st.Task, nil) {
+		return true
+	}
+	mid := MachineID(st.Task.ContextID)
+	for st.Task.Status.State == a2a.TaskStateAuthRequired {
+		l, err := s.runner.LoadAt(ctx, mid)
+		if err == nil {
+			err = s.catchUpTask(ctx, id)
+		}
+		var now *taskstore.StoredTask
+		if err == nil {
+			now, err = s.tasks.Get(ctx, id)
+		}
+		if err != nil {
+			yield(nil, err)
+			return true
+		}
+		if now.Version != st.Version {
+			st = now
+			ev := &a2a.TaskStatusUpdateEvent{TaskID: id, ContextID: st.Task.ContextID, Status: st.Task.Status}
+			if !yield(ev, nil) {
+				return true
+			}
+			continue
+		}
+		if status, err := s.runner.Status(ctx, mid); err == nil && (status.State == durable.StateRunning || status.State == durable.StateIdle) {
+			// A run ends (or was cut short, for the next to continue):
+			// look again shortly.
+			select {
+			case <-ctx.Done():
+				return true
+			case <-time.After(s.every):
+			}
+			continue
+		}
+		// Nothing decided yet: stream the machine's next run.
+		ec := &a2asrv.ExecutorContext{TaskID: id, ContextID: st.Task.ContextID}
+		if !s.follow(ctx, &turn{ec: ec, yield: yield}, mid, l.EventSeq) {
+			return true
+		}
+	}
+	return true
 }

@@ -655,3 +655,44 @@ func clientOf(t *testing.T, url string) *a2aclient.Client {
 	require.NoError(t, err)
 	return c
 }
+
+// A subscription to an auth-required task made by another server on the
+// same database (another process) is served from the store: the task,
+// then, once the decision is made elsewhere, the run's events and the
+// completed status.
+func TestSubscribeOnAnotherServer(t *testing.T) {
+	f := newFixture(t)
+	task := send(t, f.client(t, a2a.TransportProtocolJSONRPC), text("deploy api"))
+	require.Equal(t, a2a.TaskStateAuthRequired, task.Status.State)
+	first := f.srv
+	f.start(t) // another server on the same database
+	require.NotEqual(t, first.URL, f.srv.URL)
+	c := f.client(t, a2a.TransportProtocolJSONRPC)
+	events, stop := iter.Pull2(c.SubscribeToTask(t.Context(), &a2a.SubscribeToTaskRequest{ID: task.ID}))
+	defer stop()
+	ev, err, ok := events()
+	require.True(t, ok)
+	require.NoError(t, err)
+	require.Equal(t, task.ID, ev.(*a2a.Task).ID, "the stored task first")
+
+	sus := suspensions(t, task)
+	for _, err := range f.runner.Run(t.Context(), markova2a.MachineID(task.ContextID), machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: "approved"}) {
+		require.NoError(t, err)
+	}
+	var last a2a.TaskState
+	for {
+		ev, err, ok := events()
+		if !ok {
+			break
+		}
+		require.NoError(t, err)
+		if su, isStatus := ev.(*a2a.TaskStatusUpdateEvent); isStatus {
+			last = su.Status.State
+		}
+	}
+	require.Equal(t, a2a.TaskStateCompleted, last)
+	got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateCompleted, got.Status.State)
+	require.Equal(t, "Done: approved", answer(t, got))
+}
