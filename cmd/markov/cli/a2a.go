@@ -96,13 +96,6 @@ func (f *a2aPushFlag) mount(c *CLI, db *DB, next http.Handler) http.Handler {
 	if db.Fleet != nil {
 		s = db.Fleet
 	}
-	push := a2a.PushHandler(s, c.Logger)
 	fmt.Fprintf(c.Out(), "A2A push notifications in at %s\n", f.path)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == f.path {
-			push.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return routeAt(f.path, a2a.PushHandler(s, c.Logger), next)
 }
