@@ -65,7 +65,8 @@ type jsRun struct {
 // SDK's client over each binding: send, stream, input-required → answer
 // → completed, an invalid payload refused, unknown and finished tasks,
 // cancel, and an auth-required task resolved over the signed HTTP API
-// (resumehttp, as markov serve mounts it) followed with resubscribe.
+// (resumehttp, as markov serve mounts it) followed with resubscribe on
+// another server than the one that made the task.
 func TestJavaScriptClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	testkit.Require(t, err, "Node.js", "apt-get install nodejs npm, then cd a2a/testdata/jsclient && npm ci (or .ci/run)")
@@ -74,13 +75,15 @@ func TestJavaScriptClient(t *testing.T) {
 	for _, binding := range []string{string(a2a.TransportProtocolJSONRPC), string(a2a.TransportProtocolHTTPJSON)} {
 		t.Run(binding, func(t *testing.T) {
 			f := newFixture(t)
+			first := f.srv.URL
+			f.start(t) // another server on the same database, as another process: it serves the resubscribe
 			h, err := resumehttp.New(resumehttp.Config{Runner: f.runner, Acceptor: f.runner, Secret: apiSecret})
 			require.NoError(t, err)
 			api := httptest.NewServer(h)
 			defer api.Close()
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "script.mjs", f.srv.URL, binding)
+			cmd := exec.CommandContext(ctx, node, "script.mjs", first, binding, f.srv.URL)
 			cmd.Dir = jsClientDir
 			cmd.Stderr = os.Stderr
 			stdin, err := cmd.StdinPipe()

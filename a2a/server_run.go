@@ -172,10 +172,11 @@ type storedHandler struct {
 }
 
 // SubscribeToTask implements a2asrv.RequestHandler: the SDK's
-// subscription to an execution of this process, or else, for a task
-// waiting on a decision made elsewhere, the stored task, then the
-// machine's events as its run goes on, then the task's new status —
-// until it is no longer auth-required.
+// subscription to an execution of this process, or else the stored task,
+// then the machine's events as its runs go on and the task's new
+// statuses (brought up to date here for an auth-required task, written
+// by another process's execution otherwise) — until it is done or asks
+// its client for input.
 func (h storedHandler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		first := true
@@ -191,6 +192,10 @@ func (h storedHandler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeTo
 	}
 }
 
+// subscribeLook is how many RunIntervals a subscription served from the
+// store follows the machine's log before it looks at the task again.
+const subscribeLook = 5
+
 // subscribeStored serves a subscription to stored task id; false when
 // there is no such task (the SDK's error stands).
 func (s *Server) subscribeStored(ctx context.Context, id a2a.TaskID, yield func(a2a.Event, error) bool) bool {
@@ -202,7 +207,10 @@ func (s *Server) subscribeStored(ctx context.Context, id a2a.TaskID, yield func(
 		return true
 	}
 	mid := MachineID(st.Task.ContextID)
-	for st.Task.Status.State == a2a.TaskStateAuthRequired {
+	// Until the task is done or asks its client: an auth-required task
+	// waits on a decision, a working one on a run another process's
+	// execution writes.
+	for !st.Task.Status.State.Terminal() && st.Task.Status.State != a2a.TaskStateInputRequired {
 		l, err := s.runner.LoadAt(ctx, mid)
 		if err == nil {
 			err = s.catchUpTask(ctx, id)
@@ -233,10 +241,16 @@ func (s *Server) subscribeStored(ctx context.Context, id a2a.TaskID, yield func(
 			}
 			continue
 		}
-		// Nothing decided yet: stream the machine's next run.
+		// Nothing decided yet: stream the machine's next run, for a while
+		// at a time — a run that ended between the looks above is caught
+		// by the next catch-up.
 		ec := &a2asrv.ExecutorContext{TaskID: id, ContextID: st.Task.ContextID}
-		if !s.follow(ctx, &turn{ec: ec, yield: yield}, mid, l.EventSeq) {
-			return true
+		fctx, cancel := context.WithTimeout(ctx, subscribeLook*s.every)
+		followed := s.follow(fctx, &turn{ec: ec, yield: yield}, mid, l.EventSeq)
+		timedOut := fctx.Err() != nil
+		cancel()
+		if ctx.Err() != nil || (!followed && !timedOut) {
+			return true // the subscriber is gone
 		}
 	}
 	return true
