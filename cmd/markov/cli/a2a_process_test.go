@@ -11,8 +11,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
+	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -178,7 +183,8 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestDelegationAcrossRestarts is the issue's two-process delegation,
+// TestDelegationAcrossRestarts is the issue's two-process delegation
+// (the person answers in B's console),
 // on two SQLite files, and on two PostgreSQL schemas (fleets: the inputs,
 // signals and deadlines are River jobs the serve processes' workers run).
 func TestDelegationAcrossRestarts(t *testing.T) {
@@ -226,13 +232,11 @@ func testDelegation(t *testing.T, aDB, bDB []string) {
 	a = d.start("A", aArgs...)
 	a.waitFor(serving, time.Minute)
 
-	// The person answers over B's signed HTTP API (markov serve on B's
-	// database).
-	human := d.start("B", append([]string{"serve", "--addr", "127.0.0.1:0"}, bDB...)...)
+	// The person answers in B's console (markov serve on B's database),
+	// as a person does: the decide page, then its form.
+	human := d.start("B", append([]string{"serve", "--addr", "127.0.0.1:0", "--console", "--console-identity-header", "X-Test-User"}, bDB...)...)
 	addr := human.waitFor(regexp.MustCompile(`^serving the machines of .* on http://(\S+) `), time.Minute)[1]
-	resp := signedResume(t, []byte(childSecret), addr, bWait.SuspendID, []byte(`{"payload":"approved by dana"}`), "")
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	consoleDecide(t, "http://"+addr+"/ui/suspensions/"+bWait.SuspendID, "dana", url.Values{"value": {"approved by dana"}})
 
 	// B's task completes (the restarted a2a process brings it up to
 	// date: no execution follows it any more), its push notification
@@ -262,6 +266,43 @@ func testDelegation(t *testing.T, aDB, bDB []string) {
 		p.terminate(time.Minute)
 	}
 	require.Contains(t, a.out.String(), "A2A push notifications in at /a2a/push")
+}
+
+// consoleDecide approves the suspension whose console page is page as
+// person who (signed in by the identity header): it reads the page's
+// decide form — its CSRF token and the digest of what is decided — and
+// posts it with the fields.
+func consoleDecide(t *testing.T, page, who string, fields url.Values) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(req *http.Request) (int, string) {
+		req.Header.Set("X-Test-User", who)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	req, err := http.NewRequest(http.MethodGet, page, nil)
+	require.NoError(t, err)
+	status, body := do(req)
+	require.Equal(t, http.StatusOK, status, body)
+	form := url.Values{"_decision": {"true"}}
+	for _, name := range []string{"csrf", "digest"} {
+		m := regexp.MustCompile(`name="` + name + `" value="([^"]+)"`).FindStringSubmatch(body)
+		require.NotNil(t, m, "the decide form's %s", name)
+		form.Set(name, html.UnescapeString(m[1]))
+	}
+	maps.Copy(form, fields)
+	req, err = http.NewRequest(http.MethodPost, page+"/resume", strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	status, body = do(req)
+	require.Contains(t, []int{http.StatusOK, http.StatusSeeOther}, status, body)
+	require.NotContains(t, body, "Nothing was decided")
 }
 
 // bClient is an a2a-go client of the A2A server at url.
