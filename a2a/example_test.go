@@ -54,11 +54,13 @@ func ExampleNewServer() {
 		log.Fatal(err)
 	}
 	// srv is an http.Handler: the agent card, JSON-RPC at /, HTTP+JSON at /rest.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go srv.Run(ctx) // push notifications from the outbox, tasks decided elsewhere
 	// a2a-server:end
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 
-	ctx := context.Background()
 	card, err := agentcard.DefaultResolver.Resolve(ctx, hs.URL)
 	if err != nil {
 		log.Fatal(err)

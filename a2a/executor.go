@@ -330,10 +330,18 @@ func (s *Server) finish(ctx context.Context, t *turn, id string) {
 			t.yield(waitingStatus(t.ec, a2a.TaskStateInputRequired, ours, nil), nil)
 			return
 		}
-		if !t.yield(waitingStatus(t.ec, a2a.TaskStateAuthRequired, reqs, nil), nil) || !s.follow(ctx, t, id, l.EventSeq) {
+		if !t.yield(waitingStatus(t.ec, a2a.TaskStateAuthRequired, reqs, nil), nil) || !s.followHere(ctx, t, id, l.EventSeq) {
 			return
 		}
 	}
+}
+
+// followHere is follow, the task marked as followed in this process
+// meanwhile (Run leaves it alone).
+func (s *Server) followHere(ctx context.Context, t *turn, id string, seq int64) bool {
+	s.following.Store(t.ec.TaskID, struct{}{})
+	defer s.following.Delete(t.ec.TaskID)
+	return s.follow(ctx, t, id, seq)
 }
 
 // follow streams the events of machine id after seq, as another process

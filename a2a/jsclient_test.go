@@ -2,8 +2,11 @@ package a2a_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +19,17 @@ import (
 
 	markova2a "github.com/markov-agents/markov/a2a"
 	"github.com/markov-agents/markov/internal/testkit"
-	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/resumehttp"
 )
 
 // jsClientDir is the Node project of the official JavaScript A2A SDK
 // (its package-lock.json pins @a2a-js/sdk; .ci/run installs it with npm
 // ci).
 var jsClientDir = filepath.Join("testdata", "jsclient")
+
+// apiSecret signs the requests to the HTTP API of the JavaScript client's
+// test.
+var apiSecret = []byte("0123456789abcdef0123456789abcdef-a2a")
 
 // jsRun is what script.mjs saw over one binding.
 type jsRun struct {
@@ -57,8 +64,9 @@ type jsRun struct {
 // TestJavaScriptClient drives the server with the official JavaScript
 // SDK's client over each binding: send, stream, input-required → answer
 // → completed, an invalid payload refused, unknown and finished tasks,
-// cancel, and an auth-required task resolved by a Go resume (as the
-// console or the HTTP API resolve it) followed with resubscribe.
+// cancel, and an auth-required task resolved over the signed HTTP API
+// (resumehttp, as markov serve mounts it) followed with resubscribe on
+// another server than the one that made the task.
 func TestJavaScriptClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	testkit.Require(t, err, "Node.js", "apt-get install nodejs npm, then cd a2a/testdata/jsclient && npm ci (or .ci/run)")
@@ -67,9 +75,15 @@ func TestJavaScriptClient(t *testing.T) {
 	for _, binding := range []string{string(a2a.TransportProtocolJSONRPC), string(a2a.TransportProtocolHTTPJSON)} {
 		t.Run(binding, func(t *testing.T) {
 			f := newFixture(t)
+			first := f.srv.URL
+			f.start(t) // another server on the same database, as another process: it serves the resubscribe
+			h, err := resumehttp.New(resumehttp.Config{Runner: f.runner, Acceptor: f.runner, Secret: apiSecret})
+			require.NoError(t, err)
+			api := httptest.NewServer(h)
+			defer api.Close()
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "script.mjs", f.srv.URL, binding)
+			cmd := exec.CommandContext(ctx, node, "script.mjs", first, binding, f.srv.URL)
 			cmd.Dir = jsClientDir
 			cmd.Stderr = os.Stderr
 			stdin, err := cmd.StdinPipe()
@@ -84,11 +98,16 @@ func TestJavaScriptClient(t *testing.T) {
 				last = lines.Text()
 				var step struct{ Resume string }
 				if json.Unmarshal([]byte(last), &step) == nil && step.Resume != "" {
-					sus, err := f.runner.Suspension(ctx, step.Resume)
+					// A person approves over the signed HTTP API (markov serve's).
+					body := []byte(`{"payload":"approved"}`)
+					req, err := http.NewRequest(http.MethodPost, api.URL+"/suspensions/"+step.Resume+"/resume", bytes.NewReader(body))
 					require.NoError(t, err)
-					for _, err := range f.runner.Run(ctx, sus.MachineID, machine.ResumeInput{SuspendID: step.Resume, Payload: "approved"}) {
-						require.NoError(t, err)
-					}
+					req.Header.Set("Content-Type", "application/json")
+					resumehttp.SignRequest(apiSecret, req, body, time.Now())
+					resp, err := http.DefaultClient.Do(req)
+					require.NoError(t, err)
+					resp.Body.Close()
+					require.Equal(t, http.StatusAccepted, resp.StatusCode)
 					_, err = stdin.Write([]byte("resumed\n"))
 					require.NoError(t, err)
 				}

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -46,9 +48,26 @@ type ServerConfig struct {
 	Records store.RecordKeeper
 	// Card overrides parts of the agent card generated from the charter.
 	Card Card
-	// PushSender sends push notifications (the SDK's HTTP sender when
-	// nil).
+	// PushSender sends push notifications as the SDK makes them. Nil
+	// means the server's outbox: each notification is kept in Records and
+	// delivered by Run, with retries (PushAttempts, PushBackoff), from
+	// whichever process on the store runs it — a restart loses none.
 	PushSender push.Sender
+	// AllowPrivatePush lets push notification URLs name, or resolve to,
+	// loopback, private, link-local and other non-public addresses: they
+	// are refused by default (a push config naming one is invalid params,
+	// a delivery to a name resolving to one is dropped), as a defence
+	// against SSRF.
+	AllowPrivatePush bool
+	// PushAttempts is how many times the outbox tries a notification
+	// (DefaultPushAttempts if zero); PushBackoff the wait before the
+	// second attempt, doubled for each next one (DefaultPushBackoff if
+	// zero).
+	PushAttempts int
+	PushBackoff  time.Duration
+	// RunInterval is how often Run looks at the outbox and at the tasks
+	// waiting on decisions made elsewhere (DefaultRunInterval if zero).
+	RunInterval time.Duration
 	// Logger receives what the SDK and the server log (nothing when nil).
 	Logger *slog.Logger
 }
@@ -87,7 +106,14 @@ type Server struct {
 	logger  *slog.Logger
 	handler a2asrv.RequestHandler
 	tasks   taskStore
+	pushes  pushStore
+	outbox  *outbox
+	sender  push.Sender
+	every   time.Duration
 	mux     *http.ServeMux
+	// following are the tasks whose executions follow their machines in
+	// this process (task ID to struct{}): Run leaves them alone.
+	following sync.Map
 }
 
 // NewServer returns the server of cfg, or an error wrapping
@@ -100,6 +126,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("%w: no Records", ErrInvalidConfig)
 	case cfg.Node == "" || cfg.Runner.Charter().Node(cfg.Node) == nil:
 		return nil, fmt.Errorf("%w: Node %q is not a node of charter %s", ErrInvalidConfig, cfg.Node, cfg.Runner.Charter().Name())
+	case cfg.PushAttempts < 0 || cfg.PushBackoff < 0 || cfg.RunInterval < 0:
+		return nil, fmt.Errorf("%w: PushAttempts, PushBackoff and RunInterval must not be negative", ErrInvalidConfig)
 	}
 	// The bridge's continuation tokens never leave the server (a task's
 	// suspensions are in its stored status), so the secret is this
@@ -114,20 +142,30 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{runner: cfg.Runner, node: cfg.Node, bridge: b, logger: logger,
-		baseURL: strings.TrimSuffix(cfg.Card.URL, "/"), tasks: taskStore{cfg.Records}}
-	s.card = s.generateCard(cfg.Card)
-	sender := cfg.PushSender
-	if sender == nil {
-		sender = push.NewHTTPPushSender(nil)
+	check := func(url string) error { return checkURL("push notification URL", url, cfg.AllowPrivatePush) }
+	client := guardedClient(pushTimeout)
+	if cfg.AllowPrivatePush {
+		client = &http.Client{Timeout: pushTimeout}
 	}
-	s.handler = a2asrv.NewHandler(executor{s},
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	s := &Server{runner: cfg.Runner, node: cfg.Node, bridge: b, logger: logger,
+		baseURL: strings.TrimSuffix(cfg.Card.URL, "/"), tasks: taskStore{cfg.Records},
+		pushes: pushStore{records: cfg.Records, check: check}, every: cmp.Or(cfg.RunInterval, DefaultRunInterval),
+		outbox: &outbox{records: cfg.Records, client: client, checkTarget: check, logger: logger, now: time.Now,
+			attempts: cmp.Or(cfg.PushAttempts, DefaultPushAttempts), backoff: cmp.Or(cfg.PushBackoff, DefaultPushBackoff),
+			added: make(chan struct{}, 1)}}
+	s.card = s.generateCard(cfg.Card)
+	s.sender = s.outbox
+	if cfg.PushSender != nil {
+		s.sender = cfg.PushSender
+	}
+	s.handler = storedHandler{s: s, RequestHandler: a2asrv.NewHandler(executor{s},
 		a2asrv.WithTaskStore(s.tasks),
-		a2asrv.WithPushNotifications(pushStore{cfg.Records}, sender),
+		a2asrv.WithPushNotifications(s.pushes, s.sender),
 		a2asrv.WithCapabilityChecks(&s.card.Capabilities),
 		a2asrv.WithCallInterceptors(checker{s}),
 		a2asrv.WithLogger(logger),
-	)
+	)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET "+a2asrv.WellKnownAgentCardPath, s.serveCard)
 	s.mux.Handle(RESTPath+"/", http.StripPrefix(RESTPath, a2asrv.NewRESTHandler(s.handler)))

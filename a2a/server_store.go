@@ -146,8 +146,12 @@ func (s taskStore) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.Li
 }
 
 // pushStore is push.ConfigStore on a RecordKeeper: one record per
-// configuration, keyed "task/config".
-type pushStore struct{ records store.RecordKeeper }
+// configuration, keyed "task/config". check refuses a URL a
+// notification may not go to.
+type pushStore struct {
+	records store.RecordKeeper
+	check   func(url string) error
+}
 
 var _ push.ConfigStore = pushStore{}
 
@@ -157,6 +161,11 @@ func pushKey(task a2a.TaskID, id string) string { return string(task) + "/" + id
 func (s pushStore) Save(ctx context.Context, task a2a.TaskID, cfg *a2a.PushConfig) (*a2a.PushConfig, error) {
 	if cfg == nil || cfg.URL == "" {
 		return nil, fmt.Errorf("push config without a URL: %w", a2a.ErrInvalidParams)
+	}
+	if s.check != nil {
+		if err := s.check(cfg.URL); err != nil {
+			return nil, fmt.Errorf("%w: %w", a2a.ErrInvalidParams, err)
+		}
 	}
 	saved := *cfg
 	saved.TaskID = task

@@ -1,6 +1,7 @@
 package a2a_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,9 +116,14 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) start(t *testing.T) {
 	t.Helper()
 	r, st := deskRunner(t, f.db)
-	s, err := markova2a.NewServer(markova2a.ServerConfig{Runner: r, Node: "desk", Records: st, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	s, err := markova2a.NewServer(markova2a.ServerConfig{Runner: r, Node: "desk", Records: st, AllowPrivatePush: true, PushBackoff: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	f.runner, f.srv = r, httptest.NewServer(s)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
 	t.Cleanup(f.srv.Close)
 }
 
@@ -549,4 +556,143 @@ func TestPushNotification(t *testing.T) {
 			t.Fatal("no push notification of the input-required task")
 		}
 	}
+}
+
+// A push notification whose receiver fails is kept in the store and
+// tried again with backoff — by another server on the same database when
+// the first is gone — until it is delivered, once.
+func TestPushOutboxRetriesAcrossRestart(t *testing.T) {
+	db := sqlitetest.Path(t)
+	r, st := deskRunner(t, db)
+	failing := true
+	got := make(chan string, 16)
+	var mu sync.Mutex
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		got <- req.Header.Get("A2A-Notification-Token") + " " + string(body)
+	}))
+	defer hook.Close()
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	// The first server has no Run: its notifications stay in the outbox.
+	first, err := markova2a.NewServer(markova2a.ServerConfig{Runner: r, Node: "desk", Records: st, AllowPrivatePush: true, Logger: logger})
+	require.NoError(t, err)
+	srv := httptest.NewServer(first)
+	res, err := clientOf(t, srv.URL).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: text("ask colour?"),
+		Config: &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: hook.URL, Token: "tok"}}})
+	require.NoError(t, err)
+	task := res.(*a2a.Task)
+	require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
+	srv.Close()
+
+	second, err := markova2a.NewServer(markova2a.ServerConfig{Runner: r, Node: "desk", Records: st, AllowPrivatePush: true,
+		PushBackoff: 20 * time.Millisecond, RunInterval: 10 * time.Millisecond, Logger: logger})
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = second.Run(ctx) }()
+	defer func() { stop(); <-done }()
+	recs, err := st.ListRecords(t.Context(), "a2a.outbox", "")
+	require.NoError(t, err)
+	require.NotEmpty(t, recs, "the notifications wait in the store")
+	require.Eventually(t, func() bool {
+		recs, err := st.ListRecords(t.Context(), "a2a.outbox", "")
+		return err == nil && len(recs) > 0 && strings.Contains(string(recs[0].Data), `"attempts":1`)
+	}, 20*time.Second, 5*time.Millisecond, "a failed attempt is recorded")
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	var states []string
+	for len(states) == 0 || !strings.Contains(states[len(states)-1], "TASK_STATE_INPUT_REQUIRED") {
+		select {
+		case p := <-got:
+			require.True(t, strings.HasPrefix(p, "tok "), p)
+			require.Contains(t, p, string(task.ID))
+			states = append(states, p)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no push notification of the input-required task; got %q", states)
+		}
+	}
+	require.Eventually(t, func() bool {
+		recs, err := st.ListRecords(t.Context(), "a2a.outbox", "")
+		return err == nil && len(recs) == 0
+	}, 20*time.Second, 5*time.Millisecond, "delivered notifications leave the outbox")
+}
+
+// Push notification URLs on loopback or private addresses are refused
+// unless the server allows them: invalid params, nothing stored.
+func TestPushConfigRefusesPrivateURL(t *testing.T) {
+	r, st := deskRunner(t, sqlitetest.Path(t))
+	s, err := markova2a.NewServer(markova2a.ServerConfig{Runner: r, Node: "desk", Records: st})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := clientOf(t, srv.URL)
+	task := send(t, c, text("ask name?"))
+	for _, url := range []string{"http://127.0.0.1:9/hook", "http://localhost/hook", "http://10.1.2.3/hook", "ftp://hooks.example.com/"} {
+		_, err := c.CreateTaskPushConfig(t.Context(), &a2a.PushConfig{TaskID: task.ID, URL: url, Token: "t"})
+		require.ErrorIs(t, err, a2a.ErrInvalidParams, url)
+	}
+	list, err := c.ListTaskPushConfigs(t.Context(), &a2a.ListTaskPushConfigRequest{TaskID: task.ID})
+	require.NoError(t, err)
+	require.Empty(t, list)
+	_, err = c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: text("hello"),
+		Config: &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: "http://127.0.0.1:9/hook"}}})
+	require.ErrorIs(t, err, a2a.ErrInvalidParams, "a message's push config too")
+}
+
+// clientOf is an a2a-go JSON-RPC client of the server at url.
+func clientOf(t *testing.T, url string) *a2aclient.Client {
+	t.Helper()
+	card, err := agentcard.DefaultResolver.Resolve(t.Context(), url)
+	require.NoError(t, err)
+	c, err := a2aclient.NewFromCard(t.Context(), card)
+	require.NoError(t, err)
+	return c
+}
+
+// A subscription to an auth-required task made by another server on the
+// same database (another process) is served from the store: the task,
+// then, once the decision is made elsewhere, the run's events and the
+// completed status.
+func TestSubscribeOnAnotherServer(t *testing.T) {
+	f := newFixture(t)
+	task := send(t, f.client(t, a2a.TransportProtocolJSONRPC), text("deploy api"))
+	require.Equal(t, a2a.TaskStateAuthRequired, task.Status.State)
+	first := f.srv
+	f.start(t) // another server on the same database
+	require.NotEqual(t, first.URL, f.srv.URL)
+	c := f.client(t, a2a.TransportProtocolJSONRPC)
+	events, stop := iter.Pull2(c.SubscribeToTask(t.Context(), &a2a.SubscribeToTaskRequest{ID: task.ID}))
+	defer stop()
+	ev, err, ok := events()
+	require.True(t, ok)
+	require.NoError(t, err)
+	require.Equal(t, task.ID, ev.(*a2a.Task).ID, "the stored task first")
+
+	sus := suspensions(t, task)
+	for _, err := range f.runner.Run(t.Context(), markova2a.MachineID(task.ContextID), machine.ResumeInput{SuspendID: sus[0].SuspendID, Payload: "approved"}) {
+		require.NoError(t, err)
+	}
+	var last a2a.TaskState
+	for {
+		ev, err, ok := events()
+		if !ok {
+			break
+		}
+		require.NoError(t, err)
+		if su, isStatus := ev.(*a2a.TaskStatusUpdateEvent); isStatus {
+			last = su.Status.State
+		}
+	}
+	require.Equal(t, a2a.TaskStateCompleted, last)
+	got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateCompleted, got.Status.State)
+	require.Equal(t, "Done: approved", answer(t, got))
 }

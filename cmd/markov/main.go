@@ -36,6 +36,7 @@
 //	serve [--addr HOST:PORT] [--secret-env VAR] [--sweep DURATION]
 //	      [--workers N] [--shutdown-timeout D] [--max-wait D] [--console]
 //	      [--read-timeout D] [--write-timeout D] [--idle-timeout D]
+//	      [--a2a-push PATH]
 //	                                  serve the HMAC-signed HTTP resume endpoint
 //	                                  (202 Accepted, or the run's summary within
 //	                                  Prefer: wait=N up to --max-wait; timeouts
@@ -51,7 +52,9 @@
 //	                                  serve the charter as an MCP server on stdin/stdout,
 //	                                  or stateless Streamable HTTP (--http)
 //	a2a [--addr HOST:PORT] [--node NAME] [--url URL] [--sweep D]
+//	    [--allow-private-push] [--a2a-push PATH]
 //	                                  serve the charter as an A2A agent over HTTP
+//	                                  (push notifications from an outbox in the store)
 //	version [-o text|json]            print the version and the Go version
 //	help [command]                    print help (also -h, --help, <command> -h)
 //

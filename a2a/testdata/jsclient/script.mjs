@@ -1,6 +1,8 @@
 // Drives a markov A2A server with the official JavaScript SDK's client
 // (@a2a-js/sdk) over one binding, and prints what it saw as JSON on its
 // last stdout line. Usage: node script.mjs BASE_URL JSONRPC|HTTP+JSON
+// [OTHER_BASE_URL] — the auth-required task is resubscribed to at the
+// other server (on the same database) when it is given.
 //
 // For the auth-required step it prints {"resume": SUSPEND_ID} on a line
 // of its own and waits for a line on stdin: the Go test resumes the
@@ -10,12 +12,15 @@ import { randomUUID } from "node:crypto";
 import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory } from "@a2a-js/sdk/client";
 import { Role, TaskState } from "@a2a-js/sdk";
 
-const [base, binding] = process.argv.slice(2);
+const [base, binding, otherBase] = process.argv.slice(2);
 const factory = new ClientFactory({
   transports: [new JsonRpcTransportFactory(), new RestTransportFactory()],
   preferredTransports: [binding],
 });
 const client = await factory.createFromUrl(base);
+// other is a client of another server on the same database (another
+// process): the auth-required task is followed there.
+const other = otherBase ? await factory.createFromUrl(otherBase) : client;
 const stdin = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
 const text = (value, metadata) => ({ content: { $case: "text", value }, metadata });
@@ -103,7 +108,7 @@ out.cancel = { state: state(cancelled.status.state) };
 // auth-required, resolved elsewhere, followed with resubscribe.
 const deploy = task(await client.sendMessage(message([text("deploy api")])));
 const refused = await failure(() => client.sendMessage(message([data(true)], deploy.id)));
-const events = client.resubscribeTask({ id: deploy.id });
+const events = other.resubscribeTask({ id: deploy.id });
 const first = await events.next();
 console.log(JSON.stringify({ resume: suspensions(deploy)[0].suspendId }));
 await stdin.next(); // the Go test resumed it

@@ -57,4 +57,10 @@ func TestA2AFlags(t *testing.T) {
 	require.EqualError(t, c.Run(context.Background(), []string{"a2a", "--db", db}), "--node is required")
 	err := c.Run(context.Background(), []string{"a2a", "--db", db, "--node", "nowhere"})
 	require.ErrorIs(t, err, a2a.ErrInvalidConfig)
+	for _, cmd := range [][]string{{"a2a", "--node", refund.NodeName}, {"serve"}} {
+		for _, bad := range []string{"push", "/a2a/push/"} {
+			err := c.Run(context.Background(), append(cmd, "--db", db, "--a2a-push", bad))
+			require.EqualError(t, err, `--a2a-push "`+bad+`": want a path like /a2a/push`, cmd[0])
+		}
+	}
 }

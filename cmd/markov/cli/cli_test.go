@@ -663,6 +663,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain()) // a child process of process_test.go
 	}
+	if os.Getenv(a2aChildEnv) != "" {
+		os.Exit(a2aChildMain()) // a child process of a2a_process_test.go
+	}
 	// Hermetic: the commands never pick a real model here, but be sure.
 	os.Unsetenv("ANTHROPIC_API_KEY")
 	os.Unsetenv("OPENAI_API_KEY")

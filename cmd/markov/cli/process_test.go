@@ -104,10 +104,17 @@ type child struct {
 // answering after latency.
 func startChild(t *testing.T, latency time.Duration, args ...string) *child {
 	t.Helper()
+	return startChildEnv(t, []string{childEnv + "=1", latencyEnv + "=" + latency.String()}, args...)
+}
+
+// startChildEnv starts the test binary as the command line args, with
+// env added to the environment.
+func startChildEnv(t *testing.T, env []string, args ...string) *child {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1", latencyEnv+"="+latency.String(), "MARKOV_SECRET="+childSecret)
+	cmd.Env = append(append(os.Environ(), env...), "MARKOV_SECRET="+childSecret)
 	cmd.WaitDelay = 5 * time.Second
 	r, w, err := os.Pipe()
 	require.NoError(t, err)

@@ -39,6 +39,7 @@ type serveConfig struct {
 	work    workFlags
 	ui      consoleFlags
 	agui    aguiFlags
+	a2aPush a2aPushFlag
 	server  resumehttp.ServerConfig
 	// webhooks is the --webhooks file, read; sender its subscriptions'.
 	webhooks *webhookFile
@@ -162,6 +163,7 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	cfg.work.register(fs)
 	cfg.ui.register(fs)
 	cfg.agui.register(fs, c.Node)
+	cfg.a2aPush.register(fs)
 	fs.DurationVar(&cfg.server.ReadTimeout, "read-timeout", resumehttp.DefaultReadTimeout, "how long a client may take to send a whole request")
 	fs.DurationVar(&cfg.server.WriteTimeout, "write-timeout", resumehttp.DefaultWriteTimeout, "how long a request may take until its answer is written (a wait for its run included: --max-wait)")
 	fs.DurationVar(&cfg.server.IdleTimeout, "idle-timeout", resumehttp.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
@@ -190,6 +192,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 		return nil, err
 	}
 	if err := cfg.agui.check("serve"); err != nil {
+		return nil, err
+	}
+	if err := cfg.a2aPush.check("serve"); err != nil {
 		return nil, err
 	}
 	if cfg.server.ReadTimeout <= 0 || cfg.server.WriteTimeout <= 0 || cfg.server.IdleTimeout <= 0 {
@@ -243,6 +248,7 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 			return nil, nil, err
 		}
 	}
+	h = cfg.a2aPush.mount(c, db, h) // authenticated by each task's token, not the API's signature
 	return withProbes(h, db.Store), stop, nil
 }
 

@@ -54,11 +54,16 @@ func (f *aguiFlags) mount(c *CLI, db *DB, api *resumehttp.Handler, next http.Han
 		return nil, nil, err
 	}
 	fmt.Fprintf(c.Out(), "the AG-UI endpoint is at %s\n", f.path)
+	return routeAt(f.path, h, next), h.Close, nil
+}
+
+// routeAt serves the requests for path with h, the others with next.
+func routeAt(path string, h, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == f.path {
+		if r.URL.Path == path {
 			h.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
-	}), h.Close, nil
+	})
 }
