@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/markov-agents/markov/instance"
 )
 
 // Cookie names.
@@ -22,6 +25,8 @@ const (
 type auth struct {
 	key    []byte
 	secret []byte
+	// signIn: people sign in to a session (with the secret or OIDC).
+	signIn bool
 	header string
 	ttl    time.Duration
 	path   string
@@ -48,50 +53,69 @@ func (a *auth) checkSecret(given string) bool {
 	return hmac.Equal(g[:], w[:])
 }
 
-// identity is who sent r: the proxy's header, else a valid session
-// cookie's name, else "".
-func (a *auth) identity(r *http.Request) string {
+// identity is the subject of who sent r (see principal), or "".
+func (a *auth) identity(r *http.Request) string { return a.principal(r).Subject }
+
+// principal is who sent r: the proxy's header (a subject, no groups),
+// else a valid session cookie's identity, else the zero Identity.
+func (a *auth) principal(r *http.Request) instance.Identity {
 	if a.header != "" {
 		if v := strings.TrimSpace(r.Header.Get(a.header)); v != "" {
-			return v
+			return instance.Identity{Subject: v}
 		}
 	}
-	if len(a.secret) == 0 {
-		return ""
+	if !a.signIn {
+		return instance.Identity{}
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return ""
+		return instance.Identity{}
 	}
 	return a.openSession(c.Value)
 }
 
-// session is name.expiry.mac, name base64url.
-func (a *auth) session(name string) string {
-	exp := strconv.FormatInt(a.now().Add(a.ttl).Unix(), 10)
-	n := base64.RawURLEncoding.EncodeToString([]byte(name))
-	return n + "." + exp + "." + base64.RawURLEncoding.EncodeToString(a.mac("session", n, exp))
+// session is the cookie value of a sign-in as id, good for the TTL.
+func (a *auth) session(id instance.Identity) string {
+	b, _ := json.Marshal(id)
+	return a.seal("session", b, a.ttl)
 }
 
-func (a *auth) openSession(v string) string {
+func (a *auth) openSession(v string) instance.Identity {
+	var id instance.Identity
+	if b, ok := a.open("session", v); !ok || json.Unmarshal(b, &id) != nil {
+		return instance.Identity{}
+	}
+	return id
+}
+
+// seal signs data for use as kind until ttl from now: data.expiry.mac,
+// data base64url.
+func (a *auth) seal(kind string, data []byte, ttl time.Duration) string {
+	exp := strconv.FormatInt(a.now().Add(ttl).Unix(), 10)
+	n := base64.RawURLEncoding.EncodeToString(data)
+	return n + "." + exp + "." + base64.RawURLEncoding.EncodeToString(a.mac(kind, n, exp))
+}
+
+// open returns the data of v, sealed as kind, when its mac is good and
+// it has not expired.
+func (a *auth) open(kind, v string) ([]byte, bool) {
 	n, rest, ok := strings.Cut(v, ".")
 	exp, sig, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 {
-		return ""
+		return nil, false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, a.mac("session", n, exp)) {
-		return ""
+	// Strict: one encoding per value, so only what seal made opens.
+	b64 := base64.RawURLEncoding.Strict()
+	got, err := b64.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, a.mac(kind, n, exp)) {
+		return nil, false
 	}
 	e, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || a.now().Unix() >= e {
-		return ""
+		return nil, false
 	}
-	name, err := base64.RawURLEncoding.DecodeString(n)
-	if err != nil {
-		return ""
-	}
-	return string(name)
+	data, err := b64.DecodeString(n)
+	return data, err == nil
 }
 
 // csrfNonce returns the request's CSRF cookie nonce, setting a new one

@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/faillimit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/resumehttp"
@@ -38,8 +40,8 @@ const DefaultPrefix = "/ui/"
 // zero.
 const DefaultSessionTTL = 12 * time.Hour
 
-// Config configures a Console. Secret or IdentityHeader (or both) is
-// required: the console never serves anonymous visitors.
+// Config configures a Console. Secret, OIDC or IdentityHeader (or more
+// than one) is required: the console never serves anonymous visitors.
 type Config struct {
 	// Runner holds the machines. Required.
 	Runner *durable.Runner
@@ -61,6 +63,9 @@ type Config struct {
 	// the signed-in person's identity in (for example X-Forwarded-User).
 	// The proxy must strip it from clients' requests.
 	IdentityHeader string
+	// OIDC, if set, lets a person sign in with an OpenID Connect
+	// provider; their groups (OIDC.GroupsClaim) go with their decisions.
+	OIDC *OIDC
 	// Prefix is the path the console is mounted at (DefaultPrefix if
 	// empty); it must start and end with "/".
 	Prefix string
@@ -118,6 +123,7 @@ type Console struct {
 	now        func() time.Time
 	log        *slog.Logger
 	auth       *auth
+	oidc       *openID
 	signIns    *faillimit.Limit
 	audit      *auditCheck
 	client     func(*http.Request) string
@@ -130,8 +136,8 @@ func New(cfg Config) (*Console, error) {
 	switch {
 	case cfg.Runner == nil || cfg.Charter == nil:
 		return nil, fmt.Errorf("%w: a Runner and a Charter are required", ErrInvalidConfig)
-	case len(cfg.Secret) == 0 && cfg.IdentityHeader == "":
-		return nil, fmt.Errorf("%w: a Secret or an IdentityHeader is required", ErrInvalidConfig)
+	case len(cfg.Secret) == 0 && cfg.OIDC == nil && cfg.IdentityHeader == "":
+		return nil, fmt.Errorf("%w: a Secret, OIDC or an IdentityHeader is required", ErrInvalidConfig)
 	}
 	if len(cfg.Secret) > 0 {
 		// The secret guards sign-in as the API's guards signatures: the
@@ -170,14 +176,24 @@ func New(cfg Config) (*Console, error) {
 	if c.client == nil {
 		c.client = faillimit.RemoteIP
 	}
-	c.auth = &auth{secret: cfg.Secret, header: cfg.IdentityHeader, ttl: cfg.SessionTTL, path: c.prefix, now: c.now}
+	if cfg.OIDC != nil {
+		var err error
+		if c.oidc, err = newOpenID(*cfg.OIDC, c.prefix); err != nil {
+			return nil, err
+		}
+	}
+	c.auth = &auth{secret: cfg.Secret, signIn: len(cfg.Secret) > 0 || c.oidc != nil, header: cfg.IdentityHeader, ttl: cfg.SessionTTL, path: c.prefix, now: c.now}
 	if c.auth.ttl <= 0 {
 		c.auth.ttl = DefaultSessionTTL
 	}
-	if len(cfg.Secret) > 0 {
+	switch {
+	case len(cfg.Secret) > 0:
 		k := sha256.Sum256(append([]byte("markov console session key\x00"), cfg.Secret...))
 		c.auth.key = k[:]
-	} else {
+	case cfg.OIDC != nil && cfg.OIDC.ClientSecret != "":
+		k := sha256.Sum256(append([]byte("markov console OIDC session key\x00"), cfg.OIDC.ClientSecret...))
+		c.auth.key = k[:]
+	default:
 		c.auth.key = make([]byte, 32)
 		_, _ = rand.Read(c.auth.key)
 	}
@@ -197,6 +213,10 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET "+p+"login", c.loginPage)
 	mux.HandleFunc("POST "+p+"login", c.login)
 	mux.HandleFunc("POST "+p+"logout", c.signedIn(c.logout))
+	if c.oidc != nil {
+		mux.HandleFunc("GET "+p+"oidc/start", c.oidcStart)
+		mux.HandleFunc("GET "+p+"oidc/callback", c.oidcCallback)
+	}
 	mux.HandleFunc("GET "+p+"{$}", c.signedIn(c.inbox))
 	mux.HandleFunc("GET "+p+"events", c.signedIn(c.serveEvents))
 	mux.HandleFunc("GET "+p+"machines", c.signedIn(c.machines))
@@ -232,9 +252,10 @@ type whoKey struct{}
 // CSRF token; otherwise it sends them to sign in (or refuses).
 func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		who := c.auth.identity(r)
+		id := c.auth.principal(r)
+		who := id.Subject
 		if who == "" {
-			if len(c.auth.secret) == 0 {
+			if !c.auth.signIn {
 				http.Error(w, "console: sign in through the proxy", http.StatusUnauthorized)
 				return
 			}
@@ -252,17 +273,31 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, string)) h
 			http.Error(w, "console: the form's CSRF token is missing or wrong; reload the page", http.StatusForbidden)
 			return
 		}
-		h(w, r, who)
+		h(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, id)), who)
 	}
 }
 
-// loginData is the sign-in page's data: where to go once signed in.
+// groupsOf is the groups of the signed-in person who sent r (signedIn).
+func groupsOf(r *http.Request) []string {
+	id, _ := r.Context().Value(whoKey{}).(instance.Identity)
+	return id.Groups
+}
+
+// loginData is the sign-in page's data: where to go once signed in,
+// and the ways to sign in offered: the secret's form, the OpenID
+// provider's link.
 type loginData struct {
-	Next string
+	Next         string
+	Secret, OIDC bool
+}
+
+// loginData is the sign-in page's data, going to next once signed in.
+func (c *Console) loginData(next string) loginData {
+	return loginData{Next: next, Secret: len(c.auth.secret) > 0, OIDC: c.oidc != nil}
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: loginData{c.next(r.URL.Query().Get("next"))}}, "")
+	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: c.loginData(c.next(r.URL.Query().Get("next")))}, "")
 }
 
 // signInAgain answers a decision posted without a session (it expired):
@@ -282,7 +317,7 @@ func (c *Console) signInAgain(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in",
 		Error: "Your session ended, and your decision was not sent. Sign in again: the form comes back as you filled it in.",
-		Data:  loginData{next}}, "")
+		Data:  c.loginData(next)}, "")
 }
 
 // next is the path to return to after signing in: a path of the
@@ -304,7 +339,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.log.WarnContext(r.Context(), "markov console: sign-in refused, too many failures", "client", client)
 		c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
 			Error: fmt.Sprintf("Too many failed sign-ins from your address: try again in %d seconds.", secs),
-			Data:  loginData{c.next(r.PostFormValue("next"))}}, "")
+			Data:  c.loginData(c.next(r.PostFormValue("next")))}, "")
 		return
 	}
 	name := strings.TrimSpace(r.PostFormValue("name"))
@@ -316,17 +351,23 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.signIns.Fail(client, c.now())
 		c.log.WarnContext(r.Context(), "markov console: failed sign-in", "name", name, "client", client)
 		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Wrong name or secret.",
-			Data: loginData{c.next(r.PostFormValue("next"))}}, "")
+			Data: c.loginData(c.next(r.PostFormValue("next")))}, "")
 		return
 	}
 	c.log.InfoContext(r.Context(), "markov console: signed in", "name", name, "client", client)
-	http.SetCookie(w, c.auth.cookie(r, sessionCookie, c.auth.session(name), int(c.auth.ttl/time.Second)))
-	http.Redirect(w, r, c.next(r.PostFormValue("next")), http.StatusSeeOther)
+	c.startSession(w, r, instance.Identity{Subject: name}, c.next(r.PostFormValue("next")))
+}
+
+// startSession signs id in (the session cookie) and sends the browser
+// to next.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, id instance.Identity, next string) {
+	http.SetCookie(w, c.auth.cookie(r, sessionCookie, c.auth.session(id), int(c.auth.ttl/time.Second)))
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ string) {
 	http.SetCookie(w, c.auth.cookie(r, sessionCookie, "", -1))
-	http.Redirect(w, r, c.prefix+"login", http.StatusSeeOther)
+	http.Redirect(w, r, c.signOutURL(), http.StatusSeeOther)
 }
 
 // page is what every template gets.

@@ -26,7 +26,7 @@ func decision(d suspensionData, r *http.Request, who string) (machine.Input, err
 		if err != nil {
 			return nil, err
 		}
-		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Digest: r.PostFormValue("digest")}, nil
+		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Groups: groupsOf(r), Digest: r.PostFormValue("digest")}, nil
 	case "reject":
 		// A refusal: the approval's other fields need not be filled in
 		// (the button has formnovalidate; decodeReject requires none).
@@ -34,10 +34,10 @@ func decision(d suspensionData, r *http.Request, who string) (machine.Input, err
 		if err != nil {
 			return nil, err
 		}
-		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Digest: r.PostFormValue("digest"),
+		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Groups: groupsOf(r), Digest: r.PostFormValue("digest"),
 			Deny: d.Call.Policy != nil}, nil
 	case "error":
-		return machine.ResumeInput{SuspendID: id, Payload: cmp.Or(r.PostFormValue("message"), "rejected"), IsError: true, By: who, Digest: r.PostFormValue("digest")}, nil
+		return machine.ResumeInput{SuspendID: id, Payload: cmp.Or(r.PostFormValue("message"), "rejected"), IsError: true, By: who, Groups: groupsOf(r), Digest: r.PostFormValue("digest")}, nil
 	case "cancel":
 		return machine.CancelInput{SuspendID: id, Reason: r.PostFormValue("reason"), By: who}, nil
 	}

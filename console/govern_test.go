@@ -17,20 +17,26 @@ import (
 	"github.com/markov-agents/markov/store"
 )
 
-// TestGovernedDecision: a suspension whose policy names its approver is
-// refused to anyone else (403, nothing changes); a decision on another
-// digest than the page's is refused as stale (409); the approver's
-// decision, naming the digest the page carries, is applied.
-func TestGovernedDecision(t *testing.T) {
+// governedCharter is the refund charter whose approvals policy decides.
+func governedCharter(t *testing.T, policy instance.Policy) *machine.Charter {
+	t.Helper()
 	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
 		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
-			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
-				instance.WithPolicy(instance.Policy{Subjects: []string{"ada"}}))
+			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order), instance.WithPolicy(policy))
 		}, node.ResumeWith[verdict]())
 	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{approve}})
 	require.NoError(t, err)
 	charter, err := machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d}})
 	require.NoError(t, err)
+	return charter
+}
+
+// TestGovernedDecision: a suspension whose policy names its approver is
+// refused to anyone else (403, nothing changes); a decision on another
+// digest than the page's is refused as stale (409); the approver's
+// decision, naming the digest the page carries, is applied.
+func TestGovernedDecision(t *testing.T) {
+	charter := governedCharter(t, instance.Policy{Subjects: []string{"ada"}})
 	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
 	s := newStack(t, console.Config{Runner: r, Charter: charter})
 	id := s.park(t, "m1", 7)
