@@ -36,8 +36,11 @@ type AuditRecord struct {
 	Groups  []string `json:"groups,omitempty"`
 	Deny    bool     `json:"deny,omitempty"`
 	IsError bool     `json:"is_error,omitempty"`
-	// Digest is the call's digest the decision named.
-	Digest string `json:"digest,omitempty"`
+	// Digest is the call's digest the decision named; EditDigest, for a
+	// decision that edited the call's input, the digest after the edit
+	// (the edited input is in the machine's history, "edited" record).
+	Digest     string `json:"digest,omitempty"`
+	EditDigest string `json:"edit_digest,omitempty"`
 	// PayloadSHA256 is the SHA-256 (hex) of the decision's payload.
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 	// Error is why a refusal was refused.
@@ -65,7 +68,7 @@ func (r *Runner) auditEntries(id string, ds []machine.Decided) ([]store.AuditApp
 			At: d.Decision.At, Kind: AuditDecision, MachineID: id, SuspendID: d.SuspendID, InstanceID: d.InstanceID,
 			Node: d.Node, Name: d.Name, Outcome: d.Outcome, By: d.Decision.By, For: d.Decision.For,
 			Groups: d.Decision.Groups, Deny: d.Decision.Deny, IsError: d.Decision.IsError, Digest: d.Decision.Digest,
-			PayloadSHA256: payloadSum(d.Decision.Payload),
+			EditDigest: d.Decision.EditDigest, PayloadSHA256: payloadSum(d.Decision.Payload),
 		})
 		if err != nil {
 			return nil, err

@@ -319,12 +319,13 @@ type entry struct {
 	Groups     []string        `json:"groups,omitempty"`
 	Digest     string          `json:"digest,omitempty"`
 	Deny       bool            `json:"deny,omitempty"`
+	Edit       json.RawMessage `json:"edit,omitempty"`
 }
 
 // resume is the resume input of e.
 func (e entry) resume() machine.ResumeInput {
 	return machine.ResumeInput{SuspendID: e.SuspendID, Payload: entryPayload(e.Payload), IsError: e.IsError, FreshTurn: e.FreshTurn, By: e.By,
-		Groups: e.Groups, Digest: e.Digest, Deny: e.Deny}
+		Groups: e.Groups, Digest: e.Digest, Deny: e.Deny, Edit: entryPayload(e.Edit)}
 }
 
 // entryPayload is an entry's encoded payload as an input's: nil when there is
@@ -341,7 +342,7 @@ func (e entry) input(kind string) (machine.Input, error) {
 	case inResume:
 		return e.resume(), nil
 	case inCancel:
-		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason, By: e.By}, nil
+		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason, By: e.By, Groups: e.Groups}, nil
 	case inCommand:
 		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID, ID: e.Invocation}, nil
 	case inMessage:
@@ -368,8 +369,12 @@ func (f *Fleet) Resume(ctx context.Context, in machine.ResumeInput) (durable.Acc
 	if err != nil {
 		return durable.Accepted{}, fmt.Errorf("fleet: resume %s: %w", in.SuspendID, err)
 	}
+	edit, err := instance.EncodePayload(in.Edit)
+	if err != nil {
+		return durable.Accepted{}, fmt.Errorf("fleet: resume %s: edit: %w", in.SuspendID, err)
+	}
 	return f.acceptResult(ctx, in.SuspendID, inResume, entry{SuspendID: in.SuspendID, Payload: raw, IsError: in.IsError, FreshTurn: in.FreshTurn, By: in.By,
-		Groups: in.Groups, Digest: in.Digest, Deny: in.Deny})
+		Groups: in.Groups, Digest: in.Digest, Deny: in.Deny, Edit: edit})
 }
 
 // AcceptResume is Resume. With AcceptCancel, AcceptInvoke and Await, it
@@ -380,7 +385,7 @@ func (f *Fleet) AcceptResume(ctx context.Context, in machine.ResumeInput) (durab
 
 // Cancel accepts the cancellation in, as Resume accepts a result.
 func (f *Fleet) Cancel(ctx context.Context, in machine.CancelInput) (durable.Accepted, error) {
-	return f.acceptResult(ctx, in.SuspendID, inCancel, entry{SuspendID: in.SuspendID, Reason: in.Reason, By: in.By})
+	return f.acceptResult(ctx, in.SuspendID, inCancel, entry{SuspendID: in.SuspendID, Reason: in.Reason, By: in.By, Groups: in.Groups})
 }
 
 // AcceptCancel is Cancel.
