@@ -3,6 +3,7 @@ package machine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -251,4 +252,37 @@ func typedSignalled(t *testing.T) (*machine.Machine, string) {
 // grantInvocation invokes the "grant" command of typedDesk on id.
 func grantInvocation(id string) command.Invocation {
 	return command.Invocation{Name: "grant", Input: map[string]any{"id": id, "payload": decision{Approved: true}}}
+}
+
+// FuzzEdit sends arbitrary edits to a call whose policy allows them: an
+// edit is either refused with a typed error, changing nothing, or
+// accepted, and then the call holds it as canonical JSON fitting the
+// tool's input schema and its digest is the edited input's.
+func FuzzEdit(f *testing.F) {
+	for _, seed := range []string{`{"amount":5,"to":"x"}`, `{"amount":"5"}`, `{}`, `null`, `[1]`, `{"amount":1e400,"to":""}`, `{"to":"a","amount":2,"x":1}`, `"`, ``} {
+		f.Add([]byte(seed))
+	}
+	p := instance.Policy{Subjects: []string{"bo", "cy"}, Quorum: 2, AllowEdit: true}
+	f.Fuzz(func(t *testing.T, edit []byte) {
+		m, call := payMachine(t, nil, instance.WithPolicy(p))
+		before := snap(m)
+		in := approve(call.SuspendID, "bo", call.Digest)
+		in.Edit = json.RawMessage(edit)
+		_, err := collect(m.Run(context.Background(), in))
+		if err != nil {
+			typed := errors.Is(err, instance.ErrInvalidInput) || errors.Is(err, instance.ErrPayloadDecode) || errors.Is(err, instance.ErrEditNotAllowed)
+			require.True(t, typed, "untyped refusal: %v", err)
+			requireUnchanged(t, before, m)
+			return
+		}
+		got := m.Pending()[0]
+		canon, cerr := instance.CanonicalJSON(edit)
+		require.NoError(t, cerr)
+		require.Equal(t, string(canon), string(got.Input))
+		var tr transfer
+		require.NoError(t, json.Unmarshal(got.Input, &tr), "an accepted edit fits the input type")
+		want, derr := instance.CallDigest("desk", "pay", got.Input, 0)
+		require.NoError(t, derr)
+		require.Equal(t, want, got.Digest)
+	})
 }
