@@ -46,7 +46,14 @@ const latencyEnv = "FLEET_MODEL_LATENCY"
 
 // The test binary doubles as a worker process: with FLEET_WORKER set it
 // runs a fleet worker until SIGTERM (or SIGKILL).
-func TestMain(m *testing.M) { testkit.Main(m, "FLEET_WORKER", func(string) int { return worker() }) }
+func TestMain(m *testing.M) {
+	testkit.Main(m, "FLEET_WORKER", func(role string) int {
+		if by, ok := strings.CutPrefix(role, "decide:"); ok {
+			return decider(by)
+		}
+		return worker()
+	})
+}
 
 type desk struct{}
 
@@ -101,7 +108,10 @@ func charter() (*machine.Charter, error) {
 		}
 		return instance.Decode[string](r.Payload)
 	}))
-	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask}})
+	pay := node.NewTool("pay", "pay; two approvers decide", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
+		return "", ctx.Suspend("payment", instance.WithPolicy(payPolicy))
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask, pay}})
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +150,9 @@ func model() llm.Model {
 				timeout = time.Duration(n) * time.Millisecond
 			}
 			r.Calls = []scripted.Call{{ID: id, Name: "ask", Input: askIn{TimeoutMS: int(timeout.Milliseconds())}}}
+			if mode == "govern" {
+				r.Calls[0].Name = "pay"
+			}
 		case 2:
 			r.Calls = []scripted.Call{{ID: id, Name: "effect", Input: effectIn{Key: "after"}}}
 		default:
