@@ -171,8 +171,19 @@ func childGovern() int {
 			return 2
 		}
 		by := os.Getenv("MARKOV_BY")
-		_, err := runSteps(r.Resume(context.Background(), machine.ResumeInput{SuspendID: os.Getenv("MARKOV_SUSPEND_ID"),
-			Payload: "approved by " + by, By: by, Digest: os.Getenv("MARKOV_DIGEST")}))
+		in := machine.ResumeInput{SuspendID: os.Getenv("MARKOV_SUSPEND_ID"), Payload: "approved by " + by, By: by, Digest: os.Getenv("MARKOV_DIGEST")}
+		var err error
+		if os.Getenv("MARKOV_ACCEPT") != "" {
+			// The acceptor's path (resumehttp with Config.Acceptor set
+			// to the runner): applied and saved, the run in the
+			// background, waited for before the process exits.
+			var a durable.Accepted
+			if a, err = r.AcceptResume(context.Background(), in); err == nil {
+				_, err = r.Await(context.Background(), a)
+			}
+		} else {
+			_, err = runSteps(r.Resume(context.Background(), in))
+		}
 		if err != nil {
 			fmt.Println("error:", err)
 			return 0
@@ -223,6 +234,18 @@ func TestGovernedRaceSQLite(t *testing.T) {
 func TestGovernedRacePostgres(t *testing.T) {
 	s, _, schema := pgtest.Open(t)
 	governedRace(t, s, "MARKOV_PG_SCHEMA="+schema)
+}
+
+// The same race through AcceptResume, the path of an HTTP service whose
+// acceptor is the runner: neither approver is told already_resolved.
+func TestGovernedAcceptRaceSQLite(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "govern.db")
+	governedRace(t, openSQLite(t, db), "MARKOV_DB="+db, "MARKOV_ACCEPT=1")
+}
+
+func TestGovernedAcceptRacePostgres(t *testing.T) {
+	s, _, schema := pgtest.Open(t)
+	governedRace(t, s, "MARKOV_PG_SCHEMA="+schema, "MARKOV_ACCEPT=1")
 }
 
 // editCharter is a till on clock whose "pay" tool waits for bo or cy,
