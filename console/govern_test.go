@@ -13,6 +13,7 @@ import (
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 )
@@ -57,4 +58,46 @@ func TestGovernedDecision(t *testing.T) {
 	require.Equal(t, "/ui/machines/m1?decided="+id, loc)
 	s.requireStatus(t, id, store.StatusResolved)
 	ada.waitPage("/ui/machines/m1", "Refund approved")
+}
+
+// TestGovernedEditForm: where the policy allows edits the decide form has
+// an edit field; an edit the tool's input schema refuses is shown again
+// naming the field (nothing changes), and an accepted one is applied.
+func TestGovernedEditForm(t *testing.T) {
+	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
+		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
+			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
+				instance.WithPolicy(instance.Policy{Subjects: []string{"ada"}, AllowEdit: true}))
+		}, node.ResumeWith[verdict]())
+	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{approve}})
+	require.NoError(t, err)
+	charter, err := machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d}})
+	require.NoError(t, err)
+	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
+	s := newStack(t, console.Config{Runner: r, Charter: charter})
+	id := s.park(t, "m1", 7)
+	page := "/ui/suspensions/" + id
+
+	ada := signedIn(t, s, "ada")
+	_, body := ada.get(page)
+	require.Contains(t, body, `name="_edit"`)
+	digest := regexp.MustCompile(`name="digest" value="([^"]+)"`).FindStringSubmatch(body)[1]
+
+	status, _, body := ada.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {digest}, "_edit": {`{"order":7,"amount":"all"}`}})
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	require.Contains(t, body, "amount")
+	s.requireStatus(t, id, store.StatusPending)
+
+	status, _, _ = ada.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {digest}, "_edit": {`{"order":7,"amount":5}`}})
+	require.Equal(t, http.StatusSeeOther, status)
+	s.requireStatus(t, id, store.StatusResolved)
+	m, _, err := r.Load(t.Context(), "m1")
+	require.NoError(t, err)
+	var edited bool
+	for _, msg := range m.History() {
+		for _, p := range msg.Parts {
+			edited = edited || (p.Kind == message.KindRecord && p.Name == "edited")
+		}
+	}
+	require.True(t, edited, "the history records the edit")
 }
