@@ -111,7 +111,11 @@ func charter() (*machine.Charter, error) {
 	pay := node.NewTool("pay", "pay; two approvers decide", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
 		return "", ctx.Suspend("payment", instance.WithPolicy(payPolicy))
 	})
-	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask, pay}})
+	escalate := node.NewTool("escalate", "pay; bo decides, or cy after the deadline", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
+		return "", ctx.Suspend("payment", instance.WithPolicy(escalatePolicy), instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond),
+			instance.OnTimeoutDeny("nobody answered"))
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask, pay, escalate}})
 	if err != nil {
 		return nil, err
 	}
@@ -150,8 +154,11 @@ func model() llm.Model {
 				timeout = time.Duration(n) * time.Millisecond
 			}
 			r.Calls = []scripted.Call{{ID: id, Name: "ask", Input: askIn{TimeoutMS: int(timeout.Milliseconds())}}}
-			if mode == "govern" {
+			switch mode {
+			case "govern":
 				r.Calls[0].Name = "pay"
+			case "escalate":
+				r.Calls[0].Name, r.Calls[0].Input = "escalate", askIn{TimeoutMS: 300}
 			}
 		case 2:
 			r.Calls = []scripted.Call{{ID: id, Name: "effect", Input: effectIn{Key: "after"}}}

@@ -172,3 +172,33 @@ func checkAudit(t *testing.T, s *postgres.Store) {
 	require.Len(t, outcomes, 2)
 	require.ElementsMatch(t, []string{machine.DecisionRecorded, machine.DecisionApproved}, []string{outcomes["bo"], outcomes["cy"]})
 }
+
+// escalatePolicy governs the charter's "escalate" tool: bo decides; at
+// the deadline cy does, for 400 ms more, and then the call is denied.
+var escalatePolicy = instance.Policy{Subjects: []string{"bo"},
+	Escalation: &instance.Escalation{Policy: instance.Policy{Subjects: []string{"cy"}}, Timeout: 400 * time.Millisecond}}
+
+// On a fleet the deadline job escalates the call, then waits for the
+// escalation's deadline and denies it: the model hears the refusal.
+func TestEscalationOnFleet(t *testing.T) {
+	f, s := startFleet(t)
+	ctx := context.Background()
+	_, err := f.Runner().Create(ctx, "esc", "desk", nil)
+	require.NoError(t, err)
+	steps, err := testkit.Collect(f.Runner().Run(ctx, "esc", machine.UserText("escalate")))
+	require.NoError(t, err)
+	call := steps[len(steps)-1].Suspensions[0]
+	results := payResults(t, f, "esc", call)
+	require.Equal(t, []string{"nobody answered"}, results)
+	var outcomes []string
+	_, err = store.VerifyAudit(ctx, s, nil, func(e store.AuditEntry) error {
+		var rec durable.AuditRecord
+		if err := json.Unmarshal(e.Entry, &rec); err != nil {
+			return err
+		}
+		outcomes = append(outcomes, rec.Outcome)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{machine.DecisionEscalated, machine.DecisionDenied}, outcomes)
+}

@@ -287,8 +287,15 @@ func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) erro
 		return river.JobSnooze(f.cfg.BusySnooze)
 	}
 	defer h.Release()
-	_, err = drain(h.Expire(ctx, now))
-	return err
+	if _, err = drain(h.Expire(ctx, now)); err != nil {
+		return err
+	}
+	// An escalation (instance.Escalation) leaves the call pending with a
+	// later deadline: this job waits for it.
+	if sus, err = f.runner.Suspension(ctx, job.Args.SuspendID); err == nil && sus.Status == store.StatusPending && sus.Deadline.After(now) {
+		return river.JobSnooze(sus.Deadline.Sub(now))
+	}
+	return nil
 }
 
 // expiry reads the database's clock under the machine's inbox lock, and
