@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
@@ -18,15 +19,14 @@ import (
 	"github.com/markov-agents/markov/store"
 )
 
-// TestGovernedDecision: a suspension whose policy names its approver is
-// refused to anyone else (403, nothing changes); a decision on another
-// digest than the page's is refused as stale (409); the approver's
-// decision, naming the digest the page carries, is applied.
-func TestGovernedDecision(t *testing.T) {
+// governedStack serves a console over a desk whose refund approval
+// waits under p, with machine m1 parked on it, and returns the stack, its
+// runner and the suspension's ID.
+func governedStack(t *testing.T, p instance.Policy) (*stack, *durable.Runner, string) {
+	t.Helper()
 	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
 		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
-			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
-				instance.WithPolicy(instance.Policy{Subjects: []string{"ada"}}))
+			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order), instance.WithPolicy(p))
 		}, node.ResumeWith[verdict]())
 	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{approve}})
 	require.NoError(t, err)
@@ -34,7 +34,15 @@ func TestGovernedDecision(t *testing.T) {
 	require.NoError(t, err)
 	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
 	s := newStack(t, console.Config{Runner: r, Charter: charter})
-	id := s.park(t, "m1", 7)
+	return s, r, s.park(t, "m1", 7)
+}
+
+// TestGovernedDecision: a suspension whose policy names its approver is
+// refused to anyone else (403, nothing changes); a decision on another
+// digest than the page's is refused as stale (409); the approver's
+// decision, naming the digest the page carries, is applied.
+func TestGovernedDecision(t *testing.T) {
+	s, _, id := governedStack(t, instance.Policy{Subjects: []string{"ada"}})
 	page := "/ui/suspensions/" + id
 
 	ada, grace := signedIn(t, s, "ada"), signedIn(t, s, "grace")
@@ -64,18 +72,7 @@ func TestGovernedDecision(t *testing.T) {
 // an edit field; an edit the tool's input schema refuses is shown again
 // naming the field (nothing changes), and an accepted one is applied.
 func TestGovernedEditForm(t *testing.T) {
-	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
-		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
-			return "", ctx.Suspend(fmt.Sprintf("refund %d for order %d", in.Amount, in.Order),
-				instance.WithPolicy(instance.Policy{Subjects: []string{"ada"}, AllowEdit: true}))
-		}, node.ResumeWith[verdict]())
-	d, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{approve}})
-	require.NoError(t, err)
-	charter, err := machine.NewCharter(machine.CharterConfig{Model: refundModel(), Nodes: []*node.Node{d}})
-	require.NoError(t, err)
-	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
-	s := newStack(t, console.Config{Runner: r, Charter: charter})
-	id := s.park(t, "m1", 7)
+	s, r, id := governedStack(t, instance.Policy{Subjects: []string{"ada"}, AllowEdit: true})
 	page := "/ui/suspensions/" + id
 
 	ada := signedIn(t, s, "ada")

@@ -44,15 +44,19 @@ func governedCharter() (*machine.Charter, error) {
 	if err != nil {
 		return nil, err
 	}
-	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+	return machine.NewCharter(machine.CharterConfig{Model: payModel("paid"), Nodes: []*node.Node{n}})
+}
+
+// payModel asks to pay 120 once, then says done.
+func payModel(done string) llm.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
 		for _, m := range req.Messages {
 			if m.Role == message.Tool {
-				return scripted.Reply{Text: "paid"}, nil
+				return scripted.Reply{Text: done}, nil
 			}
 		}
 		return scripted.Reply{Calls: []scripted.Call{{ID: "pay-1", Name: "pay", Input: spendIn{Amount: 120}}}}, nil
 	})
-	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
 }
 
 func governedRunner(t testing.TB, s store.Store, key ed25519.PrivateKey) *durable.Runner {
@@ -267,15 +271,7 @@ func editCharter(clock func() time.Time) (*machine.Charter, error) {
 	if err != nil {
 		return nil, err
 	}
-	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		for _, m := range req.Messages {
-			if m.Role == message.Tool {
-				return scripted.Reply{Text: "done"}, nil
-			}
-		}
-		return scripted.Reply{Calls: []scripted.Call{{ID: "pay-1", Name: "pay", Input: spendIn{Amount: 120}}}}, nil
-	})
-	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}, Clock: clock})
+	return machine.NewCharter(machine.CharterConfig{Model: payModel("done"), Nodes: []*node.Node{n}, Clock: clock})
 }
 
 func editRunner(t *testing.T, s store.Store, clock func() time.Time) *durable.Runner {

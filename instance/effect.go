@@ -213,12 +213,12 @@ func OnTimeoutResume(payload any, isError bool) SuspendOption {
 // its deadline. It is never a silent continue: the handler and the model
 // see the refusal.
 func OnTimeoutDeny(payload any) SuspendOption {
+	resume := OnTimeoutResume(payload, false)
 	return func(r *SuspendRequest) error {
-		b, err := EncodePayload(payload)
-		if err != nil {
+		if err := resume(r); err != nil {
 			return err
 		}
-		r.OnTimeout = TimeoutAction{Resume: true, Payload: b, Deny: true}
+		r.OnTimeout.Deny = true
 		return nil
 	}
 }

@@ -58,6 +58,21 @@ func governedEnvWith(t *testing.T, p instance.Policy) *env {
 	return e
 }
 
+// parkTill creates a till and runs it, in ctx, until its transfer waits
+// for a decision, and returns the machine's and the suspension's IDs.
+func (e *env) parkTill(t *testing.T, ctx context.Context) (id, sid string) {
+	t.Helper()
+	id, err := e.runner.Create(ctx, "till", "till", nil)
+	require.NoError(t, err)
+	for _, err := range e.runner.Run(ctx, id, machine.UserText("send 100 EUR")) {
+		require.NoError(t, err)
+	}
+	pending, err := e.runner.Pending(ctx, store.Filter{MachineID: id})
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	return id, pending[0].ID
+}
+
 // decide is the body of a decision by by on digest.
 func decide(by, digest string) string {
 	b, _ := json.Marshal(resumehttp.ResumeRequest{Payload: json.RawMessage(`"ok by ` + by + `"`), By: by, Digest: digest})
@@ -70,16 +85,7 @@ func decide(by, digest string) string {
 // each changing nothing — and two approvals resolve it.
 func TestGovernedOverHTTP(t *testing.T) {
 	e := governedEnv(t)
-	ctx := instance.WithIdentity(context.Background(), instance.Identity{Subject: "ana"})
-	id, err := e.runner.Create(ctx, "till", "till", nil)
-	require.NoError(t, err)
-	for _, err := range e.runner.Run(ctx, id, machine.UserText("send 100 EUR")) {
-		require.NoError(t, err)
-	}
-	pending, err := e.runner.Pending(ctx, store.Filter{MachineID: id})
-	require.NoError(t, err)
-	require.Len(t, pending, 1)
-	sid := pending[0].ID
+	id, sid := e.parkTill(t, instance.WithIdentity(context.Background(), instance.Identity{Subject: "ana"}))
 
 	sus := requireOK[resumehttp.Suspension](t, e.call(t, http.MethodGet, "/suspensions/"+sid, ""))
 	require.NotEmpty(t, sus.Digest)
@@ -108,20 +114,12 @@ func TestGovernedOverHTTP(t *testing.T) {
 }
 
 // Over HTTP an edit travels in the signed body: one the input schema
-// refuses is 400 invalid_input naming the field, changing nothing; one
-// from a policy without edits 403; an accepted one runs the tool with the
-// edited input. A person the policy does not name cannot cancel (403).
+// refuses is 400 invalid_input naming the field, changing nothing; an
+// accepted one runs the tool with the edited input. A person the policy does not name cannot cancel (403).
 func TestEditOverHTTP(t *testing.T) {
 	e := governedEnvWith(t, instance.Policy{Subjects: []string{"bo"}, AllowEdit: true})
 	ctx := context.Background()
-	id, err := e.runner.Create(ctx, "till", "till", nil)
-	require.NoError(t, err)
-	for _, err := range e.runner.Run(ctx, id, machine.UserText("send 100 EUR")) {
-		require.NoError(t, err)
-	}
-	pending, err := e.runner.Pending(ctx, store.Filter{MachineID: id})
-	require.NoError(t, err)
-	sid := pending[0].ID
+	id, sid := e.parkTill(t, ctx)
 	sus := requireOK[resumehttp.Suspension](t, e.call(t, http.MethodGet, "/suspensions/"+sid, ""))
 	require.True(t, sus.Policy.AllowEdit)
 

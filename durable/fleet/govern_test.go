@@ -81,15 +81,7 @@ func TestQuorumDecisionsAccepted(t *testing.T) {
 		_, err := f.Resume(ctx, approval(call, by[i]))
 		return err
 	})
-	accepted := 0
-	for _, err := range errs {
-		if err == nil {
-			accepted++
-			continue
-		}
-		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
-	}
-	require.Equal(t, 2, accepted)
+	require.Equal(t, 2, acceptedOf(t, errs))
 	results := payResults(t, f, "pay-q", call)
 	require.Len(t, results, 1, "resolved once")
 }
@@ -201,4 +193,19 @@ func TestEscalationOnFleet(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{machine.DecisionEscalated, machine.DecisionDenied}, outcomes)
+}
+
+// acceptedOf counts the resumes of errs that were accepted; every other
+// was refused as already resolved.
+func acceptedOf(t *testing.T, errs []error) int {
+	t.Helper()
+	accepted := 0
+	for _, err := range errs {
+		if err == nil {
+			accepted++
+			continue
+		}
+		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
+	}
+	return accepted
 }
