@@ -387,17 +387,20 @@ func TestTimeoutPoliciesAudited(t *testing.T) {
 	})
 }
 
-// On each store, a signal's, a command's and a person's cancel are
-// audited, and a person the policy does not name cannot cancel.
+// On each store a person's cancel is audited, and a person the policy
+// does not name cannot cancel: refused, through Cancel and AcceptCancel,
+// and audited as a refusal.
 func TestCancelAudited(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		r := editRunner(t, s, nil)
 		call := governedCall(t, r, "till-c", "ana")
-		_, err := runSteps(r.Cancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "eve"}))
+		_, err := r.Cancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "eve"})
+		require.ErrorIs(t, err, instance.ErrForbidden)
+		_, err = r.AcceptCancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "eve", Groups: []string{"staff"}})
 		require.ErrorIs(t, err, instance.ErrForbidden)
 		_, err = runSteps(r.Cancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "cy", Reason: "duplicate"}))
 		require.NoError(t, err)
-		require.Equal(t, []string{"decision cancelled cy"}, auditRows(t, s))
+		require.Equal(t, []string{"refusal  eve", "refusal  eve", "decision cancelled cy"}, auditRows(t, s))
 	})
 }

@@ -217,6 +217,14 @@ func (t *tx) decide(in *instance.Instance, c *instance.SuspendedCall, d instance
 	t.decisions = append(t.decisions, Decided{SuspendID: c.SuspendID, InstanceID: in.ID, Node: in.Node, Name: c.Name, Decision: d, Outcome: outcome})
 }
 
+// CheckCancel reports whether Run would accept the cancellation in,
+// changing nothing: a person who cancels a governed call (in.By set) must
+// be one its policy allows to decide (instance.ErrForbidden). A call the
+// machine does not hold is not checked.
+func (m *Machine) CheckCancel(in CancelInput) error {
+	return checkCancel(m.root, in, m.deadlineClock())
+}
+
 // CheckDecision reports whether Run would accept resume in as a decision
 // on its call, changing nothing: the digest it names, when it names one
 // or the call is governed, must be the call's (instance.ErrStaleDecision);

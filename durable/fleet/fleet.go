@@ -426,6 +426,12 @@ func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entr
 			return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
 		}
 	}
+	if kind == inCancel {
+		in := machine.CancelInput{SuspendID: suspendID, By: e.By, Groups: e.Groups}
+		if err := f.runner.CheckCancel(ctx, sus.MachineID, in); err != nil {
+			return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+		}
+	}
 	a, err := f.accept(ctx, sus.MachineID, kind, e)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {

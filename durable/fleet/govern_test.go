@@ -87,7 +87,8 @@ func TestQuorumDecisionsAccepted(t *testing.T) {
 }
 
 // A payment that has one decision accepted refuses a second of the same
-// approver, and takes another's.
+// approver and a cancel by a person its policy does not name, queues the
+// service's cancel, and refuses any decision after it.
 func TestQuorumSameApproverTwice(t *testing.T) {
 	f, _, _, _ := openTestFleet(t) // not started: decisions stay in the inbox
 	ctx := context.Background()
@@ -96,6 +97,8 @@ func TestQuorumSameApproverTwice(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Resume(ctx, approval(call, "bo"))
 	require.ErrorIs(t, err, instance.ErrAlreadyDecided)
+	_, err = f.Cancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "eve"})
+	require.ErrorIs(t, err, instance.ErrForbidden, "a person the policy does not name")
 	_, err = f.Cancel(ctx, machine.CancelInput{SuspendID: call.SuspendID})
 	require.NoError(t, err, "a cancel queues behind a decision that does not settle the call")
 	_, err = f.Resume(ctx, approval(call, "cy"))
