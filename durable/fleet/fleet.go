@@ -556,7 +556,8 @@ func (f *Fleet) decider(ctx context.Context, in machine.ResumeInput) (string, er
 // governed call each have their decision accepted — a second of the same
 // approver is instance.ErrAlreadyDecided — until the decisions recorded
 // on the call and those accepted settle it (instance.ErrAlreadyResolved
-// after). The call is read after the inbox, so that a decision applied
+// after); a decision after an accepted edit is instance.ErrStaleDecision,
+// as it names the digest the edit changes. The call is read after the inbox, so that a decision applied
 // meanwhile (saved, then its row removed) is seen in one or the other.
 func (f *Fleet) checkAccepted(ctx context.Context, tx pgx.Tx, id string, e entry) error {
 	rows, err := tx.Query(ctx, f.q.accepted, id)
@@ -564,6 +565,7 @@ func (f *Fleet) checkAccepted(ctx context.Context, tx pgx.Tx, id string, e entry
 		return err
 	}
 	var accepted []instance.Decision
+	edited := false
 	for rows.Next() {
 		var d instance.Decision
 		var body []byte
@@ -577,10 +579,15 @@ func (f *Fleet) checkAccepted(ctx context.Context, tx pgx.Tx, id string, e entry
 			return fmt.Errorf("a result was already accepted: %w", instance.ErrAlreadyResolved)
 		}
 		d.Deny = prior.Deny
+		edited = edited || len(prior.Edit) > 0
 		accepted = append(accepted, d)
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if edited && e.decider != "" {
+		// The edit, once applied, changes the digest this decision names.
+		return fmt.Errorf("an edit of the input was accepted: %w", instance.ErrStaleDecision)
 	}
 	if len(accepted) == 0 && e.decider == "" {
 		return nil

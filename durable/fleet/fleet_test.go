@@ -115,7 +115,12 @@ func charter() (*machine.Charter, error) {
 		return "", ctx.Suspend("payment", instance.WithPolicy(escalatePolicy), instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond),
 			instance.OnTimeoutDeny("nobody answered"))
 	})
-	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask, pay, escalate}})
+	editable := node.NewTool("pay-editable", "pay; two approvers decide, and may edit", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
+		p := payPolicy
+		p.AllowEdit = true
+		return "", ctx.Suspend("payment", instance.WithPolicy(p))
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask, pay, escalate, editable}})
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +162,8 @@ func model() llm.Model {
 			switch mode {
 			case "govern":
 				r.Calls[0].Name = "pay"
+			case "govern-edit":
+				r.Calls[0].Name = "pay-editable"
 			case "escalate":
 				r.Calls[0].Name, r.Calls[0].Input = "escalate", askIn{TimeoutMS: 300}
 			}

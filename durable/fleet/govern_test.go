@@ -24,14 +24,15 @@ import (
 // payPolicy governs the charter's "pay" tool: two of bo, cy and dee.
 var payPolicy = instance.Policy{Subjects: []string{"bo", "cy", "dee"}, Quorum: 2}
 
-// parkPayment creates machine id and runs it until its pay tool waits
-// for two approvers, and returns the call.
-func parkPayment(t *testing.T, f *fleet.Fleet, id string) instance.SuspendedCall {
+// parkPayment creates machine id and runs it, on a message of mode
+// ("govern": the pay tool; "govern-edit": pay-editable), until the tool
+// waits for two approvers, and returns the call.
+func parkPayment(t *testing.T, f *fleet.Fleet, id, mode string) instance.SuspendedCall {
 	t.Helper()
 	ctx := context.Background()
 	_, err := f.Runner().Create(ctx, id, "desk", nil)
 	require.NoError(t, err)
-	_, err = testkit.Collect(f.Runner().Run(ctx, id, machine.UserText("govern")))
+	_, err = testkit.Collect(f.Runner().Run(ctx, id, machine.UserText(mode)))
 	require.NoError(t, err)
 	m, _, err := f.Runner().Load(ctx, id)
 	require.NoError(t, err)
@@ -72,7 +73,7 @@ func payResults(t *testing.T, f *fleet.Fleet, id string, call instance.Suspended
 func TestQuorumDecisionsAccepted(t *testing.T) {
 	f, _ := startFleet(t)
 	ctx := context.Background()
-	call := parkPayment(t, f, "pay-q")
+	call := parkPayment(t, f, "pay-q", "govern")
 	_, err := f.Resume(ctx, approval(call, "eve"))
 	require.ErrorIs(t, err, instance.ErrForbidden)
 
@@ -92,7 +93,7 @@ func TestQuorumDecisionsAccepted(t *testing.T) {
 func TestQuorumSameApproverTwice(t *testing.T) {
 	f, _, _, _ := openTestFleet(t) // not started: decisions stay in the inbox
 	ctx := context.Background()
-	call := parkPayment(t, f, "pay-2")
+	call := parkPayment(t, f, "pay-2", "govern")
 	_, err := f.Resume(ctx, approval(call, "bo"))
 	require.NoError(t, err)
 	_, err = f.Resume(ctx, approval(call, "bo"))
@@ -134,7 +135,7 @@ func decider(by string) int {
 func TestQuorumRaceTwoProcesses(t *testing.T) {
 	f, s, url, schema := openTestFleet(t)
 	ctx := context.Background()
-	call := parkPayment(t, f, "pay-r")
+	call := parkPayment(t, f, "pay-r", "govern")
 	child := func(by string) *exec.Cmd {
 		return testkit.ChildCommand("FLEET_WORKER=decide:"+by, "FLEET_URL="+url, "FLEET_SCHEMA="+schema,
 			"FLEET_SUSPEND_ID="+call.SuspendID, "FLEET_DIGEST="+call.Digest)
@@ -211,4 +212,25 @@ func acceptedOf(t *testing.T, errs []error) int {
 		require.ErrorIs(t, err, instance.ErrAlreadyResolved)
 	}
 	return accepted
+}
+
+// A decision accepted after an edit names the digest the edit changes:
+// it is refused as stale at once, not accepted and dropped later.
+func TestDecisionAfterAcceptedEdit(t *testing.T) {
+	f, _, _, _ := openTestFleet(t) // not started: decisions stay in the inbox
+	ctx := context.Background()
+	call := parkEditable(t, f)
+	edit := approval(call, "bo")
+	edit.Edit = askIn{TimeoutMS: 5}
+	_, err := f.Resume(ctx, edit)
+	require.NoError(t, err)
+	_, err = f.Resume(ctx, approval(call, "cy"))
+	require.ErrorIs(t, err, instance.ErrStaleDecision)
+}
+
+// parkEditable creates machine "edit" and runs it until its pay tool, on
+// a call whose policy allows edits, waits for two approvers.
+func parkEditable(t *testing.T, f *fleet.Fleet) instance.SuspendedCall {
+	t.Helper()
+	return parkPayment(t, f, "edit", "govern-edit")
 }
