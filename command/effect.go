@@ -42,10 +42,28 @@ type EffectConfig[T any] struct {
 // with the in-doubt error rather than suspending.
 func Effect[S, T any](ctx *Context[S], name string, fn func(ctx context.Context) (T, error), cfg EffectConfig[T]) (T, error) {
 	out, err := frame.Effect(ctx.f, name, fn, cfg.spec())
+	return out, inDoubtErr(err)
+}
+
+// EffectTx runs fn, the command's effect name on the store's own
+// database, in one transaction with its journal entry, so that it happens
+// once or not at all: see node.EffectTx, which tools use, for the whole
+// rule. Without an idempotency key (an invocation without an ID) fn still
+// runs in a transaction, and nothing is journaled. An entry left started
+// by an effect of this name run outside a transaction fails the command
+// with the in-doubt error.
+func EffectTx[S, T, X any](ctx *Context[S], name string, fn func(ctx context.Context, tx X) (T, error)) (T, error) {
+	out, err := frame.EffectTx(ctx.f, name, fn)
+	return out, inDoubtErr(err)
+}
+
+// inDoubtErr is err, or for an in-doubt suspension the in-doubt error: a
+// command cannot suspend.
+func inDoubtErr(err error) error {
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
-		return out, fmt.Errorf("%w: %s", instance.ErrEffectInDoubt, sr.Reason)
+		return fmt.Errorf("%w: %s", instance.ErrEffectInDoubt, sr.Reason)
 	}
-	return out, err
+	return err
 }
 
 // spec is cfg as package frame takes it.

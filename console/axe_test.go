@@ -41,6 +41,13 @@ type axeViolation struct {
 func requireAccessible(t *testing.T, ctx context.Context, script, url string) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(css(`main`))))
+	requireAccessibleHere(t, ctx, script, url)
+}
+
+// requireAccessibleHere runs axe-core on the tab's page as it is (what
+// names it in a failure) and requires no serious or critical violation.
+func requireAccessibleHere(t *testing.T, ctx context.Context, script, url string) {
+	t.Helper()
 	_, err := chromedp.Run(ctx, chromedp.Evaluate[any](script+";0"))
 	require.NoError(t, err)
 	found, err := chromedp.Run(ctx, chromedp.Evaluate[[]axeViolation](
@@ -79,5 +86,13 @@ func TestBrowserAccessible(t *testing.T) {
 		for _, p := range pages {
 			requireAccessible(t, ctx, script, s.srv.URL+p)
 		}
+		// The decide page showing an error at its field.
+		require.NoError(t, chromedp.Do(ctx,
+			chromedp.Navigate(s.srv.URL+"/ui/suspensions/"+id),
+			chromedp.SendKeys(css(`textarea[name=tags]`), `["ok", 3]`),
+			chromedp.Click(css(`button.approve`)),
+			chromedp.WaitVisible(css(`#field-tags-err`)),
+		))
+		requireAccessibleHere(t, ctx, script, "the decide page with an error at a field")
 	}
 }

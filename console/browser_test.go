@@ -3,9 +3,12 @@ package console_test
 import (
 	"context"
 	"flag"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/durable"
+	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/internal/testkit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/store"
@@ -170,7 +174,6 @@ func TestBrowserApprove(t *testing.T) {
 	}
 	id := s.park(t, "m-2043", 43)
 	require.NoError(t, chromedp.Do(ctx, signInAs(s, "ada"), chromedp.WaitVisible(css(`tr[data-suspension]`))))
-	screenshot(t, ctx, "console-inbox.png")
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(s.srv.URL+"/ui/suspensions/"+id),
@@ -196,8 +199,29 @@ func TestBrowserViolation(t *testing.T) {
 		chromedp.SendKeys(css(`textarea[name=tags]`), `["ok", 3]`),
 		chromedp.Click(css(`button.approve`)),
 	))
-	require.Contains(t, text(t, ctx, `.violation`), "The payload was not accepted")
+	require.Contains(t, text(t, ctx, `.violation`), "tags[1]: expected string, got integer")
+	require.Equal(t, "tags: at [1]: expected string, got integer", text(t, ctx, `#field-tags-err`), "the error at its field")
+	described, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("field-tags").getAttribute("aria-describedby")`))
+	require.NoError(t, err)
+	require.Contains(t, strings.Fields(described), "field-tags-err", "the field names its error for screen readers")
 	s.requireStatus(t, id, store.StatusPending)
+}
+
+// TestBrowserRejectWithoutFilling: in Chromium, Reject goes through with
+// the approval's required reason left blank (the browser's checks are
+// for Approve), and the machine page says the decision is recorded.
+func TestBrowserRejectWithoutFilling(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s, _ := governedStack(t, nil, nil)
+	id := s.park(t, "m1", 7)
+	require.NoError(t, chromedp.Do(ctx,
+		signInAs(s, "ada"),
+		chromedp.Navigate(s.srv.URL+"/ui/suspensions/"+id),
+		chromedp.WaitVisible(css(`#field-reason[required]`)),
+		chromedp.Click(css(`button.reject`)),
+	))
+	require.Contains(t, text(t, ctx, `#decided`), "Decision recorded")
+	s.requireStatus(t, id, store.StatusResolved)
 }
 
 // TestBrowserRace: two people open the same suspension; the second to
@@ -271,4 +295,33 @@ func signedInWithOne(t *testing.T, js bool, order int) (context.Context, *stack)
 	s.park(t, "m1", order)
 	require.NoError(t, chromedp.Do(ctx, signInAs(s, "ada")))
 	return ctx, s
+}
+
+// TestBrowserPeoplePages: the inbox, a decide page under a two-approver
+// policy with one approval in, and the machines list fit a phone's
+// screen with their fuller content, and are the docs' screenshots at
+// 390 px and 1280 px (-update-screenshots).
+func TestBrowserPeoplePages(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s, _ := governedStack(t, &instance.Policy{Subjects: []string{"ada", "bob", "cy"}, Quorum: 2}, nil)
+	id := s.park(t, "m-2041-payout", 7)
+	s.park(t, "m-2042-payout", 8)
+	for _, m := range []string{"m-2043-new"} {
+		_, err := s.runner.Create(context.Background(), m, "desk", nil)
+		require.NoError(t, err)
+	}
+	ada := signedIn(t, s, "ada")
+	page := "/ui/suspensions/" + id
+	_, body := ada.get(page)
+	digest := regexp.MustCompile(`name="digest" value="([^"]+)"`).FindStringSubmatch(body)[1]
+	status, _, _ := ada.post(page, page+"/resume", map[string][]string{"_decision": {"true"}, "reason": {"the customer was charged twice"}, "digest": {digest}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.NoError(t, chromedp.Do(ctx, signInAs(s, "bob")))
+	for _, width := range []int64{narrow, 1280} {
+		require.NoError(t, chromedp.Do(ctx, atWidth(width)))
+		for name, p := range map[string]string{"inbox": "/ui/", "decide": page, "machines": "/ui/machines"} {
+			requireFits(t, ctx, s.srv.URL+p)
+			screenshot(t, ctx, fmt.Sprintf("console-%s-%d.png", name, width))
+		}
+	}
 }

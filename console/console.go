@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
@@ -20,6 +21,7 @@ import (
 	"github.com/markov-agents/markov/internal/faillimit"
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
 )
 
 //go:embed templates/*.html
@@ -65,6 +67,9 @@ type Config struct {
 	// Fleet, if set, adds the fleet view: runs in progress, queued and
 	// scheduled work, failures (a *fleet.Fleet, on PostgreSQL).
 	Fleet FleetView
+	// Deliveries, if set, adds the webhook deliveries page, with a
+	// redeliver button (a *webhook.Sender).
+	Deliveries DeliveryView
 	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL if zero).
 	SessionTTL time.Duration
 	// SignInBurst is how many failed sign-ins a client address may make
@@ -78,6 +83,13 @@ type Config struct {
 	// IP address of r.RemoteAddr if nil); behind reverse proxies, use
 	// resumehttp.TrustedProxies.
 	ClientKey func(r *http.Request) string
+	// Audit, if set, is the audit log of the Runner's store (a store that
+	// is a store.AuditLog): the decide and machine pages show whether it
+	// verifies (store.VerifyAudit), checked again at most once per
+	// AuditRecheck unless entries were appended. AuditKey, if set, is the
+	// public key its entries' signatures must verify with.
+	Audit    store.AuditLog
+	AuditKey ed25519.PublicKey
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 	// Logger receives failures and sign-ins (silent if nil).
@@ -101,12 +113,15 @@ type Console struct {
 	prefix   string
 	streams  *streams
 	fleet    FleetView
-	now      func() time.Time
-	log      *slog.Logger
-	auth     *auth
-	signIns  *faillimit.Limit
-	client   func(*http.Request) string
-	mux      *http.ServeMux
+	// deliveries are the webhook deliveries (nil: no page).
+	deliveries DeliveryView
+	now        func() time.Time
+	log        *slog.Logger
+	auth       *auth
+	signIns    *faillimit.Limit
+	audit      *auditCheck
+	client     func(*http.Request) string
+	mux        *http.ServeMux
 }
 
 // New returns a Console. A config without a Runner, a Charter, or a way
@@ -125,7 +140,7 @@ func New(cfg Config) (*Console, error) {
 			return nil, fmt.Errorf("%w: Secret: %w", ErrInvalidConfig, err)
 		}
 	}
-	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, fleet: cfg.Fleet, acceptor: cfg.Acceptor, now: cfg.Now, log: cfg.Logger}
+	c := &Console{runner: cfg.Runner, charter: cfg.Charter, prefix: cfg.Prefix, fleet: cfg.Fleet, deliveries: cfg.Deliveries, acceptor: cfg.Acceptor, now: cfg.Now, log: cfg.Logger}
 	if c.acceptor == nil {
 		c.acceptor = cfg.Runner
 	}
@@ -146,6 +161,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Audit != nil {
+		c.audit = &auditCheck{log: cfg.Audit, key: cfg.AuditKey}
 	}
 	c.signIns = faillimit.New(cmp.Or(cfg.SignInBurst, DefaultSignInBurst), cmp.Or(cfg.SignInRefill, DefaultSignInRefill), maxSignInClients)
 	c.client = cfg.ClientKey
@@ -183,7 +201,10 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET "+p+"events", c.signedIn(c.serveEvents))
 	mux.HandleFunc("GET "+p+"machines", c.signedIn(c.machines))
 	mux.HandleFunc("GET "+p+"machines/{id}", c.signedIn(c.machinePage))
+	mux.HandleFunc("POST "+p+"machines/{id}/{action}", c.signedIn(c.machineAction))
 	mux.HandleFunc("GET "+p+"fleet", c.signedIn(c.fleetPage))
+	mux.HandleFunc("GET "+p+"deliveries", c.signedIn(c.deliveriesPage))
+	mux.HandleFunc("POST "+p+"deliveries/{id}/redeliver", c.signedIn(c.redeliver))
 	mux.HandleFunc("GET "+p+"suspensions/{id}", c.signedIn(c.suspensionPage))
 	mux.HandleFunc("POST "+p+"suspensions/{id}/{action}", c.signedIn(c.decide))
 	c.mux = mux
@@ -319,8 +340,9 @@ type page struct {
 	// Live is the machine ID the page follows ("inbox" for the inbox),
 	// or "" for a page that does not update itself.
 	Live string
-	// Fleet shows the link to the fleet view.
-	Fleet bool
+	// Fleet shows the link to the fleet view; Deliveries to the
+	// webhook deliveries.
+	Fleet, Deliveries bool
 	// Refresh, if positive, reloads the page every Refresh seconds;
 	// Following does only where scripts do not run (live pages follow
 	// the events with them).
@@ -329,7 +351,7 @@ type page struct {
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page, who string) {
-	p.Prefix, p.Who, p.Fleet = c.prefix, who, c.fleet != nil
+	p.Prefix, p.Who, p.Fleet, p.Deliveries = c.prefix, who, c.fleet != nil, c.deliveries != nil
 	p.CSRF = c.auth.csrfToken(w, r, who)
 	var b strings.Builder
 	if err := pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
@@ -356,8 +378,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 // pages are the templates, each page with the layout.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines", "fleet", "error"} {
-		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	for _, name := range []string{"login", "inbox", "suspension", "machine", "machines", "fleet", "deliveries", "error"} {
+		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/request.html", "templates/"+name+".html"))
 	}
 	return out
 }()

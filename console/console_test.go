@@ -94,8 +94,10 @@ func TestSchemaViolationLeavesPending(t *testing.T) {
 	page := "/ui/suspensions/" + id
 	status, _, body := c.post(page, page+"/resume", url.Values{"approved": {"on"}, "tags": {`["ok", 3]`}})
 	require.Equal(t, http.StatusUnprocessableEntity, status)
-	require.Contains(t, body, "The payload was not accepted")
-	require.Contains(t, body, "payload: tags[1]: expected string, got integer", "short, naming the field")
+	require.Contains(t, body, `Not sent: <a href="#field-tags">tags[1]: expected string, got integer</a>`, "short, naming the field, linking to it")
+	require.Contains(t, body, `aria-describedby="field-tags-desc field-tags-err" aria-invalid="true"`, "the field points at its error")
+	require.Contains(t, body, `<p class="field-error" id="field-tags-err">tags: at [1]: expected string, got integer</p>`, "the error at the field")
+	require.NotContains(t, body, "validating", "no validator dump")
 	require.Contains(t, body, "[&#34;ok&#34;, 3]", "the posted value is shown again")
 	s.requireStatus(t, id, store.StatusPending)
 }
@@ -113,5 +115,5 @@ func TestInboxFilters(t *testing.T) {
 	_, body = c.get("/ui/?node=desk&status=pending")
 	require.Equal(t, 2, strings.Count(body, `class="row"`))
 	_, body = c.get("/ui/")
-	require.Less(t, strings.Index(body, "order 2"), strings.Index(body, "order 1<"), "newest first")
+	require.Less(t, strings.Index(body, "order 1<"), strings.Index(body, "order 2"), "the soonest deadline first")
 }

@@ -27,6 +27,15 @@ func decision(d suspensionData, r *http.Request, who string) (machine.Input, err
 			return nil, err
 		}
 		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Digest: r.PostFormValue("digest"), Edit: editField(r)}, nil
+	case "reject":
+		// A refusal: the approval's other fields need not be filled in
+		// (the button has formnovalidate; decodeReject requires none).
+		payload, err := d.Form.decodeReject(r.PostForm)
+		if err != nil {
+			return nil, err
+		}
+		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Digest: r.PostFormValue("digest"),
+			Deny: d.Call.Policy != nil}, nil
 	case "error":
 		return machine.ResumeInput{SuspendID: id, Payload: cmp.Or(r.PostFormValue("message"), "rejected"), IsError: true, By: who, Digest: r.PostFormValue("digest")}, nil
 	case "cancel":
@@ -63,7 +72,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	}
 	in, err := decision(d, r, who)
 	if err != nil {
-		c.rejected(w, r, who, d, err.Error())
+		c.rejected(w, r, who, d, err)
 		return
 	}
 	if in == nil {
@@ -75,7 +84,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	_, err = c.accept(context.WithoutCancel(r.Context()), in)
 	switch {
 	case errors.Is(err, instance.ErrPayloadDecode) || errors.Is(err, instance.ErrInvalidInput):
-		c.rejected(w, r, who, d, errtext.ForPerson(err))
+		c.rejected(w, r, who, d, err)
 	case errors.Is(err, instance.ErrForbidden) || errors.Is(err, instance.ErrStaleDecision) || errors.Is(err, instance.ErrAlreadyDecided):
 		c.refused(w, r, who, d, err)
 	case errors.Is(err, instance.ErrAlreadyResolved) || errors.Is(err, store.ErrConflict):
@@ -136,10 +145,29 @@ func (c *Console) conflict(w http.ResponseWriter, r *http.Request, who string, d
 	c.render(w, r, status, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
 }
 
-// rejected shows the form again with the posted values and the
-// violation; the suspension stays pending.
-func (c *Console) rejected(w http.ResponseWriter, r *http.Request, who string, d suspensionData, violation string) {
-	d.Form, d.Violation = d.Form.withValues(r.PostForm), violation
+// rejected shows the form again with the posted values and what is
+// wrong — a *FieldError of the form, or an *instance.PayloadError of the
+// schema — at the field it names, and summed up above the form with a
+// link to it; the suspension stays pending.
+func (c *Console) rejected(w http.ResponseWriter, r *http.Request, who string, d suspensionData, err error) {
+	d.Form = d.Form.withValues(r.PostForm)
+	path, msg := "", errtext.ForPerson(err)
+	if fe, ok := errors.AsType[*FieldError](err); ok {
+		path, msg = fe.Field, fe.Message
+	} else if pe, ok := errors.AsType[*instance.PayloadError](err); ok {
+		path, msg = pe.Field, pe.Violation
+	}
+	d.Violation = msg
+	if path != "" {
+		d.Violation = path + ": " + msg // "tags[1]: expected string, got integer"
+	}
+	if rest := strings.TrimPrefix(path, fieldOf(path)); rest != "" {
+		msg = "at " + rest + ": " + msg // an item of a list, a field of an object
+	}
+	var at bool
+	if d.Form, at = d.Form.withError(path, msg); at {
+		d.ViolationAt = "field-" + fieldOf(path)
+	}
 	c.render(w, r, http.StatusUnprocessableEntity, "suspension", page{Title: "Suspension " + d.Entry.ID, Data: d}, who)
 }
 

@@ -73,8 +73,8 @@ func TestDecisionAnswersAtOnce(t *testing.T) {
 	require.Contains(t, body, "ada decided this suspension first; your decision was not applied.")
 
 	release()
-	body = ada.waitPage("/ui/machines/m1", "Refund approved")
-	require.Contains(t, body, `<span class="status done">done</span>`)
+	body = ada.waitPage("/ui/machines/m1", `<span class="status done">done</span>`) // the answer is saved, then the run ends
+	require.Contains(t, body, "Refund approved")
 	_, body = ada.get(page)
 	require.Contains(t, body, "This suspension was <b>approved</b> by <b>ada</b>")
 }
@@ -102,6 +102,32 @@ func TestDecisionModelDown(t *testing.T) {
 	require.Equal(t, 1, n)
 	body = c.waitPage("/ui/machines/m1", "Refund approved")
 	require.NotContains(t, body, "stopped before its end")
+}
+
+// TestDecisionModelDownRetried: on SQLite with retries (markov serve's
+// --retries), the run that failed after the decision is tried again with
+// backoff, and the machine finishes with no restart and no manual step
+// (#29 item 1, as a fleet does on PostgreSQL).
+func TestDecisionModelDownRetried(t *testing.T) {
+	g := &gate{}
+	charter, err := charterWith(g.model())
+	require.NoError(t, err)
+	_, r := openWith(t, filepath.Join(t.TempDir(), "console.db"), durable.Config{Charter: charter, Retry: durable.Retry{Attempts: 5, Backoff: 10 * time.Millisecond}})
+	s := newStack(t, console.Config{Runner: r, Charter: charter})
+	id := s.park(t, "m1", 42)
+	g.failNext(1)
+	c := signedIn(t, s, "ada")
+	page := "/ui/suspensions/" + id
+	status, loc, body := c.post(page, page+"/resume", url.Values{"_decision": {"true"}})
+	require.Equal(t, http.StatusSeeOther, status, body)
+	body = c.waitPage(loc, "Refund approved")
+	require.NotContains(t, body, "10.0.0.7")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, r.Wait(ctx))
+	final, err := r.Status(ctx, "m1")
+	require.NoError(t, err)
+	require.Equal(t, durable.StateDone, final.State)
 }
 
 // TestFleetDecisionModelDown: on a PostgreSQL fleet, the decision is

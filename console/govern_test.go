@@ -19,10 +19,10 @@ import (
 	"github.com/markov-agents/markov/store"
 )
 
-// governedStack serves a console over a desk whose refund approval
+// refundStack serves a console over a desk whose refund approval
 // waits under p, with machine m1 parked on it, and returns the stack, its
 // runner and the suspension's ID.
-func governedStack(t *testing.T, p instance.Policy) (*stack, *durable.Runner, string) {
+func refundStack(t *testing.T, p instance.Policy) (*stack, *durable.Runner, string) {
 	t.Helper()
 	approve := node.NewTool("approve_refund", "ask a manager to approve a refund",
 		func(ctx *node.ToolContext[desk], in refundIn) (string, error) {
@@ -42,7 +42,7 @@ func governedStack(t *testing.T, p instance.Policy) (*stack, *durable.Runner, st
 // digest than the page's is refused as stale (409); the approver's
 // decision, naming the digest the page carries, is applied.
 func TestGovernedDecision(t *testing.T) {
-	s, _, id := governedStack(t, instance.Policy{Subjects: []string{"ada"}})
+	s, _, id := refundStack(t, instance.Policy{Subjects: []string{"ada"}})
 	page := "/ui/suspensions/" + id
 
 	ada, grace := signedIn(t, s, "ada"), signedIn(t, s, "grace")
@@ -72,7 +72,7 @@ func TestGovernedDecision(t *testing.T) {
 // an edit field; an edit the tool's input schema refuses is shown again
 // naming the field (nothing changes), and an accepted one is applied.
 func TestGovernedEditForm(t *testing.T) {
-	s, r, id := governedStack(t, instance.Policy{Subjects: []string{"ada"}, AllowEdit: true})
+	s, r, id := refundStack(t, instance.Policy{Subjects: []string{"ada"}, AllowEdit: true})
 	page := "/ui/suspensions/" + id
 
 	ada := signedIn(t, s, "ada")

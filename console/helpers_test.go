@@ -198,17 +198,27 @@ func openRunner(t testing.TB, path string) *durable.Runner {
 // waits for its runs in the background at the end of the test.
 func openRunnerOn(t testing.TB, path string, charter *machine.Charter) *durable.Runner {
 	t.Helper()
+	_, r := openWith(t, path, durable.Config{Charter: charter})
+	return r
+}
+
+// openWith is a runner of cfg (its Store the SQLite file at path) and
+// the store; it waits for its runs in the background at the end of the
+// test.
+func openWith(t testing.TB, path string, cfg durable.Config) (*sqlite.Store, *durable.Runner) {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	r, err := durable.New(durable.Config{Store: st, Charter: charter})
+	cfg.Store = st
+	r, err := durable.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = r.Wait(ctx)
 	})
-	return r
+	return st, r
 }
 
 // suspend creates machine id on r and runs it to its approval

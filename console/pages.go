@@ -31,7 +31,10 @@ const inboxLimit = 500
 type Row struct {
 	store.Suspension
 	Node, InstanceID string
-	Input, Metadata  string
+	// Input and Metadata are the call's, as JSON (the text filter
+	// searches them); Items and Details the same laid out for people.
+	Input, Metadata string
+	Items, Details  []item
 	// Waiting, Left and Overdue are a pending suspension's: how long it
 	// has waited, the time left to its deadline, and whether that passed.
 	Waiting, Left string
@@ -63,7 +66,9 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request, who string) {
 	c.render(w, r, http.StatusOK, "inbox", page{Title: "Inbox", Live: "inbox", Data: d}, who)
 }
 
-// rows lists the suspensions the filter selects, newest first.
+// rows lists the suspensions the filter selects: those pending first,
+// by deadline (the soonest first, those without one last:
+// store.CompareSuspensions), then the decided ones, newest first.
 func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 	var entries []store.Suspension
 	for _, st := range store.Statuses() {
@@ -76,7 +81,16 @@ func (c *Console) rows(ctx context.Context, d inboxData) ([]Row, error) {
 		}
 		entries = append(entries, got...)
 	}
-	slices.SortStableFunc(entries, func(a, b store.Suspension) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	slices.SortStableFunc(entries, func(a, b store.Suspension) int {
+		ap, bp := a.Status == store.StatusPending, b.Status == store.StatusPending
+		switch {
+		case ap && bp:
+			return store.CompareSuspensions(a, b)
+		case ap != bp:
+			return cmp.Compare(boolRank(bp), boolRank(ap))
+		}
+		return b.CreatedAt.Compare(a.CreatedAt)
+	})
 	now := c.now()
 	machines := map[string]*machine.Machine{}
 	var rows []Row
@@ -112,6 +126,8 @@ func (c *Console) row(ctx context.Context, machines map[string]*machine.Machine,
 	if in, call := m.Root().FindCall(e.ID); call != nil {
 		row.Node, row.InstanceID = in.Node, in.ID
 		row.Input, row.Metadata = pretty(call.Input), pretty(call.Metadata)
+		_, inputSchema := c.tool(in.Node, call)
+		row.Items, row.Details = layout(call.Input, inputSchema), layout(call.Metadata, nil)
 	}
 	return row
 }
@@ -120,29 +136,6 @@ func (d inboxData) matches(r Row) bool {
 	text := strings.ToLower(d.Text)
 	return (d.Node == "" || r.Node == d.Node) && (d.Tool == "" || r.Name == d.Tool) &&
 		(text == "" || strings.Contains(strings.ToLower(r.Reason+"\n"+r.Name+"\n"+r.Input+"\n"+r.Metadata+"\n"+r.MachineID), text))
-}
-
-// machinesData is the machines page's data: the machines, and those a
-// sweep parked (a store that keeps them: SQLite; a fleet shows its own in
-// the fleet view).
-type machinesData struct {
-	IDs    []string
-	Parked []durable.Parked
-}
-
-func (c *Console) machines(w http.ResponseWriter, r *http.Request, who string) {
-	ids, err := c.runner.Machines(r.Context())
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	slices.Sort(ids)
-	parked, err := c.runner.Parked(r.Context(), fleetLimit)
-	if err != nil && !errors.Is(err, durable.ErrUnsupported) {
-		c.fail(w, r, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "machines", page{Title: "Machines", Data: machinesData{ids, parked}}, who)
 }
 
 // suspensionData is the suspension page's data.
@@ -154,10 +147,64 @@ type suspensionData struct {
 	Metadata  string
 	Form      Form
 	Violation string
-	Conflict  string
-	Notice    string
+	// ViolationAt is the id of the field Violation is about, if any.
+	ViolationAt string
+	Conflict    string
+	Notice      string
 	// Outcome is how the suspension was decided, once it was.
 	Outcome Outcome
+	// Request is what is being decided, in people's words.
+	Request *callView
+	// Audit is the audit log's verification, when the console has one.
+	Audit *auditStatus
+}
+
+// callView is a pending call as the decide page and the machine page lay
+// it out: who asked and when, what the tool or command will do with
+// which input, the deadline and what happens at it, and who may decide.
+type callView struct {
+	SuspendID, Reason string
+	// Kind and Name are the call's ("tool", "approve_refund");
+	// Description is the tool's, from the charter.
+	Kind, Name, Description string
+	Node                    string
+	AskedBy                 string
+	Asked                   time.Time
+	// Input and Metadata are laid out by the tool's input schema.
+	Input, Metadata []item
+	// Deadline is zero when there is none; Left the time left, or how
+	// long ago it passed (Overdue); AtDeadline what happens then.
+	Deadline         time.Time
+	Left, AtDeadline string
+	Overdue          bool
+	Governance       *policyView
+}
+
+// request lays pending call of node out for people, at now.
+func (c *Console) request(call *instance.SuspendedCall, node string, now time.Time) *callView {
+	q := &callView{SuspendID: call.SuspendID, Reason: call.Reason, Kind: string(call.Kind), Name: call.Name, Node: node,
+		AskedBy: asker(call, node), Asked: call.SuspendedAt, Deadline: call.Deadline, Governance: governance(call)}
+	var inputSchema json.RawMessage
+	q.Description, inputSchema = c.tool(node, call)
+	q.Input, q.Metadata = layout(call.Input, inputSchema), layout(call.Metadata, nil)
+	if !call.Deadline.IsZero() {
+		q.Left, q.Overdue = until(now, call.Deadline), !now.Before(call.Deadline)
+		q.AtDeadline = onTimeout(call.OnTimeout)
+	}
+	return q
+}
+
+// tool is the description and input schema of the tool call of node
+// suspended, from the charter (none for another kind of call).
+func (c *Console) tool(node string, call *instance.SuspendedCall) (description string, inputSchema json.RawMessage) {
+	if n := c.charter.Node(node); n != nil && call.Kind == instance.KindTool {
+		for _, t := range n.Tools() {
+			if t.Spec.Name == call.Name {
+				return t.Spec.Description, t.Spec.InputSchema
+			}
+		}
+	}
+	return "", nil
 }
 
 // lookup finds a suspension's index entry and, while it is pending, its
@@ -167,7 +214,7 @@ func (c *Console) lookup(ctx context.Context, id string) (suspensionData, error)
 	if err != nil {
 		return suspensionData{}, err
 	}
-	d := suspensionData{Entry: e}
+	d := suspensionData{Entry: e, Audit: c.audit.status(ctx, c.now())}
 	m, _, err := c.runner.Load(ctx, e.MachineID)
 	if err != nil {
 		return d, err
@@ -177,6 +224,7 @@ func (c *Console) lookup(ctx context.Context, id string) (suspensionData, error)
 		d.Call, d.Node = call, in.Node
 		d.Input, d.Metadata = pretty(call.Input), pretty(call.Metadata)
 		d.Form = newForm(call.PayloadSchema)
+		d.Request = c.request(call, in.Node, c.now())
 	}
 	return d, nil
 }
@@ -215,17 +263,26 @@ type machineData struct {
 	Revision int64
 	Tree     []TreeRow
 	Messages []Line
-	Pending  []instance.SuspendedCall
+	// Requests are the pending calls, laid out as the decide page does:
+	// what the machine waits for.
+	Requests []*callView
 	Answer   string
 	Graph    string
 	// Decided is the suspension the person just decided, from the
-	// decide form's redirect.
-	Decided string
+	// decide form's redirect; Done the operator's action just taken
+	// (retry, cancel), from the machines list's.
+	Decided, Done string
 	// State is what the machine is doing (durable.State); Stalled says
 	// why a run cut short waits, and what continues it.
 	State   durable.State
 	Queued  int
 	Stalled string
+	// Audit is the audit log's verification, when the console has one.
+	Audit *auditStatus
+	// Errors are the failed attempts' of a parked machine; Retry offers
+	// to run a stalled or parked machine again.
+	Errors []string
+	Retry  bool
 }
 
 // TreeRow is one instance of the machine page's tree.
@@ -253,7 +310,12 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 		return
 	}
 	root := m.Root()
-	d := machineData{ID: id, Revision: rev, Pending: m.Pending(), Decided: r.URL.Query().Get("decided")}
+	d := machineData{ID: id, Revision: rev, Decided: r.URL.Query().Get("decided"), Done: r.URL.Query().Get("done"), Audit: c.audit.status(r.Context(), c.now())}
+	for _, call := range m.Pending() {
+		if in, _ := root.FindCall(call.SuspendID); in != nil {
+			d.Requests = append(d.Requests, c.request(&call, in.Node, c.now()))
+		}
+	}
 	st, err := c.statuser.Status(r.Context(), id)
 	if err != nil {
 		c.fail(w, r, err)
@@ -262,10 +324,23 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 	d.State, d.Queued = st.State, st.Queued
 	if st.State == durable.StateIdle && st.Messages > 0 {
 		d.Stalled = "The agent's run stopped before its end; it continues when the server next starts or the machine gets its next input."
+		if c.runner.Retry().Attempts > 0 {
+			d.Stalled = "The agent's last attempt failed; it is tried again shortly."
+		}
 		if c.fleet != nil {
 			d.Stalled = "The agent's last attempt failed; the fleet tries it again shortly."
 		}
 	}
+	parked, err := c.parkedErrors(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if errs, ok := parked[id]; ok || st.State == durable.StateParked {
+		d.Stalled = "The agent's run was given up after its last attempt; retry it once the cause is fixed."
+		d.Errors = append(errs, st.Errors...)
+	}
+	d.Retry = d.Stalled != "" && st.State != durable.StateRunning
 	current := map[string]bool{}
 	d.Tree = treeRows(root, 0, nil, current)
 	history := m.History()
@@ -338,6 +413,14 @@ func (c *Console) graph(current map[string]bool) (string, error) {
 	return b.String(), nil
 }
 
+// boolRank is 1 for true, 0 for false.
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -391,6 +474,7 @@ var funcs = map[string]any{
 		return raw
 	},
 	"ago":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"when":  when,
 	"lower": strings.ToLower,
 	"list":  func(v ...any) []any { return v },
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/markov-agents/markov/command"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/store"
 )
 
 // Accepted is an input durably accepted for a machine: a resume, a
@@ -107,6 +108,27 @@ func (r *Runner) AcceptInvoke(ctx context.Context, machineID string, inv command
 	return a, err
 }
 
+// AcceptContinue continues machine id's run in the background, as a Run
+// with no input does: the next try of a machine whose run was cut short
+// or failed (Status idle), or that was parked, when an operator asks for
+// it. It returns once the machine is held and loaded; the run goes on
+// as AcceptResume's does (Await it; Wait ends it; Config.Retry retries
+// it). A machine a run holds now fails at once with an error wrapping
+// ErrBusy, an unknown one with store.ErrNotFound.
+func (r *Runner) AcceptContinue(ctx context.Context, id string) (Accepted, error) {
+	if err := store.CheckID(id); err != nil {
+		return Accepted{}, fmt.Errorf("continue machine: %w: %w", store.ErrNotFound, err)
+	}
+	h, ok, err := r.TryHold(ctx, id)
+	switch {
+	case err != nil:
+		return Accepted{}, fmt.Errorf("hold machine %s: %w", id, err)
+	case !ok:
+		return Accepted{}, fmt.Errorf("continue machine %s: %w", id, ErrBusy)
+	}
+	return r.accept(ctx, h)
+}
+
 // acceptBySuspension accepts in for the machine holding suspendID. While
 // another acceptance's run holds the machine, it waits for the hold, but
 // wakes whenever an acceptance of that machine is saved: if suspendID is
@@ -188,10 +210,11 @@ func (a *appliedSignals) notify(id string) {
 	}
 }
 
-// accept applies in to the machine h holds and saves it, and hands the
-// rest of the run, with the hold, to a goroutine. It takes the hold's
-// ownership: released on failure, or when the run ends.
-func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepted, error) {
+// accept applies inputs (none: the run goes on) to the machine h holds
+// and saves it, and hands the rest of the run, with the hold, to a
+// goroutine. It takes the hold's ownership: released on failure, or when
+// the run ends.
+func (r *Runner) accept(ctx context.Context, h *Hold, inputs ...machine.Input) (Accepted, error) {
 	id := h.MachineID()
 	s, err := r.loadHeld(ctx, id)
 	if err != nil {
@@ -199,7 +222,7 @@ func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepte
 		return Accepted{}, err
 	}
 	s.rec = r.newRecorder(id)
-	applied, err := s.apply(ctx, []machine.Input{in})
+	applied, err := s.apply(ctx, inputs)
 	if err != nil {
 		s.journal.close(ctx)
 		s.rec.close()
@@ -209,6 +232,11 @@ func (r *Runner) accept(ctx context.Context, h *Hold, in machine.Input) (Accepte
 	r.applied.notify(id)
 	a := Accepted{MachineID: id, Revision: s.rev}
 	a.run = r.bg.start(ctx, func(ctx context.Context, b *background) {
+		defer func() {
+			if b.err != nil {
+				r.retryLater(ctx, id, b.err) // the hold released: a retry takes it again
+			}
+		}()
 		defer h.Release()
 		defer s.rec.close()
 		defer s.journal.close(ctx)

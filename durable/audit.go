@@ -45,6 +45,9 @@ type AuditRecord struct {
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 	// Error is why a refusal was refused.
 	Error string `json:"error,omitempty"`
+	// Rule is the standing rule that made the decision (By is then
+	// machine.RuleBy and the rule's ID).
+	Rule string `json:"rule,omitempty"`
 }
 
 // The kinds of audit record.
@@ -68,7 +71,7 @@ func (r *Runner) auditEntries(id string, ds []machine.Decided) ([]store.AuditApp
 			At: d.Decision.At, Kind: AuditDecision, MachineID: id, SuspendID: d.SuspendID, InstanceID: d.InstanceID,
 			Node: d.Node, Name: d.Name, Outcome: d.Outcome, By: d.Decision.By, For: d.Decision.For,
 			Groups: d.Decision.Groups, Deny: d.Decision.Deny, IsError: d.Decision.IsError, Digest: d.Decision.Digest,
-			EditDigest: d.Decision.EditDigest, PayloadSHA256: payloadSum(d.Decision.Payload),
+			EditDigest: d.Decision.EditDigest, PayloadSHA256: payloadSum(d.Decision.Payload), Rule: d.Decision.Rule,
 		})
 		if err != nil {
 			return nil, err

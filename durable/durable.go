@@ -33,6 +33,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
+	"github.com/markov-agents/markov/standing"
 	"github.com/markov-agents/markov/store"
 )
 
@@ -99,6 +100,20 @@ type Config struct {
 	// save that applies them, and refusals (ed25519 over the entry).
 	// `markov audit verify` checks the signatures with the public key.
 	AuditKey ed25519.PrivateKey
+	// Retry, when its Attempts are set, tries a run in the background
+	// that failed again, with backoff (see [Retry]); by default such a
+	// machine waits, idle, for its next input or [Runner.Recover].
+	Retry Retry
+	// Rules are standing approvals (package standing): a tool or command
+	// call one matches is decided at once with its payload, in the step
+	// that suspends it — no save holds it pending, so it never reaches an
+	// inbox — by "rule:" and its ID (machine.RuleBy), in the machine's
+	// history, event log and the audit log. Each rule's uses are counted
+	// in the store (store.RuleUses), fleet-wide.
+	Rules *standing.Set
+	// Tenant is the runner's tenant label, which a rule's
+	// standing.Scope.Tenant matches.
+	Tenant string
 }
 
 // Runner runs machines durably. It is safe for concurrent use; several
@@ -122,6 +137,11 @@ type Runner struct {
 	histories *histories
 	// auditKey is Config.AuditKey.
 	auditKey ed25519.PrivateKey
+	// retry is Config.Retry.
+	retry Retry
+	// rules and tenant are Config.Rules and Config.Tenant.
+	rules  *standing.Set
+	tenant string
 }
 
 // New returns a Runner.
@@ -129,7 +149,11 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Store == nil || cfg.Charter == nil {
 		return nil, fmt.Errorf("%w: a Store and a Charter are required", ErrInvalidConfig)
 	}
-	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store), auditKey: cfg.AuditKey}
+	r := &Runner{store: cfg.Store, charter: cfg.Charter, lease: cfg.Lease, log: cfg.Logger, beforeSave: cfg.BeforeSave, external: cfg.ExternalDeadlines, local: localLocksOf(cfg.Store), auditKey: cfg.AuditKey,
+		retry: cfg.Retry, rules: cfg.Rules, tenant: cfg.Tenant}
+	if err := checkRules(cfg); err != nil {
+		return nil, err
+	}
 	if _, ok := cfg.Store.(store.TailLoader); ok {
 		r.histories = newHistories(cfg.HistoryCache)
 	}
@@ -552,6 +576,8 @@ type session struct {
 	// journal is the machine's effect journal (nil: the store keeps
 	// none); a save records the outcomes it holds.
 	journal *journal
+	// rules is the machine's decider when the runner has standing rules.
+	rules *decider
 	// rec collects the events of the next save (nil when the store keeps
 	// no event log, or outside a run).
 	rec *recorder
@@ -634,6 +660,7 @@ func (r *Runner) load(ctx context.Context, id string, held bool) (*session, erro
 	}
 	s.journal = r.newJournal(id, held)
 	s.bindJournal()
+	s.bindRules()
 	return s, nil
 }
 
@@ -728,6 +755,7 @@ func (s *session) loadWhole(ctx context.Context, inputs []machine.Input) error {
 	}
 	s.m, s.from, s.saved, s.savedSize = m, 0, len(snap.History), heldSize(snap.History)
 	s.bindJournal()
+	s.bindRules()
 	return nil
 }
 
@@ -905,12 +933,16 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("save machine %s: %w", s.id, err)
 	}
-	audit, err := s.r.auditEntries(s.id, s.m.TakeDecisions())
+	decisions := s.m.TakeDecisions()
+	ruled, uses := s.ruled(ctx, decisions)
+	index = append(index, ruled...)
+	audit, err := s.r.auditEntries(s.id, decisions)
 	if err != nil {
 		return fmt.Errorf("save machine %s: %w", s.id, err)
 	}
 	rev, err := s.write(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events, Effects: ends, Audit: audit})
 	if err != nil {
+		s.releaseUses(ctx, uses)
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)
 	}
 	s.rev, s.saved, s.indexed, s.savedSize = rev, s.saved+len(appended), index, s.savedSize+heldSize(appended)
@@ -993,6 +1025,7 @@ func recorded[T any](ctx context.Context, s *session, apply func(context.Context
 	s.rec = s.r.newRecorder(s.id)
 	defer s.rec.close()
 	defer s.journal.close(ctx)
+	defer s.releaseUnsaved(ctx)
 	applied, err := apply(ctx)
 	if err != nil {
 		var zero T

@@ -79,6 +79,15 @@ func effectCharter(log string, hang func(where string), reconcile func(context.C
 // records it done; "saved": in the next model call, once that save is
 // made), says so and waits there for its SIGKILL.
 func childEffect() int {
+	return childHanging(func(hang func(string)) (*machine.Charter, error) {
+		return effectCharter(os.Getenv("MARKOV_EFFECT_LOG"), hang, nil)
+	}, "pay 40")
+}
+
+// childHanging runs machine m1 of the charter that charter builds with
+// a hang until it calls hang(MARKOV_EFFECT_HANG), with the user's message
+// text; there it says so and waits for its SIGKILL.
+func childHanging(charter func(hang func(where string)) (*machine.Charter, error), text string) int {
 	where := os.Getenv("MARKOV_EFFECT_HANG")
 	hang := func(at string) {
 		if at == where {
@@ -86,14 +95,14 @@ func childEffect() int {
 			select {}
 		}
 	}
-	return withRunner(func() (*machine.Charter, error) { return effectCharter(os.Getenv("MARKOV_EFFECT_LOG"), hang, nil) },
+	return withRunner(func() (*machine.Charter, error) { return charter(hang) },
 		func(r *durable.Runner) int {
 			ctx := context.Background()
 			if _, err := r.Create(ctx, "m1", "desk", nil); err != nil {
 				fmt.Fprintln(os.Stderr, "create:", err)
 				return 1
 			}
-			_, err := drain(r.Run(ctx, "m1", machine.UserText("pay 40")))
+			_, err := drain(r.Run(ctx, "m1", machine.UserText(text)))
 			fmt.Fprintln(os.Stderr, "run ended:", err)
 			return 1
 		})

@@ -18,6 +18,9 @@ var (
 	// failing command): the machine is unchanged. A coordinator drops such
 	// an input rather than retrying it.
 	ErrRejected = errors.New("durable: input rejected")
+	// ErrBusy: a run holds the machine now (Runner.AcceptContinue does
+	// not wait for it).
+	ErrBusy = errors.New("durable: the machine is running")
 	// ErrEventFormat reports a logged or live event that does not decode:
 	// malformed, or of a format version (EventFormat) this package does
 	// not know.

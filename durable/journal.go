@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -43,16 +44,43 @@ func (r *Runner) newJournal(id string, buffer bool) *journal {
 // BeginEffect implements instance.EffectJournal: an outcome in the
 // buffer is the entry.
 func (j *journal) BeginEffect(ctx context.Context, key, name, digest string) (instance.JournalEntry, bool, error) {
-	j.mu.Lock()
-	i := slices.IndexFunc(j.ends, func(e store.EffectEnd) bool { return e.Key == key })
-	if i >= 0 {
-		end := j.ends[i]
-		j.mu.Unlock()
-		return instance.JournalEntry{Status: string(end.Status), Digest: digest, Result: end.Result}, false, nil
+	if e, ok := j.buffered(key, digest); ok {
+		return e, false, nil
 	}
-	j.mu.Unlock()
 	e, created, err := j.j.BeginEffect(ctx, store.Effect{Key: key, MachineID: j.machineID, Name: name, Digest: digest})
-	return instance.JournalEntry{Status: string(e.Status), Digest: e.Digest, Result: e.Result, StartedAt: e.StartedAt}, created, err
+	return entryOf(e), created, err
+}
+
+// RunEffectTx implements instance.TxJournal with the store's
+// store.TxEffectJournal: an outcome in the buffer is the entry, and a
+// store without one is instance.ErrEffectTx.
+func (j *journal) RunEffectTx(ctx context.Context, key, name, digest string, fn func(ctx context.Context, tx any) ([]byte, error)) (instance.JournalEntry, bool, error) {
+	if e, ok := j.buffered(key, digest); ok {
+		return e, false, nil
+	}
+	tj, ok := j.j.(store.TxEffectJournal)
+	if !ok {
+		return instance.JournalEntry{}, false, fmt.Errorf("%w: effect %s: the store (%T) runs no transactions", instance.ErrEffectTx, name, j.j)
+	}
+	e, ran, err := tj.RunEffectTx(ctx, store.Effect{Key: key, MachineID: j.machineID, Name: name, Digest: digest}, fn)
+	return entryOf(e), ran, err
+}
+
+// buffered returns the outcome of effect key in the buffer, if it holds
+// one, as its entry.
+func (j *journal) buffered(key, digest string) (instance.JournalEntry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	i := slices.IndexFunc(j.ends, func(e store.EffectEnd) bool { return e.Key == key })
+	if i < 0 {
+		return instance.JournalEntry{}, false
+	}
+	return instance.JournalEntry{Status: string(j.ends[i].Status), Digest: digest, Result: j.ends[i].Result}, true
+}
+
+// entryOf is the store's entry e as the machine's effects read it.
+func entryOf(e store.Effect) instance.JournalEntry {
+	return instance.JournalEntry{Status: string(e.Status), Digest: e.Digest, Result: e.Result, StartedAt: e.StartedAt}
 }
 
 // EndEffect implements instance.EffectJournal: buffered for the next

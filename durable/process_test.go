@@ -41,8 +41,12 @@ func child(role string) int {
 		return childHookSuspend()
 	case "effect":
 		return childEffect()
+	case "effecttx":
+		return childEffectTx()
 	case "govern":
 		return childGovern()
+	case "standing":
+		return childStanding()
 	}
 	return withRunner(func() (*machine.Charter, error) { return buildCharter(agentModel(4 * time.Millisecond)) },
 		func(r *durable.Runner) int {

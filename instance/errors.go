@@ -105,6 +105,12 @@ var ErrInvalidEvent = errors.New("instance: invalid event name")
 // the effect's name.
 var ErrDuplicateEffect = errors.New("instance: effect name used twice in one call")
 
+// ErrEffectTx reports an effect that cannot run in the store's
+// transaction (node.EffectTx): the machine's store runs none (memstore, or
+// a machine outside a durable runner), or its transaction is not of the
+// type the effect's function takes. Nothing ran.
+var ErrEffectTx = errors.New("instance: effect cannot run in a store transaction")
+
 // ErrEffectInDoubt reports an effect whose journal says it started and
 // never says it ended, where no person can be asked (a command's effect):
 // the call fails rather than run it a second time.

@@ -22,6 +22,22 @@ type EffectJournal interface {
 	ForgetEffect(ctx context.Context, key string) error
 }
 
+// TxJournal is the optional capability of an EffectJournal whose store
+// runs an effect in its own database transaction, with its journal entry
+// (node.EffectTx): the effect and its entry commit together or not at
+// all.
+type TxJournal interface {
+	// RunEffectTx runs fn in a transaction of the store's database (tx is
+	// a *sql.Tx for SQLite, a pgx.Tx for PostgreSQL) that records the
+	// effect done with fn's result (JSON), unless an entry of key exists:
+	// then it returns the entry, and fn does not run. ran says whether fn
+	// ran and committed. An error of fn rolls back its writes and the
+	// entry, and is returned as is. A journal whose store runs no
+	// transactions returns ErrEffectTx. An empty key runs fn in a
+	// transaction and journals nothing.
+	RunEffectTx(ctx context.Context, key, name, digest string, fn func(ctx context.Context, tx any) ([]byte, error)) (entry JournalEntry, ran bool, err error)
+}
+
 // JournalEntry is an effect as the journal holds it.
 type JournalEntry struct {
 	// Status is "started", "done" or "failed".

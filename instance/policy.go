@@ -58,6 +58,11 @@ type Policy struct {
 	// its on-timeout action: the call stays pending under another policy
 	// with a new deadline (Escalation).
 	Escalation *Escalation `json:"escalation,omitempty"`
+	// AllowRules lets standing approvals (package standing) decide the
+	// call: a rule's decision then settles it alone, whatever Quorum and
+	// SeparateDuties ask. Without it no rule decides a governed call, and
+	// people do.
+	AllowRules bool `json:"allow_rules,omitempty"`
 }
 
 // Escalation re-asks a governed call at its deadline: the call stays
@@ -106,6 +111,9 @@ type Decision struct {
 	// decision that edits nothing.
 	Edit       json.RawMessage `json:"edit,omitempty"`
 	EditDigest string          `json:"edit_digest,omitempty"`
+	// Rule, when set, is the standing approval rule that made the
+	// decision (package standing); By is then "rule:" and its ID.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Principal is the approver the decision counts for: For, or By.

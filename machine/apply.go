@@ -154,6 +154,7 @@ func (t *tx) suspended(in *instance.Instance, calls ...instance.SuspendedCall) {
 			c.TraceParent = tp
 		}
 		span.End()
+		t.asked = append(t.asked, c.SuspendID)
 		t.events = append(t.events, instance.Event{
 			Type: instance.EventSuspended, SuspendID: c.SuspendID, InstanceID: c.InstanceID,
 			Kind: c.Kind, Name: c.Name, Initiator: c.Initiator, Reason: c.Reason, At: c.SuspendedAt,

@@ -72,7 +72,7 @@ func (h *Hooks) call(ctx context.Context, log *slog.Logger, name string, fn func
 
 // admit is the machine's executor.Admission: a chosen suspend ID must be
 // free (SetSuspendIDCheck), and the charter's OnSuspend hook must accept
-// the suspension.
+// the suspension; the decider (SetDecider) is asked about it last.
 func (m *Machine) admit(ctx context.Context, node string, call *instance.SuspendedCall, chosen bool) error {
 	if chosen {
 		if err := m.claimID(ctx, m.root, call.SuspendID); err != nil {
@@ -80,16 +80,19 @@ func (m *Machine) admit(ctx context.Context, node string, call *instance.Suspend
 		}
 	}
 	h := &m.charter.hooks
-	if h.OnSuspend == nil {
-		return governCall(ctx, node, call)
+	if h.OnSuspend != nil {
+		c := call.Clone()
+		err := h.call(ctx, m.charter.logger, "OnSuspend", func(ctx context.Context) error { return h.OnSuspend(ctx, node, &c) })
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrSuspendRefused, err)
+		}
+		call.Metadata = c.Metadata
 	}
-	c := call.Clone()
-	err := h.call(ctx, m.charter.logger, "OnSuspend", func(ctx context.Context) error { return h.OnSuspend(ctx, node, &c) })
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSuspendRefused, err)
+	if err := governCall(ctx, node, call); err != nil {
+		return err
 	}
-	call.Metadata = c.Metadata
-	return governCall(ctx, node, call)
+	m.rule(ctx, node, call)
+	return nil
 }
 
 // admission returns m.admit as an executor.Admission, the same value every

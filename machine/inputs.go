@@ -64,6 +64,11 @@ func (m *Machine) applyInputs(ctx context.Context, inputs []Input) ([]Step, *rep
 			steps = append(steps, s...)
 		}
 	}
+	ruled, err := t.standing()
+	if err != nil {
+		return nil, nil, err
+	}
+	steps = append(steps, ruled...)
 	steps = append(steps, t.expire(now)...)
 	m.commit(t)
 	return steps, t.leftover(), nil
@@ -314,7 +319,10 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 	var d instance.Decision
 	if r.cause == instance.CauseExplicit {
 		d = t.decision(ri.By, ri.Groups, ri.Digest, ri.Deny, ri.IsError, payload)
-		if call.Policy != nil {
+		d.Rule = r.rule
+		if call.Policy != nil && r.rule != "" {
+			r.decisions = []instance.Decision{d} // the policy allows rules (standing.Set.Match)
+		} else if call.Policy != nil {
 			settled, err := t.vote(in, call, ri, payload)
 			if err != nil || settled == nil {
 				return nil, err
@@ -412,8 +420,10 @@ type resolution struct {
 	by, command string
 	// decisions are the decisions that settled a governed call.
 	decisions []instance.Decision
-	event     instance.EventType
-	mark      func(*instance.SuspendedCall) error
+	// rule is the standing rule that decided (tx.standing).
+	rule  string
+	event instance.EventType
+	mark  func(*instance.SuspendedCall) error
 }
 
 // resolve moves call out of pending and delivers its result.

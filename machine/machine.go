@@ -229,6 +229,10 @@ type Machine struct {
 	links []trace.Link
 	// decided are the decisions applied since TakeDecisions.
 	decided []Decided
+	// decider decides suspensions at once (SetDecider); ruled holds its
+	// rulings until the calls are recorded.
+	decider Decider
+	ruled   rulings
 	// reqs and added are the last round's step requests and messages,
 	// whose arrays the next round reuses.
 	reqs  []executor.StepRequest

@@ -287,6 +287,10 @@ func (m *Machine) round(ctx context.Context, carry *report) (Step, error) {
 	for i, r := range results {
 		flags = flags.merge(t.applyOutcome(r, reqs[i].Instance))
 	}
+	if _, err := t.standing(); err != nil { // a round suspends tool calls only: no command steps
+		return Step{}, err
+	}
+	flags.suspend = flags.suspend && t.suspends()
 	m.commit(t)
 	s := t.step(flags.reason())
 	m.added = t.added

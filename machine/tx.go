@@ -45,6 +45,8 @@ type tx struct {
 	links   []trace.Link
 	// decisions are the decisions applied, for the audit log.
 	decisions []Decided
+	// asked are the calls suspended in t (tx.suspended).
+	asked []string
 }
 
 // newTx starts a transaction on root. Messages, events and cedes of carry,

@@ -43,6 +43,39 @@ func Effect[S, T any](ctx *ToolContext[S], name string, fn func(ctx context.Cont
 	return frame.Effect(ctx.f, name, fn, effectSpec(cfg))
 }
 
+// EffectTx runs fn, the tool's effect name on the store's own database,
+// in one transaction with its journal entry, so that it happens exactly
+// once — or not at all — however often the call runs:
+//
+//	n, err := node.EffectTx(ctx, "book", func(ctx context.Context, tx *sql.Tx) (int64, error) {
+//		res, err := tx.ExecContext(ctx, `INSERT INTO bookings (seat) VALUES (?)`, in.Seat)
+//		if err != nil {
+//			return 0, err
+//		}
+//		return res.LastInsertId()
+//	})
+//
+// fn takes the store's transaction: a *sql.Tx on SQLite (store/sqlite), a
+// pgx.Tx on PostgreSQL (store/postgres). The transaction records the
+// effect done with fn's result and commits: fn's writes and the entry
+// commit together. A call that runs again (a crash, a rescued fleet job,
+// a retried resume) then finds it done, gets the journaled result, and fn
+// does not run; if the transaction never committed, nothing happened,
+// and fn runs. No tx effect is ever in doubt. An error (or panic) of fn
+// rolls back its writes and records nothing: the call gets the error,
+// and the effect runs again if the call does.
+//
+// fn must write through tx alone, and nothing outside the database (use
+// Effect for that); keep it short, as it holds the transaction open. The
+// store must run transactions: memstore does not, nor does a machine
+// outside a durable runner, and there — as with a transaction of another
+// type than fn takes — EffectTx returns instance.ErrEffectTx and fn does
+// not run. Names are shared with Effect: each effect of one call has its
+// own (a second use is instance.ErrDuplicateEffect).
+func EffectTx[S, T, X any](ctx *ToolContext[S], name string, fn func(ctx context.Context, tx X) (T, error)) (T, error) {
+	return frame.EffectTx(ctx.f, name, fn)
+}
+
 // effectSpec is cfg as package frame takes it.
 func effectSpec[T any](cfg EffectConfig[T]) frame.EffectSpec[T] {
 	return frame.EffectSpec[T]{Input: cfg.Input, Reconcile: cfg.Reconcile, Timeout: cfg.Timeout}

@@ -173,3 +173,10 @@ func (p *Pack) Commands() []command.Info { return commandInfos(p.x.Commands) }
 func PackEffect[P, T any](ctx *PackContext[P], name string, fn func(ctx context.Context) (T, error), cfg EffectConfig[T]) (T, error) {
 	return frame.Effect(ctx.f, name, fn, effectSpec(cfg))
 }
+
+// PackEffectTx runs fn, a pack tool's effect name on the store's own
+// database, in one transaction with its journal entry, as EffectTx does
+// for a node's tool.
+func PackEffectTx[P, T, X any](ctx *PackContext[P], name string, fn func(ctx context.Context, tx X) (T, error)) (T, error) {
+	return frame.EffectTx(ctx.f, name, fn)
+}

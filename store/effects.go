@@ -97,3 +97,34 @@ func CheckEffectEnd(key string, status EffectStatus) error {
 	}
 	return nil
 }
+
+// TxEffectJournal is the optional capability of a Store that keeps its
+// effect journal in a database the effects may write too (SQLite,
+// PostgreSQL): an effect that writes only to that database runs in one
+// transaction with its journal entry, and so happens once or not at all
+// — no entry is ever left started, in doubt.
+type TxEffectJournal interface {
+	// RunEffectTx runs fn in a transaction of the store's database and
+	// records e, in the same transaction, done with fn's result (JSON),
+	// then commits: fn's writes and the entry commit together, or
+	// neither does. tx is the store's transaction: a *sql.Tx for SQLite,
+	// a pgx.Tx for PostgreSQL. An entry of e.Key that exists is returned
+	// as stored, and fn does not run; ran says whether fn ran and its
+	// entry committed. An error of fn rolls back both, records nothing,
+	// and is returned as is. fn must use tx alone: a write to the store
+	// through another connection waits for this transaction (on SQLite,
+	// for ever). An empty e.Key runs fn in a transaction and journals
+	// nothing (a call without an idempotency key); another key or
+	// machine ID that is not a [ValidID] is ErrInvalid.
+	RunEffectTx(ctx context.Context, e Effect, fn func(ctx context.Context, tx any) (result []byte, err error)) (stored Effect, ran bool, err error)
+}
+
+// CheckEffectTx returns ErrInvalid, wrapped, when RunEffectTx cannot run
+// e: a key that is neither empty nor a ValidID, or (with a key) a machine
+// ID that is not a ValidID.
+func CheckEffectTx(e Effect) error {
+	if e.Key == "" {
+		return nil
+	}
+	return CheckEffect(e)
+}

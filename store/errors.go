@@ -48,3 +48,7 @@ func (e *AuditError) Error() string {
 
 // Unwrap returns ErrAuditBroken.
 func (e *AuditError) Unwrap() error { return ErrAuditBroken }
+
+// ErrRuleSpent is returned by [RuleUses.UseRule] when a rule has no use
+// left.
+var ErrRuleSpent = errors.New("store: rule has no use left")

@@ -18,7 +18,7 @@ type DeliveryList struct {
 //
 //	GET  /deliveries?state=pending|delivered|dead&limit=N  → DeliveryList, newest first
 //	GET  /deliveries/{id}                                  → Delivery
-//	POST /deliveries/{id}/redeliver                        → Delivery, after one more attempt
+//	POST /deliveries/{id}/redeliver                        → Delivery, redelivered (Sender.Redeliver)
 //
 // It does no authentication: mount it behind the API's (markov serve
 // mounts it under /webhooks behind resumehttp's signed requests).
@@ -39,14 +39,15 @@ func (s *Sender) Handler() http.Handler {
 			}
 			limit = n
 		}
-		list := s.Deliveries(state, limit)
-		if list == nil {
-			list = []Delivery{}
+		list, err := s.Deliveries(r.Context(), state, limit)
+		if err != nil {
+			writeBody(w, http.StatusInternalServerError, resumehttp.ErrorBody{Code: "internal", Error: "internal error"})
+			return
 		}
 		writeBody(w, http.StatusOK, DeliveryList{Deliveries: list})
 	})
 	mux.HandleFunc("GET /deliveries/{id}", func(w http.ResponseWriter, r *http.Request) {
-		d, err := s.Delivery(r.PathValue("id"))
+		d, err := s.Delivery(r.Context(), r.PathValue("id"))
 		answerDelivery(w, d, err)
 	})
 	mux.HandleFunc("POST /deliveries/{id}/redeliver", func(w http.ResponseWriter, r *http.Request) {

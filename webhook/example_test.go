@@ -19,6 +19,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
+	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/webhook"
 )
@@ -29,28 +30,7 @@ type deploy struct{}
 // redelivery of the same delivery changes nothing.
 func Example() {
 	ctx := context.Background()
-	waitCI := node.NewTool("wait_for_ci", "Wait until CI passes.",
-		func(ctx *node.ToolContext[deploy], _ struct{}) (string, error) {
-			return "", ctx.Suspend("waiting for CI", instance.WithEvent("github.check_suite"))
-		})
-	n, err := node.New("deploy", node.Config[deploy]{Tools: []node.Tool[deploy]{waitCI}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
-		if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
-			return scripted.Text("CI says: " + last.Parts[0].Text), nil
-		}
-		return scripted.Tool("wait_for_ci", struct{}{}), nil
-	})
-	charter, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	runner, err := durable.New(durable.Config{Store: memstore.New(), Charter: charter})
-	if err != nil {
-		log.Fatal(err)
-	}
+	runner := deployRunner(memstore.New())
 	if _, err := runner.Create(ctx, "release-7", "deploy", nil); err != nil {
 		log.Fatal(err)
 	}
@@ -110,4 +90,86 @@ func Example() {
 	// 200 github.check_suite woke 1
 	// 200 github.check_suite woke 1
 	// CI says: success
+}
+
+// deployRunner is a runner on st whose "deploy" machines wait for CI in a
+// tool, woken by the event github.check_suite.
+func deployRunner(st store.Store) *durable.Runner {
+	waitCI := node.NewTool("wait_for_ci", "Wait until CI passes.",
+		func(ctx *node.ToolContext[deploy], _ struct{}) (string, error) {
+			return "", ctx.Suspend("waiting for CI", instance.WithEvent("github.check_suite"))
+		})
+	n, err := node.New("deploy", node.Config[deploy]{Tools: []node.Tool[deploy]{waitCI}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
+			return scripted.Text("CI says: " + last.Parts[0].Text), nil
+		}
+		return scripted.Tool("wait_for_ci", struct{}{}), nil
+	})
+	charter, err := machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	runner, err := durable.New(durable.Config{Store: st, Charter: charter})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return runner
+}
+
+// A Sender POSTs each suspension event to its subscriptions, signed per
+// Standard Webhooks; Deliveries lists them with their state (on
+// PostgreSQL, from their River jobs).
+func ExampleSender_Deliveries() {
+	ctx := context.Background()
+	got := make(chan string, 1)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev webhook.Event
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		got <- string(ev.Type) + " " + ev.Data.MachineID
+	}))
+	defer receiver.Close()
+
+	st := memstore.New()
+	sender, err := webhook.NewSender(webhook.SenderConfig{
+		Store:        st,
+		AllowPrivate: true, // the receiver is on loopback
+		Subscriptions: []webhook.Subscription{{ID: "ops", URL: receiver.URL,
+			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Events: []webhook.EventType{webhook.SuspensionCreated}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sender.Run(runCtx) }()
+	<-sender.Started()
+
+	runner := deployRunner(st)
+	if _, err := runner.Create(ctx, "release-8", "deploy", nil); err != nil {
+		log.Fatal(err)
+	}
+	for _, err := range runner.Run(ctx, "release-8", machine.UserText("Deploy release 8 once CI passes.")) {
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("received:", <-got)
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	ds, err := sender.Deliveries(ctx, "", 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range ds {
+		fmt.Println(d.Subscription, d.Type, d.State, d.Attempts)
+	}
+	// Output:
+	// received: suspension.created release-8
+	// ops suspension.created delivered 1
 }

@@ -3,8 +3,12 @@ package webhook_test
 import (
 	"crypto/sha256"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/markov-agents/markov/store/memstore"
 	"github.com/markov-agents/markov/webhook"
 )
 
@@ -73,6 +77,42 @@ func FuzzParseSecret(f *testing.F) {
 		key, err := webhook.ParseSecret(s)
 		if err != nil && !errors.Is(err, webhook.ErrBadSecret) || err == nil && len(key) == 0 {
 			t.Fatalf("ParseSecret(%q) = %v, %v", s, key, err)
+		}
+	})
+}
+
+// The deliveries endpoint answers any path and query with JSON: 200,
+// 400 for a bad state or limit, 404 for an unknown delivery or endpoint,
+// 405 for a wrong method; never a 5xx.
+func FuzzDeliveriesHandler(f *testing.F) {
+	for _, s := range []string{"/deliveries", "/deliveries?state=dead&limit=3", "/deliveries?state=lost", "/deliveries?limit=-1",
+		"/deliveries/msg_1_ops", "/deliveries/msg_1_ops/redeliver", "/deliveries/%00", "/x"} {
+		f.Add("GET", s)
+		f.Add("POST", s)
+	}
+	s, err := webhook.NewSender(webhook.SenderConfig{Store: memstore.New(),
+		Subscriptions: []webhook.Subscription{{ID: "ops", URL: "https://example.com/hook", Secret: secretA}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := s.Handler()
+	f.Fuzz(func(t *testing.T, method, target string) {
+		if method != "GET" && method != "POST" {
+			method = "GET"
+		}
+		req, err := http.NewRequest(method, "http://markov.test"+target, nil)
+		if err != nil || req.URL.Path == "" || req.URL.Path[0] != '/' {
+			return // not a request a server would read
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch w.Code {
+		case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusMovedPermanently, http.StatusTemporaryRedirect:
+		default:
+			t.Fatalf("%s %s: %d %s", method, target, w.Code, w.Body)
+		}
+		if w.Code < 300 && !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+			t.Fatalf("%s %s: %d with %q", method, target, w.Code, w.Header().Get("Content-Type"))
 		}
 	})
 }

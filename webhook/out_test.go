@@ -116,8 +116,8 @@ func TestSenderRetriesThenDeadLetters(t *testing.T) {
 	s := startSender(t, e, webhook.SenderConfig{AllowPrivate: true, MaxAttempts: 3, Backoff: time.Millisecond,
 		Subscriptions: []webhook.Subscription{{ID: "ops", URL: rc.srv.URL, Secret: secretA, Events: []webhook.EventType{webhook.SuspensionCreated}}}})
 	e.wait("m1", "approve-1", "")
-	require.Eventually(t, func() bool { return len(s.Deliveries(webhook.Dead, 0)) == 1 }, 10*time.Second, 5*time.Millisecond)
-	d := s.Deliveries("", 0)[0]
+	require.Eventually(t, func() bool { return len(deliveries(t, s, webhook.Dead, 0)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	d := deliveries(t, s, "", 0)[0]
 	require.Equal(t, 3, d.Attempts)
 	require.Equal(t, http.StatusServiceUnavailable, d.LastStatus)
 	got := rc.all()
@@ -154,8 +154,8 @@ func TestSenderRefusesPrivateTargets(t *testing.T) {
 	s := startSender(t, e, webhook.SenderConfig{Backoff: time.Millisecond,
 		Subscriptions: []webhook.Subscription{{ID: "ops", URL: rc.srv.URL, Secret: secretA}}})
 	e.wait("m1", "approve-1", "")
-	require.Eventually(t, func() bool { return len(s.Deliveries(webhook.Dead, 0)) == 1 }, 10*time.Second, 5*time.Millisecond)
-	d := s.Deliveries("", 0)[0]
+	require.Eventually(t, func() bool { return len(deliveries(t, s, webhook.Dead, 0)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	d := deliveries(t, s, "", 0)[0]
 	require.Equal(t, 1, d.Attempts)
 	require.Contains(t, d.LastError, "unsafe target")
 	require.Empty(t, rc.all())
@@ -172,7 +172,7 @@ func TestTwoSendersSendOnce(t *testing.T) {
 		e.wait("m"+string(rune('0'+i)), "approve-"+string(rune('0'+i)), "")
 	}
 	require.Eventually(t, func() bool {
-		return len(a.Deliveries(webhook.Delivered, 0))+len(b.Deliveries(webhook.Delivered, 0)) == 5
+		return len(deliveries(t, a, webhook.Delivered, 0))+len(deliveries(t, b, webhook.Delivered, 0)) == 5
 	}, 10*time.Second, 5*time.Millisecond)
 	ids := map[string]int{}
 	for _, r := range rc.all() {
@@ -215,12 +215,12 @@ func TestSenderResumesAfterRestart(t *testing.T) {
 	}
 	s, stop := run()
 	e.wait("m1", "approve-1", "")
-	require.Eventually(t, func() bool { return len(s.Deliveries(webhook.Delivered, 0)) == 1 }, 10*time.Second, 5*time.Millisecond, "%+v", s.Deliveries("", 0))
+	require.Eventually(t, func() bool { return len(deliveries(t, s, webhook.Delivered, 0)) == 1 }, 10*time.Second, 5*time.Millisecond, "%+v", deliveries(t, s, "", 0))
 	stop()
 	e.wait("m2", "approve-2", "")
 	s, stop = run()
 	defer stop()
-	require.Eventually(t, func() bool { return len(s.Deliveries(webhook.Delivered, 0)) == 1 }, 10*time.Second, 5*time.Millisecond, "%+v %d", s.Deliveries("", 0), len(rc.all()))
+	require.Eventually(t, func() bool { return len(deliveries(t, s, webhook.Delivered, 0)) == 1 }, 10*time.Second, 5*time.Millisecond, "%+v %d", deliveries(t, s, "", 0), len(rc.all()))
 	var suspended []string
 	for _, r := range rc.all() {
 		var ev webhook.Event
@@ -228,4 +228,12 @@ func TestSenderResumesAfterRestart(t *testing.T) {
 		suspended = append(suspended, ev.Data.SuspendID)
 	}
 	require.Equal(t, []string{"approve-1", "approve-2"}, suspended)
+}
+
+// deliveries is s.Deliveries, which must not fail.
+func deliveries(t *testing.T, s *webhook.Sender, state webhook.DeliveryState, limit int) []webhook.Delivery {
+	t.Helper()
+	ds, err := s.Deliveries(context.Background(), state, limit)
+	require.NoError(t, err)
+	return ds
 }

@@ -3,9 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/markov-agents/markov/internal/redelivery"
@@ -123,6 +120,8 @@ type Delivery struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	// Body is what is POSTed: an Event.
 	Body json.RawMessage `json:"body"`
+	// cursor is the position of its change in the feed.
+	cursor int64
 }
 
 // SenderConfig configures a Sender. Zero fields take the documented
@@ -130,9 +129,10 @@ type Delivery struct {
 type SenderConfig struct {
 	// Store is the store whose suspension feed is sent: it must keep an
 	// event log (store.EventLog; every store of this module does).
-	// Required. Its replay guard claims each delivery, so that several
-	// processes sharing the store send each once, and keeps the
-	// sender's position in the feed across restarts.
+	// Required. Its replay guard keeps the sender's position in the feed
+	// across restarts. On PostgreSQL (*postgres.Store) the deliveries
+	// are River jobs in its schema; on other stores the replay guard
+	// claims each delivery and keeps its state (docs/webhooks.md).
 	Store store.Store
 	// Subscriptions are the receivers. At least one.
 	Subscriptions []Subscription
@@ -148,7 +148,8 @@ type SenderConfig struct {
 	// Backoff is the wait before the second attempt, doubled for each
 	// next one up to MaxBackoff (DefaultBackoff if zero).
 	Backoff time.Duration
-	// Keep is how many deliveries are kept for Deliveries, the newest
+	// Keep is how many deliveries a process keeps in memory for
+	// Deliveries on stores without River, the newest
 	// (DefaultKeep if zero).
 	Keep int
 	// Clock tells the time of the signatures (time.Now if nil).
@@ -160,22 +161,40 @@ type SenderConfig struct {
 // Sender sends the store's suspension feed to the subscriptions, signed
 // per Standard Webhooks, with retries. Run it for as long as events
 // should go out.
+//
+// On PostgreSQL (a Store with a pool: *postgres.Store) every delivery is
+// a River job, inserted once per delivery ID and worked by any process
+// running a Sender on the database: it survives the death of the process
+// that was sending it. On other stores the deliveries are attempted by
+// the process that claims them, their state kept with the claim: a Sender
+// started after a crash takes over those left pending.
 type Sender struct {
 	log         store.EventLog
 	guard       store.ReplayGuard
 	subs        []subscription
 	client      *http.Client
+	timeout     time.Duration
 	maxAttempts int
 	backoff     time.Duration
-	keep        int
 	now         func() time.Time
 	logger      *slog.Logger
 	started     chan struct{}
+	out         outbox
+}
 
-	mu         sync.Mutex
-	deliveries map[string]*Delivery
-	order      []string // delivery IDs, oldest first
-	wg         sync.WaitGroup
+// outbox keeps the deliveries and attempts them.
+type outbox interface {
+	// start begins the attempts; stop ends them and waits for those in
+	// flight.
+	start(ctx context.Context) (stop func(), err error)
+	// enqueue adds the deliveries of the feed's changes up to cursor
+	// through, skipping those whose ID it has, and returns the position
+	// to save: through, or before the first delivery not yet settled if
+	// those are not kept elsewhere.
+	enqueue(ctx context.Context, ds []*Delivery, through int64) (int64, error)
+	list(ctx context.Context, state DeliveryState, limit int) ([]Delivery, error)
+	get(ctx context.Context, id string) (Delivery, error)
+	redeliver(ctx context.Context, id string) (Delivery, error)
 }
 
 type subscription struct {
@@ -201,13 +220,12 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	s := &Sender{
 		log: l, guard: redelivery.GuardOf(cfg.Store),
-		client:      newClient(orDefault(cfg.Timeout, DefaultTimeout), cfg.AllowPrivate),
+		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		maxAttempts: orDefault(cfg.MaxAttempts, DefaultMaxAttempts),
 		backoff:     orDefault(cfg.Backoff, DefaultBackoff),
-		keep:        orDefault(cfg.Keep, DefaultKeep),
 		now:         cfg.Clock, logger: cfg.Logger, started: make(chan struct{}),
-		deliveries: map[string]*Delivery{},
 	}
+	s.client = newClient(s.timeout, cfg.AllowPrivate)
 	if g, ok := cfg.Store.(store.ReplayGuard); ok && s.guard == nil {
 		s.guard = g
 	}
@@ -243,7 +261,26 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 		}
 		s.subs = append(s.subs, ss)
 	}
+	if pg, ok := cfg.Store.(pgStore); ok {
+		o, err := newRiverOutbox(s, pg, s.timeout)
+		if err != nil {
+			return nil, err
+		}
+		s.out = o
+	} else {
+		s.out = newMemOutbox(s, orDefault(cfg.Keep, DefaultKeep))
+	}
 	return s, nil
+}
+
+// subscription returns the subscription id, or nil.
+func (s *Sender) subscription(id string) *subscription {
+	for i := range s.subs {
+		if s.subs[i].ID == id {
+			return &s.subs[i]
+		}
+	}
+	return nil
 }
 
 // Started is closed once Run knows its position in the feed: every
@@ -262,15 +299,22 @@ const feedBatch = 500
 // the store saved, or — the first time — at the end of the feed: what
 // happened before webhooks were configured is not sent.
 func (s *Sender) Run(ctx context.Context) error {
-	defer s.wg.Wait()
+	stop, err := s.out.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	sub, err := s.log.Subscribe(ctx, "")
 	if err != nil {
 		return fmt.Errorf("webhook: subscribe to the suspension feed: %w", err)
 	}
 	defer sub.Close()
-	cursor, err := s.position(ctx)
+	cursor, saved, err := s.position(ctx)
 	if err != nil {
 		return err
+	}
+	if !saved { // what happens from now on goes out, even after a crash
+		s.savePosition(ctx, cursor)
 	}
 	close(s.started)
 	for {
@@ -279,12 +323,17 @@ func (s *Sender) Run(ctx context.Context) error {
 			if err != nil {
 				return s.ended(ctx, fmt.Errorf("webhook: read the suspension feed: %w", err))
 			}
+			var ds []*Delivery
 			for _, c := range changes {
-				s.dispatch(ctx, c)
-				cursor = c.Cursor
+				ds = append(ds, s.deliveriesOf(c)...)
 			}
 			if len(changes) > 0 {
-				s.savePosition(ctx, cursor)
+				cursor = changes[len(changes)-1].Cursor
+				pos, err := s.out.enqueue(ctx, ds, cursor)
+				if err != nil {
+					return s.ended(ctx, err)
+				}
+				s.savePosition(ctx, pos)
 			}
 			if len(changes) < feedBatch {
 				break
@@ -304,25 +353,24 @@ func (s *Sender) ended(ctx context.Context, err error) error {
 	return err
 }
 
-// position is the saved position, or the end of the feed.
-func (s *Sender) position(ctx context.Context) (int64, error) {
+// position is the saved position (saved true), or the end of the feed.
+func (s *Sender) position(ctx context.Context) (cursor int64, saved bool, err error) {
 	if k, ok := s.guard.(store.OutcomeKeeper); ok {
 		raw, err := k.Outcome(ctx, positionKey)
 		if err == nil && len(raw) == 8 {
-			return int64(binary.BigEndian.Uint64(raw)), nil
+			return int64(binary.BigEndian.Uint64(raw)), true, nil
 		}
 	}
-	var cursor int64
 	for {
 		changes, err := s.log.ReadSuspensionChanges(ctx, cursor, feedBatch)
 		if err != nil {
-			return 0, fmt.Errorf("webhook: read the suspension feed: %w", err)
+			return 0, false, fmt.Errorf("webhook: read the suspension feed: %w", err)
 		}
 		if len(changes) > 0 {
 			cursor = changes[len(changes)-1].Cursor
 		}
 		if len(changes) < feedBatch {
-			return cursor, nil
+			return cursor, false, nil
 		}
 	}
 }
@@ -358,92 +406,45 @@ func eventOf(c store.SuspensionChange) Event {
 		Kind: sus.Kind, Name: sus.Name, Reason: sus.Reason, Event: sus.Event, Deadline: sus.Deadline, CreatedAt: sus.CreatedAt, Cursor: c.Cursor}}
 }
 
-// dispatch starts the deliveries of change c that this process claims.
-func (s *Sender) dispatch(ctx context.Context, c store.SuspensionChange) {
+// deliveriesOf are the deliveries of change c: one per subscription
+// whose filter takes its event.
+func (s *Sender) deliveriesOf(c store.SuspensionChange) []*Delivery {
 	ev := eventOf(c)
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return // only times out of range; the store keeps none
+		return nil // only times out of range; the store keeps none
 	}
+	var ds []*Delivery
 	for i := range s.subs {
 		sub := &s.subs[i]
 		if len(sub.events) > 0 && !sub.events[ev.Type] {
 			continue
 		}
-		id := "msg_" + strconv.FormatInt(c.Cursor, 10) + "_" + sub.ID
-		sum := sha256.Sum256([]byte(id))
-		fresh, err := s.guard.Remember(ctx, "webhook-out:"+hex.EncodeToString(sum[:]), s.now().Add(claimWindow))
-		if err != nil || !fresh {
-			if err != nil {
-				s.logger.LogAttrs(ctx, slog.LevelWarn, "webhook: claim a delivery", slog.String("delivery_id", id), slog.String("error", err.Error()))
-			}
-			continue // another process sends it
-		}
-		d := &Delivery{ID: id, Subscription: sub.ID, Type: ev.Type, URL: sub.URL, State: Pending, CreatedAt: s.now(), Body: body}
-		s.add(d)
-		s.wg.Go(func() { s.retry(ctx, sub, d) })
+		ds = append(ds, &Delivery{ID: "msg_" + strconv.FormatInt(c.Cursor, 10) + "_" + sub.ID, Subscription: sub.ID, Type: ev.Type,
+			URL: sub.URL, State: Pending, CreatedAt: s.now(), Body: body, cursor: c.Cursor})
 	}
+	return ds
 }
 
-// add keeps d, dropping the oldest delivery past Keep.
-func (s *Sender) add(d *Delivery) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deliveries[d.ID] = d
-	s.order = append(s.order, d.ID)
-	if len(s.order) > s.keep {
-		delete(s.deliveries, s.order[0])
-		s.order = s.order[1:]
-	}
+// wait is the wait after attempt n (1 for the first) failed: Backoff,
+// doubled per attempt, up to MaxBackoff.
+func (s *Sender) wait(n int) time.Duration {
+	return min(s.backoff<<min(max(n-1, 0), 20), MaxBackoff)
 }
 
-// retry attempts d until it is delivered, dead, or ctx ends.
-func (s *Sender) retry(ctx context.Context, sub *subscription, d *Delivery) {
-	wait := s.backoff
-	for {
-		if s.attempt(ctx, sub, d) != Pending {
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(2*wait, MaxBackoff)
+// logAttempt records attempt n of delivery id.
+func (s *Sender) logAttempt(ctx context.Context, id, url string, n, status int, err error) {
+	level, msg := slog.LevelInfo, ""
+	if err != nil {
+		level, msg = slog.LevelWarn, err.Error()
 	}
+	s.logger.LogAttrs(ctx, level, "webhook: delivery attempt", slog.String("delivery_id", id), slog.String("url", url),
+		slog.Int("attempt", n), slog.Int("status", status), slog.String("error", msg))
 }
 
-// attempt POSTs d once and returns its state after: Delivered, Pending
-// (to be tried again) or Dead (its last attempt; an unsafe target or a
-// 410 Gone are dead at once).
-func (s *Sender) attempt(ctx context.Context, sub *subscription, d *Delivery) DeliveryState {
-	s.mu.Lock()
-	body := d.Body
-	s.mu.Unlock()
-	status, err := s.post(ctx, sub, d.ID, body)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d.Attempts++
-	d.LastStatus, d.LastError, d.NextAttempt = status, "", time.Time{}
-	switch {
-	case err == nil:
-		d.State = Delivered
-	case errors.Is(err, ErrUnsafeTarget) || status == http.StatusGone || d.Attempts >= s.maxAttempts:
-		d.State, d.LastError = Dead, err.Error()
-	default:
-		d.State, d.LastError = Pending, err.Error()
-		d.NextAttempt = s.now().Add(s.backoff << min(d.Attempts-1, 20))
-	}
-	level := slog.LevelInfo
-	if d.State != Delivered {
-		level = slog.LevelWarn
-	}
-	s.logger.LogAttrs(ctx, level, "webhook: delivery attempt", slog.String("delivery_id", d.ID), slog.String("url", d.URL),
-		slog.Int("attempt", d.Attempts), slog.Int("status", status), slog.String("state", string(d.State)), slog.String("error", d.LastError))
-	return d.State
-}
+// answered precedes the status in the error of an attempt answered
+// other than 2xx.
+const answered = "answered "
 
 // post sends one attempt of delivery id and returns the answer's
 // status; an error for anything but 2xx.
@@ -468,55 +469,28 @@ func (s *Sender) post(ctx context.Context, sub *subscription, id string, body []
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("%w: answered %d", ErrDeliveryFailed, resp.StatusCode)
+		return resp.StatusCode, fmt.Errorf("%w: %s%d", ErrDeliveryFailed, answered, resp.StatusCode)
 	}
 	return resp.StatusCode, nil
 }
 
-// Deliveries returns the deliveries kept, newest first, those in state
-// if it is not empty, at most limit (no cap if limit <= 0).
-func (s *Sender) Deliveries(state DeliveryState, limit int) []Delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Delivery
-	for i := len(s.order) - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
-		if d := s.deliveries[s.order[i]]; state == "" || d.State == state {
-			out = append(out, *d)
-		}
-	}
-	return out
+// Deliveries returns the deliveries, newest first, those in state if it
+// is not empty, at most limit (no cap if limit <= 0; on PostgreSQL at
+// most 10000).
+func (s *Sender) Deliveries(ctx context.Context, state DeliveryState, limit int) ([]Delivery, error) {
+	return s.out.list(ctx, state, limit)
 }
 
 // Delivery returns the delivery id, or an error wrapping
 // ErrUnknownDelivery.
-func (s *Sender) Delivery(id string) (Delivery, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.deliveries[id]
-	if !ok {
-		return Delivery{}, fmt.Errorf("%w: %s", ErrUnknownDelivery, id)
-	}
-	return *d, nil
+func (s *Sender) Delivery(ctx context.Context, id string) (Delivery, error) {
+	return s.out.get(ctx, id)
 }
 
-// Redeliver attempts delivery id once more now, whatever its state, with
-// the same ID and body, and returns it after the attempt.
+// Redeliver attempts delivery id once more, whatever its state, with the
+// same ID and body. Without River it returns the delivery after the
+// attempt; on PostgreSQL the delivery's job is made available again (with
+// one more attempt if it had used them all), and it returns it pending.
 func (s *Sender) Redeliver(ctx context.Context, id string) (Delivery, error) {
-	d, err := s.Delivery(id)
-	if err != nil {
-		return d, err
-	}
-	for i := range s.subs {
-		if s.subs[i].ID == d.Subscription {
-			s.mu.Lock()
-			kept := s.deliveries[id]
-			s.mu.Unlock()
-			if kept == nil {
-				return Delivery{}, fmt.Errorf("%w: %s", ErrUnknownDelivery, id)
-			}
-			s.attempt(ctx, &s.subs[i], kept)
-			return s.Delivery(id)
-		}
-	}
-	return Delivery{}, fmt.Errorf("%w: %s", ErrUnknownDelivery, id)
+	return s.out.redeliver(ctx, id)
 }

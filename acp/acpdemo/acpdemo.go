@@ -175,8 +175,10 @@ func workTool() node.Tool[Desk] {
 }
 
 // ScriptedModel is the desk's deterministic model (see the package doc).
+// It keeps none of the requests it answers, so a long session on it does
+// not grow.
 func ScriptedModel() *scripted.Model {
-	return scripted.Func(reply).Configure(scripted.Config{ChunkSize: 6})
+	return scripted.Func(reply).Configure(scripted.Config{ChunkSize: 6, KeepRequests: -1})
 }
 
 func reply(req *llm.Request) (scripted.Reply, error) {

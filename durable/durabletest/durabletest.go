@@ -5,8 +5,9 @@
 // test binary, run again for this one test) on a store both processes
 // reach — a SQLite file, a PostgreSQL schema — once to its end, recording
 // every crash point it passes: an effect's start journaled before its
-// function runs (node.Effect), and each save of the machine, before,
-// during and after it. Then, once per crash point, it runs the
+// function runs (node.Effect), a tx effect's function returned before its
+// transaction commits (node.EffectTx), and each save of the machine,
+// before, during and after it. Then, once per crash point, it runs the
 // conversation on a fresh store in a new child, SIGKILLs the child there,
 // restarts from the store in the test's own process (Runner.Recover, then
 // the inputs that the store does not hold yet, in-doubt effects settled by
@@ -81,6 +82,10 @@ const (
 	// EffectStarted: an effect's start is journaled and its function has
 	// not run. The restart finds it in doubt.
 	EffectStarted PointKind = "effect-started"
+	// EffectTx: a tx effect's function (node.EffectTx) returned, and its
+	// transaction has not committed. The restart finds nothing of it,
+	// and the effect runs.
+	EffectTx PointKind = "effect-tx"
 	// BeforeSave: a save is about to be written. What ran since the last
 	// one — a model reply, tools, effects that returned — is in the
 	// process only.
@@ -416,6 +421,23 @@ func (w *watch) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, 
 		select {}
 	}
 	return got, created, err
+}
+
+// RunEffectTx implements store.TxEffectJournal with the store's, passing
+// EffectTx once fn returned, before the commit; a store without one
+// refuses, as the runner would (instance.ErrEffectTx).
+func (w *watch) RunEffectTx(ctx context.Context, e store.Effect, fn func(ctx context.Context, tx any) ([]byte, error)) (store.Effect, bool, error) {
+	tj, ok := w.j.(store.TxEffectJournal)
+	if !ok {
+		return store.Effect{}, false, fmt.Errorf("%w: effect %s: the store (%T) runs no transactions", instance.ErrEffectTx, e.Name, w.Store)
+	}
+	return tj.RunEffectTx(ctx, e, func(ctx context.Context, tx any) ([]byte, error) {
+		out, err := fn(ctx, tx)
+		if err == nil && w.pass(EffectTx) {
+			select {}
+		}
+		return out, err
+	})
 }
 
 // EndEffect implements store.EffectJournal.

@@ -2,11 +2,14 @@ package durabletest_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/markov-agents/markov/durable/durabletest"
 	"github.com/markov-agents/markov/llm"
@@ -160,4 +163,117 @@ func TestFindsEffectOutsideTheJournal(t *testing.T) {
 	if !found {
 		t.Fatalf("the double mail is not reported: %v", rep.Problems)
 	}
+}
+
+// bookCharter is a desk whose tool "book" books a seat through a tx
+// effect, a row in the table bookings of the store's own database: a
+// SQLite file, or with schema set a PostgreSQL schema. The model books
+// once per message, then answers.
+func bookCharter(schema string) (*machine.Charter, error) {
+	table := bookingsTable(schema)
+	create := `CREATE TABLE IF NOT EXISTS ` + table + ` (seat integer NOT NULL)`
+	book := node.NewTool("book", "book a seat", func(ctx *node.ToolContext[desk], in struct{}) (int, error) {
+		if schema == "" {
+			return node.EffectTx(ctx, "book", func(ctx context.Context, tx *sql.Tx) (int, error) {
+				var rows int
+				_, err := tx.ExecContext(ctx, create+`; INSERT INTO bookings (seat) VALUES (7)`)
+				if err == nil {
+					err = tx.QueryRowContext(ctx, `SELECT count(*) FROM bookings`).Scan(&rows)
+				}
+				return rows, err
+			})
+		}
+		return node.EffectTx(ctx, "book", func(ctx context.Context, tx pgx.Tx) (int, error) {
+			var rows int
+			_, err := tx.Exec(ctx, create)
+			if err == nil {
+				_, err = tx.Exec(ctx, `INSERT INTO `+table+` (seat) VALUES (7)`)
+			}
+			if err == nil {
+				err = tx.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&rows)
+			}
+			return rows, err
+		})
+	})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{book}})
+	if err != nil {
+		return nil, err
+	}
+	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
+			return scripted.Text("rows: " + last.Parts[0].Text), nil
+		}
+		return scripted.Reply{Calls: []scripted.Call{{ID: fmt.Sprint("book", len(req.Messages)), Name: "book", Input: struct{}{}}}}, nil
+	})
+	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
+}
+
+// bookingsTable is the table's name in SQL.
+func bookingsTable(schema string) string {
+	if schema == "" {
+		return "bookings"
+	}
+	return pgx.Identifier{schema, "bookings"}.Sanitize()
+}
+
+// A tx effect survives a SIGKILL at every crash point — inside its
+// transaction, and at each save around it — booking once per message, on
+// SQLite and PostgreSQL: the world is the table's rows.
+func TestTxEffectIsResumeSafe(t *testing.T) {
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			schema := func(env durabletest.Env) string {
+				if name == "sqlite" {
+					return ""
+				}
+				return "durabletest_" + env.Name
+			}
+			rep := durabletest.Run(t, durabletest.Scenario{
+				Charter:  func(env durabletest.Env) (*machine.Charter, error) { return bookCharter(schema(env)) },
+				Store:    open,
+				Root:     "desk",
+				Messages: []string{"book", "book again"},
+				World: func(env durabletest.Env) (map[string]int, error) {
+					rows, err := countBookings(t, env, schema(env))
+					return map[string]int{"book": rows}, err
+				},
+			})
+			kinds := map[durabletest.PointKind]int{}
+			for _, p := range rep.Points {
+				kinds[p.Kind]++
+			}
+			if kinds[durabletest.EffectTx] != 2 || kinds[durabletest.EffectStarted] != 0 {
+				t.Fatalf("crash points tried: %v", rep.Points)
+			}
+		})
+	}
+}
+
+// countBookings counts the rows of the bookings table of env's store (0
+// before the first booking made it).
+func countBookings(t *testing.T, env durabletest.Env, schema string) (int, error) {
+	var rows int
+	if schema == "" {
+		db, err := sql.Open("sqlite", filepath.Join(env.Dir, "store.db"))
+		if err != nil {
+			return 0, err
+		}
+		defer db.Close()
+		err = db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'bookings'`).Scan(&rows)
+		if err == nil && rows == 1 {
+			err = db.QueryRow(`SELECT count(*) FROM bookings`).Scan(&rows)
+		}
+		return rows, err
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'bookings'), 0)`, schema).Scan(&rows)
+	if err == nil && rows == 1 {
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM `+bookingsTable(schema)).Scan(&rows)
+	}
+	return rows, err
 }

@@ -55,6 +55,7 @@ import (
 	"github.com/markov-agents/markov/machine"
 	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/serialize"
+	"github.com/markov-agents/markov/standing"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres"
 )
@@ -77,6 +78,10 @@ type Config struct {
 	Store *postgres.Store
 	// Charter is what the machines run against. Required.
 	Charter *machine.Charter
+	// Rules and Tenant are the fleet's standing approvals and tenant
+	// label (durable.Config.Rules, durable.Config.Tenant).
+	Rules  *standing.Set
+	Tenant string
 	// Workers is how many machines this process runs at once once
 	// started (DefaultWorkers if zero).
 	Workers int
@@ -180,7 +185,8 @@ func New(cfg Config) (*Fleet, error) {
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
-	r, err := durable.New(durable.Config{Store: cfg.Store, Charter: cfg.Charter, Logger: cfg.Logger, BeforeSave: f.scheduleDeadlines, ExternalDeadlines: true})
+	r, err := durable.New(durable.Config{Store: cfg.Store, Charter: cfg.Charter, Logger: cfg.Logger, BeforeSave: f.scheduleDeadlines, ExternalDeadlines: true,
+		Rules: cfg.Rules, Tenant: cfg.Tenant})
 	if err != nil {
 		return nil, err
 	}

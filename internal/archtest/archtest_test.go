@@ -88,10 +88,13 @@ var layers = map[string]rule{
 	// unexported; node and command install it, so it sits below them.
 	"internal/access": {layer: 1, also: []string{"instance", "internal/frame"}},
 	"command":         {layer: 2},
-	"node":            {layer: 3},
-	"executor":        {layer: 4},
-	"machine":         {layer: 5},
-	"serialize":       {layer: 6},
+	// standing is standing approvals: rules (JSON Schema, CEL) that
+	// decide suspensions; durable counts their uses.
+	"standing":  {layer: 2},
+	"node":      {layer: 3},
+	"executor":  {layer: 4},
+	"machine":   {layer: 5},
+	"serialize": {layer: 6},
 	// wiregen writes serialize's wire codec (go generate); nothing imports it.
 	"serialize/internal/wiregen": {layer: topLayer, stdlib: true},
 	// steptext writes steps as text: machine and below.
@@ -116,7 +119,7 @@ var layers = map[string]rule{
 	// resumehttp reaches durable through a small interface (docs/ARCHITECTURE.md §2).
 	"resumehttp": {layer: 7, also: []string{"durable"}},
 	// console is the web page for approvers and operators (layer 8).
-	"console": {layer: 8, also: []string{"durable/fleet"}},
+	"console": {layer: 8, also: []string{"durable/fleet", "webhook"}},
 	// acp is the Agent Client Protocol agent (layer 8); acp/acpdemo the
 	// charter of its demo, an example.
 	"acp": {layer: 8},

@@ -18,7 +18,7 @@ import (
 // with the package name.
 var errorPackages = []string{
 	"message", "llm", "instance", "command", "node", "executor", "machine",
-	"serialize", "store", "durable", "resumehttp", "a2a",
+	"serialize", "store", "standing", "durable", "resumehttp", "a2a",
 }
 
 // statuses are error types that carry a status, not a failure; they live

@@ -31,11 +31,11 @@ func OneOf[T ~string](sentinel error, what, s string, def T, known ...T) (T, err
 	if v := T(s); slices.Contains(known, v) {
 		return v, nil
 	}
-	return "", fmt.Errorf("%w: %s %q (want %s)", sentinel, what, Clip(s, 64), alternatives(known))
+	return "", fmt.Errorf("%w: %s %q (want %s)", sentinel, what, Clip(s, 64), Alternatives(known))
 }
 
-// alternatives lists names as "a, b or c".
-func alternatives[T ~string](names []T) string {
+// Alternatives lists names as "a, b or c".
+func Alternatives[T ~string](names []T) string {
 	var b strings.Builder
 	for i, n := range names {
 		switch {

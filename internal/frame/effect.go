@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/markov-agents/markov/instance"
@@ -35,13 +36,9 @@ type EffectSpec[T any] struct {
 // runs.
 func Effect[T any](f *Frame, name string, fn func(ctx context.Context) (T, error), spec EffectSpec[T]) (T, error) {
 	var zero T
-	if f.effects[name] {
-		return zero, fmt.Errorf("%w: %q", instance.ErrDuplicateEffect, name)
+	if err := f.claim(name); err != nil {
+		return zero, err
 	}
-	if f.effects == nil {
-		f.effects = map[string]bool{}
-	}
-	f.effects[name] = true
 	key := f.Key()
 	if f.Journal == nil || key == "" {
 		return fn(f.Context)
@@ -59,15 +56,8 @@ func Effect[T any](f *Frame, name string, fn func(ctx context.Context) (T, error
 		return zero, fmt.Errorf("effect %s: %w", name, err)
 	}
 	if !created {
-		switch e.Status {
-		case instance.EffectDone:
-			var out T
-			if err := json.Unmarshal(e.Result, &out); err != nil {
-				return zero, fmt.Errorf("effect %s: the journaled result does not decode: %w", name, err)
-			}
-			return out, nil
-		case instance.EffectFailed:
-			return zero, fmt.Errorf("effect %s failed: %s", name, e.Result)
+		if out, ok, err := ended[T](name, e); ok {
+			return out, err
 		}
 		why := ""
 		if e.Digest != digest {
@@ -86,6 +76,89 @@ func Effect[T any](f *Frame, name string, fn func(ctx context.Context) (T, error
 		return zero, inDoubt(instance.InDoubt{Effect: name, Key: key, Digest: digest, StartedAt: e.StartedAt, Reconcile: why})
 	}
 	return run(jctx, f, key, fn)
+}
+
+// EffectTx runs fn, the database effect name of the handler call f, in a
+// transaction of the machine's store (f.Journal, an instance.TxJournal)
+// that records it done with fn's result: both commit, or neither. A call
+// that runs again finds the entry: done, its result is returned and fn
+// does not run; failed, its error; started (by an effect of this name run
+// outside a transaction), the call suspends in doubt as Effect's does. An
+// error or panic of fn rolls back its writes and the entry. X is the
+// transaction's type fn takes (*sql.Tx, pgx.Tx); a store whose
+// transaction is of another type, or that runs none, is
+// instance.ErrEffectTx, and fn does not run.
+func EffectTx[T, X any](f *Frame, name string, fn func(ctx context.Context, tx X) (T, error)) (T, error) {
+	var zero T
+	if err := f.claim(name); err != nil {
+		return zero, err
+	}
+	tj, ok := f.Journal.(instance.TxJournal)
+	if !ok {
+		return zero, fmt.Errorf("%w: effect %s: no store to run it in (a durable runner on SQLite or PostgreSQL has one)", instance.ErrEffectTx, name)
+	}
+	key := f.Key()
+	if key != "" {
+		key += "/" + name
+	}
+	var out T
+	e, ran, err := tj.RunEffectTx(f.Context, key, name, "", func(ctx context.Context, tx any) (raw []byte, err error) {
+		x, ok := tx.(X)
+		if !ok {
+			return nil, fmt.Errorf("%w: effect %s takes a %s, and the store's transaction is a %T", instance.ErrEffectTx, name, reflect.TypeFor[X](), tx)
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("effect %s: %w: %v", name, instance.ErrPanic, p)
+			}
+		}()
+		if out, err = fn(ctx, x); err != nil {
+			return nil, err
+		}
+		if raw, err = json.Marshal(out); err != nil {
+			return nil, fmt.Errorf("effect %s: result does not encode: %w", name, err)
+		}
+		return raw, nil
+	})
+	switch {
+	case err != nil:
+		return zero, err
+	case ran:
+		return out, nil
+	}
+	if out, ok, err := ended[T](name, e); ok {
+		return out, err
+	}
+	return zero, inDoubt(instance.InDoubt{Effect: name, Key: key, Digest: e.Digest, StartedAt: e.StartedAt})
+}
+
+// claim records that the call runs an effect name: a second one of the
+// name is instance.ErrDuplicateEffect.
+func (f *Frame) claim(name string) error {
+	if f.effects[name] {
+		return fmt.Errorf("%w: %q", instance.ErrDuplicateEffect, name)
+	}
+	if f.effects == nil {
+		f.effects = map[string]bool{}
+	}
+	f.effects[name] = true
+	return nil
+}
+
+// ended returns the outcome of effect name's journal entry e, and whether
+// it ended: done, its result (decoded as T); failed, its error.
+func ended[T any](name string, e instance.JournalEntry) (T, bool, error) {
+	var out, zero T
+	switch e.Status {
+	case instance.EffectDone:
+		if err := json.Unmarshal(e.Result, &out); err != nil {
+			return zero, true, fmt.Errorf("effect %s: the journaled result does not decode: %w", name, err)
+		}
+		return out, true, nil
+	case instance.EffectFailed:
+		return zero, true, fmt.Errorf("effect %s failed: %s", name, e.Result)
+	}
+	return zero, false, nil
 }
 
 // run runs fn and journals its outcome under key.

@@ -63,6 +63,11 @@ type Config struct {
 	// ChunkLatency delays every chunk of a streamed reply after the first
 	// (honouring context cancellation); zero (or less) sends them at once.
 	ChunkLatency time.Duration
+	// KeepRequests is how many of the latest requests the model keeps for
+	// [Model.Requests]: zero keeps them all (a test's default), a negative
+	// value none. A long-lived model (a demo, a dev server, a benchmark)
+	// sets it so that the transcripts it has seen do not pile up.
+	KeepRequests int
 }
 
 // Text returns a reply that says s and ends the turn.
@@ -83,6 +88,7 @@ type Model struct {
 	byNode   map[string][]Reply
 	fn       func(*llm.Request) (Reply, error)
 	requests []*llm.Request
+	calls    int
 	ids      int
 	cfg      Config
 }
@@ -210,7 +216,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (m *Model) next(req *llm.Request) (Reply, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.requests = append(m.requests, req)
+	m.record(req)
 	switch {
 	case m.fn != nil:
 		m.mu.Unlock()
@@ -220,17 +226,32 @@ func (m *Model) next(req *llm.Request) (Reply, error) {
 	case m.byNode != nil:
 		q := m.byNode[req.Node]
 		if len(q) == 0 {
-			return Reply{}, fmt.Errorf("%w for node %s (call %d)", ErrExhausted, req.Node, len(m.requests))
+			return Reply{}, fmt.Errorf("%w for node %s (call %d)", ErrExhausted, req.Node, m.calls)
 		}
 		m.byNode[req.Node] = q[1:]
 		return q[0], nil
 	}
 	if len(m.replies) == 0 {
-		return Reply{}, fmt.Errorf("%w (call %d)", ErrExhausted, len(m.requests))
+		return Reply{}, fmt.Errorf("%w (call %d)", ErrExhausted, m.calls)
 	}
 	r := m.replies[0]
 	m.replies = m.replies[1:]
 	return r, nil
+}
+
+// record counts req and keeps it as [Config.KeepRequests] says; m.mu is
+// held. A capped history is compacted once it holds twice the cap, so
+// that the requests it dropped can be collected.
+func (m *Model) record(req *llm.Request) {
+	m.calls++
+	keep := m.cfg.KeepRequests
+	switch {
+	case keep < 0:
+		return
+	case keep > 0 && len(m.requests) >= 2*keep:
+		m.requests = append(make([]*llm.Request, 0, 2*keep), m.requests[len(m.requests)-keep+1:]...)
+	}
+	m.requests = append(m.requests, req)
 }
 
 func (m *Model) response(r Reply) (*llm.Response, error) {
@@ -287,19 +308,24 @@ func encode(v any) (json.RawMessage, error) {
 	return json.Marshal(v)
 }
 
-// Requests returns the requests received so far, in call order. They share
-// the caller's transcripts: read them, do not modify them.
+// Requests returns the requests received so far, in call order: all of
+// them, or the latest [Config.KeepRequests]. They share the caller's
+// transcripts: read them, do not modify them.
 func (m *Model) Requests() []*llm.Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]*llm.Request(nil), m.requests...)
+	kept := m.requests
+	if keep := m.cfg.KeepRequests; keep > 0 && len(kept) > keep {
+		kept = kept[len(kept)-keep:]
+	}
+	return append([]*llm.Request(nil), kept...)
 }
 
-// Calls returns the number of calls received.
+// Calls returns the number of calls received, kept or not.
 func (m *Model) Calls() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.requests)
+	return m.calls
 }
 
 // Remaining returns how many call-order replies are left.

@@ -55,6 +55,9 @@ type Store struct {
 	records map[[2]string]store.Record
 	// audit is the audit log, oldest first.
 	audit []store.AuditEntry
+	// ruleUses are the uses of each standing rule, by suspend ID
+	// (store.RuleUses).
+	ruleUses map[string]map[string]bool
 }
 
 type machine struct {
@@ -91,6 +94,7 @@ func New() *Store {
 		outcomes:    make(map[string][]byte),
 		requests:    make(map[string][]store.SuspendRequest),
 		floors:      make(map[string]int64),
+		ruleUses:    make(map[string]map[string]bool),
 	}
 }
 

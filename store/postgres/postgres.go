@@ -362,7 +362,19 @@ var migrations = [...]string{
 		hash bytea NOT NULL
 	);
 	INSERT INTO {s}.audit_head VALUES (1, 0, '', '');`,
-	// 14: a fleet's inbox holds one result per suspension and decider:
+	// 14: the uses of standing approval rules (store.RuleUses): one row
+	// per use, and a count per rule whose row lock orders the uses.
+	`CREATE TABLE {s}.rule_uses (
+		rule       text NOT NULL,
+		suspend_id text NOT NULL,
+		machine_id text NOT NULL,
+		PRIMARY KEY (rule, suspend_id)
+	);
+	CREATE TABLE {s}.rule_counts (
+		rule text PRIMARY KEY,
+		used bigint NOT NULL
+	);`,
+	// 15: a fleet's inbox holds one result per suspension and decider:
 	// the approvers of a governed suspension's quorum (the decider, the
 	// approver a decision counts for) each have theirs accepted, while
 	// any other result (decider '') stays one per suspension.
@@ -421,6 +433,8 @@ type queries struct {
 	addRequest, requests, dropRequest                        string
 	lockMachine, appendEvents                                string
 	appendAudit, readAudit, auditHead                        string
+	addRuleUse, countRuleUse, dropRuleUse, uncountRuleUse    string
+	ruleUsed                                                 string
 }
 
 // blockLen is [backend.BlockLen] in SQL.
@@ -551,6 +565,12 @@ func newQueries(schema string) queries {
 	q.appendAudit = q.expand(appendAuditSQL)
 	q.readAudit = q.expand(`SELECT seq, machine_id, entry, prev, hash, sig FROM {s}.audit_log WHERE seq > $1 ORDER BY seq`)
 	q.auditHead = q.expand(`SELECT seq, hash FROM {s}.audit_head WHERE id = 1`)
+	q.addRuleUse = q.expand(`INSERT INTO {s}.rule_uses (rule, suspend_id, machine_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`)
+	q.countRuleUse = q.expand(`INSERT INTO {s}.rule_counts AS c (rule, used) VALUES ($1, 1)
+		ON CONFLICT (rule) DO UPDATE SET used = c.used + 1 WHERE $2 <= 0 OR c.used < $2 RETURNING used`)
+	q.dropRuleUse = q.expand(`DELETE FROM {s}.rule_uses WHERE rule = $1 AND suspend_id = $2`)
+	q.uncountRuleUse = q.expand(`UPDATE {s}.rule_counts SET used = used - 1 WHERE rule = $1`)
+	q.ruleUsed = q.expand(`SELECT coalesce((SELECT used FROM {s}.rule_counts WHERE rule = $1), 0)`)
 	return q
 }
 
@@ -968,17 +988,30 @@ func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, 
 	if err := store.CheckEffect(e); err != nil {
 		return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
 	}
+	e, created, err := s.beginEffect(ctx, s.pool, e)
+	if err != nil {
+		return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
+	}
+	return e, created, nil
+}
+
+// beginEffect records e as started through db (the pool, or a
+// transaction) unless an entry of e.Key exists, and returns the entry
+// and whether it created it.
+func (s *Store) beginEffect(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, e store.Effect) (store.Effect, bool, error) {
 	for range 3 {
 		var status string
 		var ended *time.Time
 		var created bool
-		err := s.pool.QueryRow(ctx, s.q.beginEffect, e.Key, e.MachineID, e.Name, e.Digest).
+		err := db.QueryRow(ctx, s.q.beginEffect, e.Key, e.MachineID, e.Name, e.Digest).
 			Scan(&e.MachineID, &e.Name, &e.Digest, &status, &e.Result, &e.StartedAt, &ended, &created)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // another transaction's row, committed after our snapshot
 		}
 		if err != nil {
-			return store.Effect{}, false, fmt.Errorf("postgres: begin effect: %w", err)
+			return store.Effect{}, false, err
 		}
 		e.Status, e.StartedAt = store.EffectStatus(status), e.StartedAt.UTC()
 		if ended != nil {
@@ -986,7 +1019,47 @@ func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, 
 		}
 		return e, created, nil
 	}
-	return store.Effect{}, false, fmt.Errorf("postgres: begin effect %q: %w: the entry changed under every read", e.Key, store.ErrConflict)
+	return store.Effect{}, false, fmt.Errorf("%q: %w: the entry changed under every read", e.Key, store.ErrConflict)
+}
+
+// RunEffectTx implements [store.TxEffectJournal]: fn's tx is a pgx.Tx
+// (read committed). Its entry is inserted first, started, in the
+// transaction: another run of the same effect waits on it until this one
+// commits (and then finds it done) or rolls back (and then runs).
+func (s *Store) RunEffectTx(ctx context.Context, e store.Effect, fn func(ctx context.Context, tx any) ([]byte, error)) (store.Effect, bool, error) {
+	if err := store.CheckEffectTx(e); err != nil {
+		return store.Effect{}, false, fmt.Errorf("postgres: run effect: %w", err)
+	}
+	var fnErr error
+	ran := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if e.Key != "" {
+			stored, created, err := s.beginEffect(ctx, tx, e)
+			if err != nil || !created {
+				e = stored
+				return err
+			}
+		}
+		result, err := fn(ctx, tx)
+		if err != nil {
+			fnErr = err
+			return err
+		}
+		e.Status, e.Result = store.EffectDone, result
+		if e.Key != "" {
+			err = tx.QueryRow(ctx, s.q.endEffect+` RETURNING started_at, ended_at`, e.Key, string(store.EffectDone), result).Scan(&e.StartedAt, &e.EndedAt)
+			e.StartedAt, e.EndedAt = e.StartedAt.UTC(), e.EndedAt.UTC()
+		}
+		ran = err == nil
+		return err
+	})
+	switch {
+	case fnErr != nil:
+		return store.Effect{}, false, fnErr
+	case err != nil:
+		return store.Effect{}, false, fmt.Errorf("postgres: run effect %q: %w", e.Key, err)
+	}
+	return e, ran, nil
 }
 
 // EndEffect implements [store.EffectJournal].

@@ -476,6 +476,18 @@ var migrations = [...]string{
 	CREATE TRIGGER audit_head_follows AFTER INSERT ON audit_log BEGIN
 		UPDATE audit_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
 	END;`,
+	// 14: the uses of standing approval rules (store.RuleUses): one row
+	// per use, and a count per rule.
+	`CREATE TABLE rule_uses (
+		rule       TEXT NOT NULL,
+		suspend_id TEXT NOT NULL,
+		machine_id TEXT NOT NULL,
+		PRIMARY KEY (rule, suspend_id)
+	);
+	CREATE TABLE rule_counts (
+		rule TEXT PRIMARY KEY,
+		used INTEGER NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -1113,18 +1125,64 @@ func (s *Store) BeginEffect(ctx context.Context, e store.Effect) (store.Effect, 
 		if err != nil {
 			return err
 		}
-		var status string
-		var started int64
-		var ended sql.NullInt64
-		err = tx.QueryRowContext(ctx, `SELECT machine_id, name, digest, status, result, started_at, ended_at FROM effects WHERE key = ?`, e.Key).
-			Scan(&e.MachineID, &e.Name, &e.Digest, &status, &e.Result, &started, &ended)
-		e.Status, e.StartedAt, e.EndedAt = store.EffectStatus(status), time.UnixMicro(started).UTC(), fromMicros(ended)
-		return err
+		return readEffect(ctx, tx, &e)
 	})
 	if err != nil {
 		return store.Effect{}, false, fmt.Errorf("sqlite: begin effect: %w", err)
 	}
 	return e, created, nil
+}
+
+// readEffect reads the entry of e.Key into e: sql.ErrNoRows if there is
+// none.
+func readEffect(ctx context.Context, tx txer, e *store.Effect) error {
+	var status string
+	var started int64
+	var ended sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT machine_id, name, digest, status, result, started_at, ended_at FROM effects WHERE key = ?`, e.Key).
+		Scan(&e.MachineID, &e.Name, &e.Digest, &status, &e.Result, &started, &ended)
+	e.Status, e.StartedAt, e.EndedAt = store.EffectStatus(status), time.UnixMicro(started).UTC(), fromMicros(ended)
+	return err
+}
+
+// RunEffectTx implements [store.TxEffectJournal]: fn's tx is the *sql.Tx
+// of a BEGIN IMMEDIATE transaction, which holds the database's write
+// lock until it ends — keep fn short, and write through tx alone.
+func (s *Store) RunEffectTx(ctx context.Context, e store.Effect, fn func(ctx context.Context, tx any) ([]byte, error)) (store.Effect, bool, error) {
+	if err := store.CheckEffectTx(e); err != nil {
+		return store.Effect{}, false, fmt.Errorf("sqlite: run effect: %w", err)
+	}
+	var fnErr error
+	ran := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if e.Key != "" {
+			err := readEffect(ctx, tx, &e)
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err // found (nil), or failed
+			}
+		}
+		result, err := fn(ctx, tx)
+		if err != nil {
+			fnErr = err
+			return err
+		}
+		now := s.now().UnixMicro()
+		e.Status, e.Result, e.StartedAt, e.EndedAt = store.EffectDone, result, time.UnixMicro(now).UTC(), time.UnixMicro(now).UTC()
+		ran = true
+		if e.Key == "" {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO effects (key, machine_id, name, digest, status, result, started_at, ended_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, e.Key, e.MachineID, e.Name, e.Digest, string(store.EffectDone), result, now, now)
+		return err
+	})
+	switch {
+	case fnErr != nil:
+		return store.Effect{}, false, fnErr
+	case err != nil:
+		return store.Effect{}, false, fmt.Errorf("sqlite: run effect %q: %w", e.Key, err)
+	}
+	return e, ran, nil
 }
 
 // EndEffect implements [store.EffectJournal].

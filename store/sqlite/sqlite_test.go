@@ -327,7 +327,7 @@ func TestMigrateHistoryRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db := olderDatabase(t, path,
 		`PRAGMA user_version = 6`, // as version 6 left it
-		`DROP TABLE audit_log`, `DROP TABLE audit_head`,
+		`DROP TABLE audit_log`, `DROP TABLE audit_head`, `DROP TABLE rule_uses`, `DROP TABLE rule_counts`,
 		`DROP TABLE effects`, `DROP TABLE records`,
 		`DROP TABLE parked`,
 		`ALTER TABLE replays DROP COLUMN outcome`,
@@ -377,7 +377,7 @@ func TestMigrateEventFloors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	olderDatabase(t, path,
 		`PRAGMA user_version = 7`, // as version 7 left it
-		`DROP TABLE audit_log`, `DROP TABLE audit_head`,
+		`DROP TABLE audit_log`, `DROP TABLE audit_head`, `DROP TABLE rule_uses`, `DROP TABLE rule_counts`,
 		`DROP TABLE effects`, `DROP TABLE records`,
 		`DROP TABLE parked`,
 		`ALTER TABLE replays DROP COLUMN outcome`,
@@ -398,7 +398,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	olderDatabase(t, path,
 		`PRAGMA user_version = 1`, // as version 1 left it
-		`DROP TABLE audit_log`, `DROP TABLE audit_head`,
+		`DROP TABLE audit_log`, `DROP TABLE audit_head`, `DROP TABLE rule_uses`, `DROP TABLE rule_counts`,
 		`DROP TABLE effects`, `DROP TABLE records`,
 		`DROP TABLE parked`,
 		`DROP TABLE replays`,

@@ -5,10 +5,11 @@
 // capability the store offers ([store.MachineLister],
 // [store.ExpiryClaimer], [store.ReplayGuard], [store.SuspendRequester],
 // [store.RequestReporter], [store.EventLog], [store.TailLoader],
-// [store.EffectJournal], [store.RecordKeeper], [store.AuditLog]), discovered by type assertion as callers discover
-// them. [RunSnapshots] checks a back end that only keeps snapshots. An
-// implementation's tests call Run with a constructor of empty stores, and
-// its benchmarks call [BenchmarkSave]:
+// [store.EffectJournal], [store.TxEffectJournal], [store.RecordKeeper],
+// [store.AuditLog], [store.RuleUses]), discovered by type assertion as
+// callers discover them. [RunSnapshots] checks a back end that only keeps
+// snapshots. An implementation's tests call Run with a constructor of
+// empty stores, and its benchmarks call [BenchmarkSave]:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) store.Store { return memstore.New() })
@@ -104,11 +105,17 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	if _, ok := probe.(store.EffectJournal); ok {
 		runChecks(t, "EffectJournal", as[store.EffectJournal](newStore), effectChecks)
 	}
+	if _, ok := probe.(txJournal); ok {
+		runChecks(t, "TxEffectJournal", as[txJournal](newStore), txEffectChecks)
+	}
 	if _, ok := probe.(store.RecordKeeper); ok {
 		runChecks(t, "RecordKeeper", as[store.RecordKeeper](newStore), recordChecks)
 	}
 	if _, ok := probe.(store.AuditLog); ok {
 		runChecks(t, "AuditLog", as[auditStore](newStore), auditChecks)
+	}
+	if _, ok := probe.(store.RuleUses); ok {
+		runChecks(t, "RuleUses", as[store.RuleUses](newStore), ruleChecks)
 	}
 }
 

@@ -62,6 +62,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/durable/fleet"
 	"github.com/markov-agents/markov/machine"
 )
@@ -111,6 +112,9 @@ type CLI struct {
 	// fleet configures the fleet of a PostgreSQL store (serve's and
 	// worker's flags); Store, Charter and Logger are filled in by open.
 	fleet fleet.Config
+	// retry is how a SQLite runner retries a run after an accepted input
+	// that failed (serve's --retries; none for the other commands).
+	retry durable.Retry
 	// onListen, when set, is told the address serve listens on (tests).
 	onListen func(net.Addr)
 	// readBuildInfo replaces debug.ReadBuildInfo (tests).

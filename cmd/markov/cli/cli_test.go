@@ -734,3 +734,29 @@ var timeLeft = regexp.MustCompile(`\(in [0-9hms.]+\)`)
 // withoutTimeLeft is out without the time left to its deadlines, which
 // depends on when the listing ran.
 func withoutTimeLeft(out string) string { return timeLeft.ReplaceAllString(out, "(in …)") }
+
+// --rules loads standing approvals: a refund the rule matches is decided
+// at once, in the rule's name, and never waits; a rule that does not
+// compile fails the command, naming the rule and the field.
+func TestStandingRules(t *testing.T) {
+	charter := refundCharter(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "test.db")
+	rules := filepath.Join(dir, "rules.json")
+	require.NoError(t, os.WriteFile(rules, []byte(`[{"id": "small-refunds", "tool": "request_refund",
+		"cel": "input.amount < 100.0", "max_uses": 5, "payload": {"approved": true, "manager": "the small-refunds rule"}}]`), 0o600))
+	res := run(t, charter, "create", "--db", db, "--id", "m1", refund.NodeName)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	res = run(t, charter, "run", "--db", db, "--rules", rules, "m1", refund.CustomerRequest)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "approved by the small-refunds rule")
+	require.NotContains(t, res.stdout, "still pending")
+	res = run(t, charter, "pending", "--db", db)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	require.NotContains(t, res.stdout, "request_refund")
+
+	require.NoError(t, os.WriteFile(rules, []byte(`[{"id": "small-refunds", "tool": "request_refund", "cel": "input.amount <", "payload": true}]`), 0o600))
+	res = run(t, charter, "pending", "--db", db, "--rules", rules)
+	require.Equal(t, ExitError, res.code)
+	require.Contains(t, res.stderr, "--rules "+rules+": standing: rule small-refunds: cel:")
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/resumehttp"
 	"github.com/markov-agents/markov/webhook"
 )
@@ -28,6 +29,9 @@ type serveConfig struct {
 	secret    []byte
 	sweep     time.Duration
 	maxWait   time.Duration
+	// retries is --retries: on SQLite, how often a run after an accepted
+	// input is tried again (durable.Retry.Attempts).
+	retries int
 	// limits are the API's body cap and failure limit; proxies the
 	// reverse proxies whose forwarded client addresses key it.
 	limits  resumehttp.Config
@@ -61,6 +65,7 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 		c.Logger = slog.New(slog.NewTextHandler(c.stderr(), nil))
 	}
 	cfg.work.apply(&c.fleet)
+	c.retry = durable.Retry{Attempts: cfg.retries}
 	db, err := c.Open(ctx, false)
 	if err != nil {
 		return err
@@ -99,6 +104,10 @@ func Serve(ctx context.Context, c *CLI, args []string) error {
 	}
 	return c.runUntilDone(ctx, cfg.work.shutdown, db, srv, ln, stopAll)
 }
+
+// DefaultRetries is serve's --retries: with backoff doubling from a
+// second to five minutes, ten retries span about half an hour.
+const DefaultRetries = 10
 
 // parsePrefixes parses a comma-separated list of CIDRs and addresses (an
 // address is its own /32 or /128).
@@ -143,6 +152,7 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "the `address` to listen on")
 	fs.StringVar(&cfg.secretEnv, "secret-env", "MARKOV_SECRET", "the environment `variable` holding the HMAC secret shared with the callers")
 	fs.DurationVar(&cfg.sweep, "sweep", 30*time.Second, "on SQLite, how often to resolve expired suspensions (0: never); on PostgreSQL the fleet's workers do")
+	fs.IntVar(&cfg.retries, "retries", DefaultRetries, "on SQLite, how many times a run that failed after an accepted input (a decision, a command) is tried again, waiting 1s, doubled each time up to 5m, before the machine is parked (0: never; it then waits for its next input or a restart); on PostgreSQL the fleet's jobs retry")
 	fs.DurationVar(&cfg.maxWait, "max-wait", resumehttp.DefaultMaxWait, "the longest a resume, cancel or command waits for its run when the client asks to (Prefer: wait=N) before answering 202 Accepted (negative: never wait); under --write-timeout")
 	fs.Int64Var(&cfg.limits.MaxBody, "max-body", resumehttp.DefaultMaxBody, "the largest request body accepted, in `bytes` (larger: 413)")
 	fs.IntVar(&cfg.limits.FailureBurst, "failure-burst", resumehttp.DefaultFailureBurst, "how many failed authentications a client address may make in a row before its requests get 429")
@@ -161,6 +171,9 @@ func (c *CLI) parseServe(args []string) (*serveConfig, error) {
 	}
 	if cfg.sweep < 0 {
 		return nil, Usagef("serve", "--sweep must not be negative")
+	}
+	if cfg.retries < 0 {
+		return nil, Usagef("serve", "--retries must not be negative")
 	}
 	if cfg.limits.MaxBody <= 0 || cfg.limits.FailureBurst <= 0 || cfg.limits.FailureRefill <= 0 {
 		return nil, Usagef("serve", "--max-body, --failure-burst and --failure-refill must be positive")
@@ -213,7 +226,10 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := cfg.ui.mount(c, db, api, rc)
+	if cfg.sender, err = c.newSender(cfg.webhooks, db); err != nil {
+		return nil, nil, err
+	}
+	h, err := cfg.ui.mount(c, db, api, rc, cfg.sender)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,7 +238,7 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 		return nil, nil, err
 	}
 	if cfg.webhooks != nil {
-		if h, cfg.sender, err = c.mountWebhooks(cfg.webhooks, db, rc, api, h); err != nil {
+		if h, err = c.mountWebhooks(cfg.webhooks, cfg.sender, db, rc, api, h); err != nil {
 			stop()
 			return nil, nil, err
 		}

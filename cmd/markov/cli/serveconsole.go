@@ -8,6 +8,8 @@ import (
 
 	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/resumehttp"
+	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/webhook"
 )
 
 // consoleFlags are serve's flags for the web console.
@@ -24,9 +26,10 @@ func (f *consoleFlags) register(fs *flag.FlagSet) {
 }
 
 // mount returns api alone, or api with the console at /ui/ when enabled.
-// The console takes decisions through the API's acceptor, and limits
-// sign-ins per the API's client key.
-func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Config) (http.Handler, error) {
+// The console takes decisions through the API's acceptor, limits
+// sign-ins per the API's client key, and shows the deliveries of sender
+// (if any).
+func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Config, sender *webhook.Sender) (http.Handler, error) {
 	if !f.enabled {
 		return api, nil
 	}
@@ -36,8 +39,14 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Con
 	}
 	cfg := console.Config{Runner: db.Runner, Acceptor: rc.Acceptor, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, Logger: c.Logger,
 		ClientKey: rc.ClientKey} // the API's: behind trusted proxies, the forwarded address
+	if l, ok := db.Store.(store.AuditLog); ok {
+		cfg.Audit = l // the decide and machine pages show whether it verifies
+	}
 	if db.Fleet != nil {
 		cfg.Fleet = db.Fleet // the fleet view (a nil *fleet.Fleet would not be a nil FleetView)
+	}
+	if sender != nil {
+		cfg.Deliveries = sender // the deliveries page
 	}
 	ui, err := console.New(cfg)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/durable/fleet"
+	"github.com/markov-agents/markov/standing"
 	"github.com/markov-agents/markov/store"
 	"github.com/markov-agents/markov/store/postgres"
 	"github.com/markov-agents/markov/store/sqlite"
@@ -63,6 +64,8 @@ type storeFlags struct {
 	loc    string // --store / --db
 	schema string // --schema
 	set    bool   // --store or --db was given
+	rules  string // --rules: a file of standing approvals
+	tenant string // --tenant
 }
 
 // register adds --store, --db and --schema to fs.
@@ -73,6 +76,25 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.loc, "store", f.loc, "the database: a SQLite `file|URL`, or a postgres:// URL (a fleet's database)")
 	fs.StringVar(&f.loc, "db", f.loc, "same as --store (a SQLite `file`)")
 	fs.StringVar(&f.schema, "schema", f.schema, "the PostgreSQL `schema` holding the store's tables (default markov)")
+	fs.StringVar(&f.rules, "rules", f.rules, "a JSON `file` of standing approvals that decide matching suspensions at once (docs/approvals.md)")
+	fs.StringVar(&f.tenant, "tenant", f.tenant, "the tenant `label` standing approvals' scope.tenant matches")
+}
+
+// loadRules loads the --rules file, nil without one.
+func (f *storeFlags) loadRules() (*standing.Set, error) {
+	if f.rules == "" {
+		return nil, nil
+	}
+	file, err := os.Open(f.rules)
+	if err != nil {
+		return nil, fmt.Errorf("--rules: %w", err)
+	}
+	defer file.Close()
+	set, err := standing.Load(file)
+	if err != nil {
+		return nil, fmt.Errorf("--rules %s: %w", f.rules, err)
+	}
+	return set, nil
 }
 
 // check reports a bad store choice as a UsageError of command.
@@ -91,8 +113,12 @@ func (f *storeFlags) check(command string) error {
 
 func (c *CLI) open(ctx context.Context, mustExist, readOnly bool) (*DB, error) {
 	path, _ := c.DB()
+	rules, err := c.store.loadRules()
+	if err != nil {
+		return nil, err
+	}
 	if IsPostgres(path) {
-		return c.openPostgres(ctx, path)
+		return c.openPostgres(ctx, path, rules)
 	}
 	if mustExist {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -103,7 +129,7 @@ func (c *CLI) open(ctx context.Context, mustExist, readOnly bool) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := durable.New(durable.Config{Store: st, Charter: c.Charter, Logger: c.Logger})
+	r, err := durable.New(durable.Config{Store: st, Charter: c.Charter, Logger: c.Logger, Retry: c.retry, Rules: rules, Tenant: c.store.tenant})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
@@ -113,8 +139,8 @@ func (c *CLI) open(ctx context.Context, mustExist, readOnly bool) (*DB, error) {
 
 // openPostgres connects to the PostgreSQL database at url, brings its
 // schema up to date (postgres.Open) and builds the fleet, configured by
-// c.fleet.
-func (c *CLI) openPostgres(ctx context.Context, url string) (*DB, error) {
+// c.fleet, with rules.
+func (c *CLI) openPostgres(ctx context.Context, url string, rules *standing.Set) (*DB, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("--store: %w", err)
@@ -136,7 +162,7 @@ func (c *CLI) openPostgres(ctx context.Context, url string) (*DB, error) {
 	}
 	closeAll := func() error { err := st.Close(); pool.Close(); return err }
 	fcfg := c.fleet
-	fcfg.Store, fcfg.Charter, fcfg.Logger = st, c.Charter, c.Logger
+	fcfg.Store, fcfg.Charter, fcfg.Logger, fcfg.Rules, fcfg.Tenant = st, c.Charter, c.Logger, rules, c.store.tenant
 	f, err := fleet.New(fcfg)
 	if err != nil {
 		_ = closeAll()

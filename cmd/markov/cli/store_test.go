@@ -52,6 +52,7 @@ func TestFleetCommandLine(t *testing.T) {
 		{"max-wait over write-timeout", []string{"serve", "--write-timeout", "10s"}, ExitUsage, "markov serve: --max-wait 1m0s must be under --write-timeout 10s"},
 		{"bad trusted proxy", []string{"serve", "--trusted-proxies", "10.0.0.0/8, proxy.local"}, ExitUsage, `markov serve: --trusted-proxies: "proxy.local" is neither a CIDR nor an address`},
 		{"bad failure burst", []string{"serve", "--failure-burst", "0"}, ExitUsage, "markov serve: --max-body, --failure-burst and --failure-refill must be positive"},
+		{"negative retries", []string{"serve", "--retries", "-1"}, ExitUsage, "markov serve: --retries must not be negative"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res := run(t, charter, tt.args...)

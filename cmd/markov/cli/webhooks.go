@@ -87,10 +87,27 @@ func (c *CLI) readWebhooks(path string) (*webhookFile, error) {
 	return &f, nil
 }
 
+// newSender returns the sender of f's subscriptions (nil without any):
+// on PostgreSQL its deliveries are River jobs.
+func (c *CLI) newSender(f *webhookFile, db *DB) (*webhook.Sender, error) {
+	if f == nil || len(f.Subscriptions) == 0 {
+		return nil, nil
+	}
+	cfg := webhook.SenderConfig{Store: db.Store, Subscriptions: f.Subscriptions, AllowPrivate: f.AllowPrivate,
+		MaxAttempts: f.MaxAttempts, Logger: c.Logger}
+	if f.Backoff != "" {
+		d, err := time.ParseDuration(f.Backoff)
+		if err != nil {
+			return nil, Usagef("serve", "--webhooks: backoff: %v", err)
+		}
+		cfg.Backoff = d
+	}
+	return webhook.NewSender(cfg)
+}
+
 // mountWebhooks serves the webhook routes of f under HooksPrefix and the
-// deliveries of its subscriptions under DeliveriesPrefix beside h, and
-// returns the sender to run (nil without subscriptions).
-func (c *CLI) mountWebhooks(f *webhookFile, db *DB, rc resumehttp.Config, api *resumehttp.Handler, h http.Handler) (http.Handler, *webhook.Sender, error) {
+// deliveries of sender (if any) under DeliveriesPrefix beside h.
+func (c *CLI) mountWebhooks(f *webhookFile, sender *webhook.Sender, db *DB, rc resumehttp.Config, api *resumehttp.Handler, h http.Handler) (http.Handler, error) {
 	var in, out http.Handler
 	if len(f.Routes) > 0 {
 		cfg := webhook.Config{Acceptor: db.Runner, Signaler: db.Runner, Replays: db.Runner.ReplayGuard(),
@@ -103,26 +120,12 @@ func (c *CLI) mountWebhooks(f *webhookFile, db *DB, rc resumehttp.Config, api *r
 		}
 		wh, err := webhook.New(cfg)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		in = http.StripPrefix(HooksPrefix, wh)
 		fmt.Fprintf(c.Out(), "webhooks in: %d routes under %s\n", len(cfg.Routes), HooksPrefix)
 	}
-	var sender *webhook.Sender
-	if len(f.Subscriptions) > 0 {
-		cfg := webhook.SenderConfig{Store: db.Store, Subscriptions: f.Subscriptions, AllowPrivate: f.AllowPrivate,
-			MaxAttempts: f.MaxAttempts, Logger: c.Logger}
-		if f.Backoff != "" {
-			d, err := time.ParseDuration(f.Backoff)
-			if err != nil {
-				return nil, nil, Usagef("serve", "--webhooks: backoff: %v", err)
-			}
-			cfg.Backoff = d
-		}
-		var err error
-		if sender, err = webhook.NewSender(cfg); err != nil {
-			return nil, nil, err
-		}
+	if sender != nil {
 		out = api.Protect(http.StripPrefix(DeliveriesPrefix, sender.Handler()))
 		fmt.Fprintf(c.Out(), "webhooks out: %d subscriptions, deliveries at %s/deliveries\n", len(f.Subscriptions), DeliveriesPrefix)
 	}
@@ -135,7 +138,7 @@ func (c *CLI) mountWebhooks(f *webhookFile, db *DB, rc resumehttp.Config, api *r
 		default:
 			h.ServeHTTP(w, r)
 		}
-	}), sender, nil
+	}), nil
 }
 
 // runSender runs s (if any) until the returned stop is called.

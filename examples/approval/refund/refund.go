@@ -127,7 +127,8 @@ func NewCharter(model llm.Model) (*machine.Charter, error) {
 
 // ScriptedModel returns a deterministic model that plays the LLM's part
 // of the demo: it requests the refund of order A-1042, then answers from
-// the tool result.
+// the tool result. It keeps none of the requests it answers, so a
+// long-running server on it does not grow.
 func ScriptedModel() llm.Model {
 	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
 		last := req.Messages[len(req.Messages)-1]
@@ -144,5 +145,5 @@ func ScriptedModel() llm.Model {
 			return scripted.Text("Sorry, I couldn't get your refund approved: " + result.Text + ". I've passed it on to a human colleague."), nil
 		}
 		return scripted.Text("Update on your refund: " + result.Text + "."), nil
-	})
+	}).Configure(scripted.Config{KeepRequests: -1})
 }

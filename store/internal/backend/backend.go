@@ -22,6 +22,7 @@ type Capabilities interface {
 	store.RequestReporter // and so store.SuspendRequester
 	store.RecordKeeper
 	store.AuditLog
+	store.RuleUses
 }
 
 // Database is [Capabilities] and [store.Pinger]: the core interface with
