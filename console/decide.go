@@ -26,7 +26,7 @@ func decision(d suspensionData, r *http.Request, who string) (machine.Input, err
 		if err != nil {
 			return nil, err
 		}
-		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Groups: groupsOf(r), Digest: r.PostFormValue("digest")}, nil
+		return machine.ResumeInput{SuspendID: id, Payload: payload, By: who, Groups: groupsOf(r), Digest: r.PostFormValue("digest"), Edit: editField(r)}, nil
 	case "reject":
 		// A refusal: the approval's other fields need not be filled in
 		// (the button has formnovalidate; decodeReject requires none).
@@ -43,6 +43,19 @@ func decision(d suspensionData, r *http.Request, who string) (machine.Input, err
 	}
 	return nil, nil
 }
+
+// editField is the edited input a resume form carries (its "_edit"
+// field, shown where the policy allows edits), nil when left empty.
+func editField(r *http.Request) any {
+	if e := strings.TrimSpace(r.PostFormValue(editName)); e != "" {
+		return json.RawMessage(e)
+	}
+	return nil
+}
+
+// editName is the resume form's field of an edited input; the leading
+// underscore keeps it apart from the payload's fields, as "_decision".
+const editName = "_edit"
 
 // decide accepts a decision (resume, error, cancel) as who, the way the
 // signed API does (Config.Acceptor: durable once it returns, the run
@@ -70,7 +83,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, who string) {
 	// in two.
 	_, err = c.accept(context.WithoutCancel(r.Context()), in)
 	switch {
-	case errors.Is(err, instance.ErrPayloadDecode):
+	case errors.Is(err, instance.ErrPayloadDecode) || errors.Is(err, instance.ErrInvalidInput):
 		c.rejected(w, r, who, d, err)
 	case errors.Is(err, instance.ErrForbidden) || errors.Is(err, instance.ErrStaleDecision) || errors.Is(err, instance.ErrAlreadyDecided):
 		c.refused(w, r, who, d, err)

@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/console"
+	"github.com/markov-agents/markov/durable"
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/machine"
+	"github.com/markov-agents/markov/message"
 	"github.com/markov-agents/markov/node"
 	"github.com/markov-agents/markov/store"
 )
@@ -31,15 +33,23 @@ func governedCharter(t *testing.T, policy instance.Policy) *machine.Charter {
 	return charter
 }
 
+// refundStack serves a console over a desk whose refund approval
+// waits under p, with machine m1 parked on it, and returns the stack, its
+// runner and the suspension's ID.
+func refundStack(t *testing.T, p instance.Policy) (*stack, *durable.Runner, string) {
+	t.Helper()
+	charter := governedCharter(t, p)
+	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
+	s := newStack(t, console.Config{Runner: r, Charter: charter})
+	return s, r, s.park(t, "m1", 7)
+}
+
 // TestGovernedDecision: a suspension whose policy names its approver is
 // refused to anyone else (403, nothing changes); a decision on another
 // digest than the page's is refused as stale (409); the approver's
 // decision, naming the digest the page carries, is applied.
 func TestGovernedDecision(t *testing.T) {
-	charter := governedCharter(t, instance.Policy{Subjects: []string{"ada"}})
-	r := openRunnerOn(t, filepath.Join(t.TempDir(), "console.db"), charter)
-	s := newStack(t, console.Config{Runner: r, Charter: charter})
-	id := s.park(t, "m1", 7)
+	s, _, id := refundStack(t, instance.Policy{Subjects: []string{"ada"}})
 	page := "/ui/suspensions/" + id
 
 	ada, grace := signedIn(t, s, "ada"), signedIn(t, s, "grace")
@@ -63,4 +73,35 @@ func TestGovernedDecision(t *testing.T) {
 	require.Equal(t, "/ui/machines/m1?decided="+id, loc)
 	s.requireStatus(t, id, store.StatusResolved)
 	ada.waitPage("/ui/machines/m1", "Refund approved")
+}
+
+// TestGovernedEditForm: where the policy allows edits the decide form has
+// an edit field; an edit the tool's input schema refuses is shown again
+// naming the field (nothing changes), and an accepted one is applied.
+func TestGovernedEditForm(t *testing.T) {
+	s, r, id := refundStack(t, instance.Policy{Subjects: []string{"ada"}, AllowEdit: true})
+	page := "/ui/suspensions/" + id
+
+	ada := signedIn(t, s, "ada")
+	_, body := ada.get(page)
+	require.Contains(t, body, `name="_edit"`)
+	digest := regexp.MustCompile(`name="digest" value="([^"]+)"`).FindStringSubmatch(body)[1]
+
+	status, _, body := ada.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {digest}, "_edit": {`{"order":7,"amount":"all"}`}})
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	require.Contains(t, body, "amount")
+	s.requireStatus(t, id, store.StatusPending)
+
+	status, _, _ = ada.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {digest}, "_edit": {`{"order":7,"amount":5}`}})
+	require.Equal(t, http.StatusSeeOther, status)
+	s.requireStatus(t, id, store.StatusResolved)
+	m, _, err := r.Load(t.Context(), "m1")
+	require.NoError(t, err)
+	var edited bool
+	for _, msg := range m.History() {
+		for _, p := range msg.Parts {
+			edited = edited || (p.Kind == message.KindRecord && p.Name == "edited")
+		}
+	}
+	require.True(t, edited, "the history records the edit")
 }

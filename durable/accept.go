@@ -80,6 +80,17 @@ func (r *Runner) AcceptResume(ctx context.Context, in machine.ResumeInput) (Acce
 // result: the call gets the error result "cancelled: reason", and the
 // history names who cancelled it (in.By), when set.
 func (r *Runner) AcceptCancel(ctx context.Context, in machine.CancelInput) (Accepted, error) {
+	if in.By != "" {
+		// A person's cancellation is checked against the call's policy
+		// first, so that a refusal is audited (Cancel).
+		sus, err := r.pendingEntry(ctx, in.SuspendID)
+		if err != nil {
+			return Accepted{}, err
+		}
+		if err := r.CheckCancel(ctx, sus.MachineID, in); err != nil {
+			return Accepted{}, err
+		}
+	}
 	return r.acceptBySuspension(ctx, in.SuspendID, in)
 }
 

@@ -36,8 +36,11 @@ type AuditRecord struct {
 	Groups  []string `json:"groups,omitempty"`
 	Deny    bool     `json:"deny,omitempty"`
 	IsError bool     `json:"is_error,omitempty"`
-	// Digest is the call's digest the decision named.
-	Digest string `json:"digest,omitempty"`
+	// Digest is the call's digest the decision named; EditDigest, for a
+	// decision that edited the call's input, the digest after the edit
+	// (the edited input is in the machine's history, "edited" record).
+	Digest     string `json:"digest,omitempty"`
+	EditDigest string `json:"edit_digest,omitempty"`
 	// PayloadSHA256 is the SHA-256 (hex) of the decision's payload.
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 	// Error is why a refusal was refused.
@@ -68,7 +71,7 @@ func (r *Runner) auditEntries(id string, ds []machine.Decided) ([]store.AuditApp
 			At: d.Decision.At, Kind: AuditDecision, MachineID: id, SuspendID: d.SuspendID, InstanceID: d.InstanceID,
 			Node: d.Node, Name: d.Name, Outcome: d.Outcome, By: d.Decision.By, For: d.Decision.For,
 			Groups: d.Decision.Groups, Deny: d.Decision.Deny, IsError: d.Decision.IsError, Digest: d.Decision.Digest,
-			PayloadSHA256: payloadSum(d.Decision.Payload), Rule: d.Decision.Rule,
+			EditDigest: d.Decision.EditDigest, PayloadSHA256: payloadSum(d.Decision.Payload), Rule: d.Decision.Rule,
 		})
 		if err != nil {
 			return nil, err
@@ -112,19 +115,36 @@ func (r *Runner) checkDecision(ctx context.Context, id string, m *machine.Machin
 	if err == nil || !refusal(err) {
 		return err
 	}
+	rec := AuditRecord{MachineID: id, SuspendID: in.SuspendID, By: in.By, Groups: in.Groups, Deny: in.Deny, IsError: in.IsError, Digest: in.Digest}
+	if raw, perr := instance.EncodePayload(in.Payload); perr == nil {
+		rec.PayloadSHA256 = payloadSum(raw)
+	}
+	return r.auditRefusal(ctx, m, rec, err)
+}
+
+// checkCancel checks the cancellation in on machine m (id) against its
+// call's policy, and appends a refusal to the audit log when it is
+// refused.
+func (r *Runner) checkCancel(ctx context.Context, id string, m *machine.Machine, in machine.CancelInput) error {
+	err := m.CheckCancel(in)
+	if err == nil || !refusal(err) {
+		return err
+	}
+	return r.auditRefusal(ctx, m, AuditRecord{MachineID: id, SuspendID: in.SuspendID, By: in.By, Groups: in.Groups}, err)
+}
+
+// auditRefusal appends rec, a refusal of machine m for err, to the audit
+// log (when the store keeps one) and returns err.
+func (r *Runner) auditRefusal(ctx context.Context, m *machine.Machine, rec AuditRecord, err error) error {
 	l, ok := r.store.(store.AuditLog)
 	if !ok {
 		return err
 	}
-	rec := AuditRecord{At: r.charter.Now().UTC(), Kind: AuditRefusal, MachineID: id, SuspendID: in.SuspendID,
-		By: in.By, Groups: in.Groups, Deny: in.Deny, IsError: in.IsError, Digest: in.Digest, Error: err.Error()}
+	rec.At, rec.Kind, rec.Error = r.charter.Now().UTC(), AuditRefusal, err.Error()
 	for _, c := range m.Pending() {
-		if c.SuspendID == in.SuspendID {
+		if c.SuspendID == rec.SuspendID {
 			rec.InstanceID, rec.Name = c.InstanceID, c.Name
 		}
-	}
-	if raw, perr := instance.EncodePayload(in.Payload); perr == nil {
-		rec.PayloadSHA256 = payloadSum(raw)
 	}
 	e, aerr := r.auditEntry(rec)
 	if aerr == nil {

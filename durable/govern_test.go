@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,15 +44,19 @@ func governedCharter() (*machine.Charter, error) {
 	if err != nil {
 		return nil, err
 	}
-	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
+	return machine.NewCharter(machine.CharterConfig{Model: payModel("paid"), Nodes: []*node.Node{n}})
+}
+
+// payModel asks to pay 120 once, then says done.
+func payModel(done string) llm.Model {
+	return scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
 		for _, m := range req.Messages {
 			if m.Role == message.Tool {
-				return scripted.Reply{Text: "paid"}, nil
+				return scripted.Reply{Text: done}, nil
 			}
 		}
 		return scripted.Reply{Calls: []scripted.Call{{ID: "pay-1", Name: "pay", Input: spendIn{Amount: 120}}}}, nil
 	})
-	return machine.NewCharter(machine.CharterConfig{Model: model, Nodes: []*node.Node{n}})
 }
 
 func governedRunner(t testing.TB, s store.Store, key ed25519.PrivateKey) *durable.Runner {
@@ -170,8 +175,19 @@ func childGovern() int {
 			return 2
 		}
 		by := os.Getenv("MARKOV_BY")
-		_, err := runSteps(r.Resume(context.Background(), machine.ResumeInput{SuspendID: os.Getenv("MARKOV_SUSPEND_ID"),
-			Payload: "approved by " + by, By: by, Digest: os.Getenv("MARKOV_DIGEST")}))
+		in := machine.ResumeInput{SuspendID: os.Getenv("MARKOV_SUSPEND_ID"), Payload: "approved by " + by, By: by, Digest: os.Getenv("MARKOV_DIGEST")}
+		var err error
+		if os.Getenv("MARKOV_ACCEPT") != "" {
+			// The acceptor's path (resumehttp with Config.Acceptor set
+			// to the runner): applied and saved, the run in the
+			// background, waited for before the process exits.
+			var a durable.Accepted
+			if a, err = r.AcceptResume(context.Background(), in); err == nil {
+				_, err = r.Await(context.Background(), a)
+			}
+		} else {
+			_, err = runSteps(r.Resume(context.Background(), in))
+		}
 		if err != nil {
 			fmt.Println("error:", err)
 			return 0
@@ -222,4 +238,169 @@ func TestGovernedRaceSQLite(t *testing.T) {
 func TestGovernedRacePostgres(t *testing.T) {
 	s, _, schema := pgtest.Open(t)
 	governedRace(t, s, "MARKOV_PG_SCHEMA="+schema)
+}
+
+// The same race through AcceptResume, the path of an HTTP service whose
+// acceptor is the runner: neither approver is told already_resolved.
+func TestGovernedAcceptRaceSQLite(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "govern.db")
+	governedRace(t, openSQLite(t, db), "MARKOV_DB="+db, "MARKOV_ACCEPT=1")
+}
+
+func TestGovernedAcceptRacePostgres(t *testing.T) {
+	s, _, schema := pgtest.Open(t)
+	governedRace(t, s, "MARKOV_PG_SCHEMA="+schema, "MARKOV_ACCEPT=1")
+}
+
+// editCharter is a till on clock whose "pay" tool waits for bo or cy,
+// who may edit the amount; an hour without an answer escalates it to
+// the directors for an hour, and then it is denied. Its handler pays the
+// amount its input says.
+func editCharter(clock func() time.Time) (*machine.Charter, error) {
+	p := instance.Policy{Subjects: []string{"bo", "cy"}, AllowEdit: true,
+		Escalation: &instance.Escalation{Policy: instance.Policy{Groups: []string{"directors"}, AllowEdit: true}, Timeout: time.Hour}}
+	pay := node.NewTool("pay", "pay an amount", func(ctx *node.ToolContext[desk], in spendIn) (string, error) {
+		return "", ctx.Suspend("payment needs approval", instance.WithPolicy(p), instance.WithTimeout(time.Hour), instance.OnTimeoutDeny("nobody answered"))
+	}, node.OnResume(func(ctx *node.ToolContext[desk], in spendIn, r node.Resumed[string]) (string, error) {
+		if len(r.Decisions) > 0 && r.Decisions[len(r.Decisions)-1].Deny {
+			return "not paid: " + r.Payload, nil
+		}
+		return fmt.Sprintf("paid %d", in.Amount), nil
+	}))
+	n, err := node.New("till", node.Config[desk]{Tools: []node.Tool[desk]{pay}})
+	if err != nil {
+		return nil, err
+	}
+	return machine.NewCharter(machine.CharterConfig{Model: payModel("done"), Nodes: []*node.Node{n}, Clock: clock})
+}
+
+func editRunner(t *testing.T, s store.Store, clock func() time.Time) *durable.Runner {
+	t.Helper()
+	c, err := editCharter(clock)
+	require.NoError(t, err)
+	r, err := durable.New(durable.Config{Store: s, Charter: c})
+	require.NoError(t, err)
+	return r
+}
+
+// auditRows is the kind, outcome and by of each audit record of s.
+func auditRows(t *testing.T, s store.Store) []string {
+	var rows []string
+	for _, rec := range auditRecords(t, s, nil) {
+		rows = append(rows, rec.Kind+" "+rec.Outcome+" "+rec.By)
+	}
+	return rows
+}
+
+// On each store: a bad edit is refused (naming the field) and changes
+// nothing; a good one is saved, the handler pays the edited amount, the
+// model is told who edited it, and the audit log holds both digests.
+func TestGovernedEditAudited(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r := editRunner(t, s, nil)
+		call := governedCall(t, r, "till-e", "ana")
+		bad := payDecision(call, "bo")
+		bad.Edit = json.RawMessage(`{"amount":"all of it"}`)
+		_, err := r.Resume(ctx, bad)
+		var ie *instance.InputError
+		require.ErrorAs(t, err, &ie)
+		require.Equal(t, "amount", ie.Field)
+		got, err := r.Call(ctx, call.SuspendID)
+		require.NoError(t, err)
+		require.Equal(t, call.Digest, got.Digest, "nothing changed")
+
+		good := payDecision(call, "bo")
+		good.Edit = spendIn{Amount: 80}
+		steps, err := runSteps(r.Resume(ctx, good))
+		require.NoError(t, err)
+		require.True(t, steps[len(steps)-1].Done)
+		m, _, err := r.Load(ctx, "till-e")
+		require.NoError(t, err)
+		var results []string
+		for _, p := range testkit.SuspendParts(m.History(), call.SuspendID) {
+			if p.Kind == message.KindToolResult {
+				results = append(results, p.Text)
+			}
+		}
+		require.Equal(t, []string{"[bo edited the input before approving; the call ran with {\"amount\":80}]\npaid 80"}, results)
+		recs := auditRecords(t, s, nil)
+		require.Len(t, recs, 1)
+		want, err := instance.CallDigest("till", "pay", json.RawMessage(`{"amount":80}`), 0)
+		require.NoError(t, err)
+		require.Equal(t, call.Digest, recs[0].Digest)
+		require.Equal(t, want, recs[0].EditDigest)
+		require.Equal(t, machine.DecisionApproved, recs[0].Outcome)
+	})
+}
+
+// On each store, the sweeper escalates a payment nobody decided at its
+// deadline, then denies it at the escalation's: each step an event on
+// the machine's log and an audit entry; the call never continues
+// silently.
+func TestTimeoutPoliciesAudited(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		clock := testkit.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+		r := editRunner(t, s, clock.Now)
+		call := governedCall(t, r, "till-t", "ana")
+		clock.Set(clock.Now().Add(time.Hour))
+		n, err := r.Sweep(ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		pending, err := r.Pending(ctx, store.Filter{MachineID: "till-t"})
+		require.NoError(t, err)
+		require.Len(t, pending, 1, "escalated, still pending")
+		require.Equal(t, clock.Now().Add(time.Hour), pending[0].Deadline.UTC(), "the index has the new deadline")
+		esc, err := r.Call(ctx, call.SuspendID)
+		require.NoError(t, err)
+		require.NotEqual(t, call.Digest, esc.Digest)
+		require.Equal(t, []string{"directors"}, esc.Policy.Groups)
+
+		clock.Set(clock.Now().Add(time.Hour))
+		n, err = r.Sweep(ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		m, _, err := r.Load(ctx, "till-t")
+		require.NoError(t, err)
+		require.Empty(t, m.Pending())
+		var results []string
+		for _, p := range testkit.SuspendParts(m.History(), call.SuspendID) {
+			if p.Kind == message.KindToolResult {
+				results = append(results, p.Text)
+			}
+		}
+		require.Equal(t, []string{"not paid: nobody answered"}, results)
+		require.Equal(t, []string{"decision escalated ", "decision denied "}, auditRows(t, s))
+
+		var kinds []machine.EventKind
+		for e, err := range r.Watch(ctx, "till-t", 0) {
+			require.NoError(t, err)
+			if e.Kind == machine.EventEscalated || e.Kind == machine.EventExpired {
+				kinds = append(kinds, e.Kind)
+			}
+			if e.Kind == machine.EventExpired {
+				break
+			}
+		}
+		require.Equal(t, []machine.EventKind{machine.EventEscalated, machine.EventExpired}, kinds)
+	})
+}
+
+// On each store a person's cancel is audited, and a person the policy
+// does not name cannot cancel: refused, through Cancel and AcceptCancel,
+// and audited as a refusal.
+func TestCancelAudited(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r := editRunner(t, s, nil)
+		call := governedCall(t, r, "till-c", "ana")
+		_, err := r.Cancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "eve"})
+		require.ErrorIs(t, err, instance.ErrForbidden)
+		_, err = r.AcceptCancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "eve", Groups: []string{"staff"}})
+		require.ErrorIs(t, err, instance.ErrForbidden)
+		_, err = runSteps(r.Cancel(ctx, machine.CancelInput{SuspendID: call.SuspendID, By: "cy", Reason: "duplicate"}))
+		require.NoError(t, err)
+		require.Equal(t, []string{"refusal  eve", "refusal  eve", "decision cancelled cy"}, auditRows(t, s))
+	})
 }

@@ -124,14 +124,34 @@ func (r *Runner) checkResume(ctx context.Context, sus store.Suspension, in machi
 // pending — and returns the Run that applies it: the call gets the error
 // result "cancelled: reason". A refused cancellation is the error, and
 // nothing changed (instance.ErrUnknownSuspendID,
-// instance.ErrAlreadyResolved). A cancellation is accepted past the
-// deadline.
+// instance.ErrAlreadyResolved, and instance.ErrForbidden for a person a
+// governed call's policy does not allow, appended to the store's audit
+// log as a refusal). A cancellation is accepted past the deadline.
 func (r *Runner) Cancel(ctx context.Context, in machine.CancelInput) (*Run, error) {
 	sus, err := r.pendingEntry(ctx, in.SuspendID)
 	if err != nil {
 		return nil, err
 	}
+	if err := r.CheckCancel(ctx, sus.MachineID, in); err != nil {
+		return nil, err
+	}
 	return r.newRun(ctx, sus.MachineID, in), nil
+}
+
+// CheckCancel reports whether the cancellation in of a call of machine
+// machineID would be accepted, running nothing: a person who cancels a
+// governed call (in.By set) must be one its policy allows to decide
+// (instance.ErrForbidden, audited as a refusal). A cancellation naming
+// nobody reads nothing.
+func (r *Runner) CheckCancel(ctx context.Context, machineID string, in machine.CancelInput) error {
+	if in.By == "" {
+		return nil
+	}
+	m, err := r.loadTree(ctx, machineID)
+	if err != nil {
+		return err
+	}
+	return r.checkCancel(ctx, machineID, m, in)
 }
 
 // Invoke checks the command invocation inv — a command of the charter

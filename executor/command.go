@@ -55,7 +55,7 @@ func (e *standard) Resume(ctx context.Context, req *ResumeRequest) (*ResumeResul
 		}
 		c := e.newCall(sr, call.InstanceID, instance.KindTool, instance.ByTool, call.Name, call.Input)
 		c.ToolUseID, c.Stage = call.ToolUseID, call.Stage+1
-		if err := declarePayload(&c, ent.tool.Payload, sr); err != nil {
+		if err := declarePayload(&c, ent.tool.Payload, ent.tool.Spec.InputSchema, sr); err != nil {
 			res.Result = message.ToolResult(call.ToolUseID, err.Error(), true)
 			return res, nil
 		}
@@ -149,7 +149,7 @@ func (e *standard) Command(ctx context.Context, req *CommandRequest) (*CommandRe
 	}
 	if sr, ok := errors.AsType[*instance.SuspendRequest](err); ok {
 		c := e.newCall(sr, lf.in.ID, instance.KindCommand, instance.ByCommand, req.Name, req.Input)
-		if err := declarePayload(&c, def.Payload, sr); err != nil {
+		if err := declarePayload(&c, def.Payload, def.InputSchema, sr); err != nil {
 			return nil, fmt.Errorf("command %s: %w", req.Name, err)
 		}
 		lf.admit = req.Admit

@@ -471,7 +471,7 @@ func (e *standard) settle(lf *leaf, ent entry, u message.Part, out any, err erro
 		}
 		c := e.newCall(sr, lf.in.ID, instance.KindTool, instance.ByTool, u.Name, u.Data)
 		c.ToolUseID = u.ID
-		if err := declarePayload(&c, ent.tool.Payload, sr); err != nil {
+		if err := declarePayload(&c, ent.tool.Payload, ent.tool.Spec.InputSchema, sr); err != nil {
 			return message.ToolResult(u.ID, err.Error(), true), nil, nil
 		}
 		return message.Part{}, &c, nil
@@ -509,8 +509,12 @@ func (e *standard) newCall(sr *instance.SuspendRequest, instanceID string, kind 
 
 // declarePayload records the payload schema s (nil: none) on c and checks
 // c's on-timeout payload against it, so a deadline cannot resolve the call
-// with a payload a resume would be refused.
-func declarePayload(c *instance.SuspendedCall, s *frame.Schema, sr *instance.SuspendRequest) error {
+// with a payload a resume would be refused. On a call whose policy allows
+// edits it records the input schema too, which an edit must satisfy.
+func declarePayload(c *instance.SuspendedCall, s *frame.Schema, input json.RawMessage, sr *instance.SuspendRequest) error {
+	if c.Policy != nil && c.Policy.AllowEdit {
+		c.InputSchema = append(json.RawMessage(nil), input...)
+	}
 	if _, doubt := instance.InDoubtOf(sr.Metadata); (s == nil || doubt) && sr.PayloadSchema != nil {
 		var err error
 		if s, err = frame.ParseSchema(sr.PayloadSchema); err != nil {

@@ -206,6 +206,23 @@ func OnTimeoutResume(payload any, isError bool) SuspendOption {
 	}
 }
 
+// OnTimeoutDeny makes an expired suspension resolve as a refusal: the
+// payload goes through the resume handler as OnTimeoutResume's does, the
+// resolution's Decisions hold one refusal by nobody (Decision.Deny, By
+// empty), and a durable runner's audit log records the call denied at
+// its deadline. It is never a silent continue: the handler and the model
+// see the refusal.
+func OnTimeoutDeny(payload any) SuspendOption {
+	resume := OnTimeoutResume(payload, false)
+	return func(r *SuspendRequest) error {
+		if err := resume(r); err != nil {
+			return err
+		}
+		r.OnTimeout.Deny = true
+		return nil
+	}
+}
+
 // EventType names a lifecycle event.
 type EventType string
 
@@ -215,6 +232,9 @@ const (
 	EventResumed   EventType = "resumed"
 	EventExpired   EventType = "expired"
 	EventCancelled EventType = "cancelled"
+	// EventEscalated: a governed call's deadline passed and its policy's
+	// escalation re-asks it (Policy.Escalation); the call stays pending.
+	EventEscalated EventType = "escalated"
 )
 
 // Cause says what resolved a suspension.

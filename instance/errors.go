@@ -139,4 +139,8 @@ var (
 	ErrStaleDecision = errors.New("instance: decision on a stale digest")
 	// ErrAlreadyDecided: a second decision by the same approver.
 	ErrAlreadyDecided = errors.New("instance: approver already decided")
+	// ErrEditNotAllowed: a decision that edits the call's input where the
+	// policy does not allow it (Policy.AllowEdit), or with a refusal. It
+	// wraps ErrForbidden.
+	ErrEditNotAllowed = fmt.Errorf("instance: edit not allowed: %w", ErrForbidden)
 )

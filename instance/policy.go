@@ -49,11 +49,30 @@ type Policy struct {
 	// Delegations hand an approver's right to another identity until a
 	// time.
 	Delegations []Delegation `json:"delegations,omitempty"`
+	// AllowEdit lets an approver edit the call's input before approving
+	// (machine.ResumeInput.Edit): the edit must satisfy the tool's or
+	// command's input schema, the digest is recomputed, and the call runs
+	// with the edited input.
+	AllowEdit bool `json:"allow_edit,omitempty"`
+	// Escalation, when set, is what the call's deadline does instead of
+	// its on-timeout action: the call stays pending under another policy
+	// with a new deadline (Escalation).
+	Escalation *Escalation `json:"escalation,omitempty"`
 	// AllowRules lets standing approvals (package standing) decide the
 	// call: a rule's decision then settles it alone, whatever Quorum and
 	// SeparateDuties ask. Without it no rule decides a governed call, and
 	// people do.
 	AllowRules bool `json:"allow_rules,omitempty"`
+}
+
+// Escalation re-asks a governed call at its deadline: the call stays
+// pending under Policy (another group, say), its deadline moved Timeout
+// later and its decisions so far dropped. Policy's version is raised
+// above the old one when it is not already, so the call's digest changes
+// and a decision made on the old one is stale. Policy may escalate again.
+type Escalation struct {
+	Policy  Policy        `json:"policy"`
+	Timeout time.Duration `json:"timeout"`
 }
 
 // Delegation hands From's right to decide to To until Until (the zero
@@ -87,6 +106,11 @@ type Decision struct {
 	// Digest is the call's digest the decision named.
 	Digest string    `json:"digest"`
 	At     time.Time `json:"at"`
+	// Edit is the call's input as the decider edited it (canonical JSON),
+	// and EditDigest the call's digest after the edit; both empty for a
+	// decision that edits nothing.
+	Edit       json.RawMessage `json:"edit,omitempty"`
+	EditDigest string          `json:"edit_digest,omitempty"`
 	// Rule, when set, is the standing approval rule that made the
 	// decision (package standing); By is then "rule:" and its ID.
 	Rule string `json:"rule,omitempty"`
@@ -125,6 +149,14 @@ func (p Policy) Check() error {
 	for _, s := range append(slices.Clone(p.Subjects), p.Groups...) {
 		if strings.TrimSpace(s) == "" {
 			return fmt.Errorf("policy: an empty subject or group: %w", ErrNoApprover)
+		}
+	}
+	if e := p.Escalation; e != nil {
+		if e.Timeout <= 0 {
+			return fmt.Errorf("policy: escalation timeout %s is not positive: %w", e.Timeout, ErrBadPolicy)
+		}
+		if err := e.Policy.Check(); err != nil {
+			return fmt.Errorf("escalation: %w", err)
 		}
 	}
 	if p.Quorum < 0 {
@@ -178,6 +210,10 @@ func (p Policy) Clone() Policy {
 	p.Subjects = slices.Clone(p.Subjects)
 	p.Groups = slices.Clone(p.Groups)
 	p.Delegations = slices.Clone(p.Delegations)
+	if p.Escalation != nil {
+		e := Escalation{Policy: p.Escalation.Policy.Clone(), Timeout: p.Escalation.Timeout}
+		p.Escalation = &e
+	}
 	return p
 }
 
@@ -281,6 +317,48 @@ func (c *SuspendedCall) CheckDecision(id Identity, digest string, now time.Time)
 		}
 	}
 	return principal, nil
+}
+
+// CheckEdit reports whether a decision may replace the call's input with
+// edit (canonical JSON returned): the call's policy must allow edits and
+// the decision must approve (ErrEditNotAllowed), and edit must be JSON
+// (ErrPayloadDecode). The input schema is the caller's to check.
+func (c *SuspendedCall) CheckEdit(edit json.RawMessage, deny bool) (json.RawMessage, error) {
+	if c.Policy == nil || !c.Policy.AllowEdit {
+		return nil, fmt.Errorf("suspension %s: its policy allows no edit: %w", c.SuspendID, ErrEditNotAllowed)
+	}
+	if deny {
+		return nil, fmt.Errorf("suspension %s: an edit goes with an approval, not a refusal: %w", c.SuspendID, ErrEditNotAllowed)
+	}
+	canon, err := CanonicalJSON(edit)
+	if err != nil {
+		return nil, fmt.Errorf("suspension %s: edit: %w", c.SuspendID, err)
+	}
+	return canon, nil
+}
+
+// Escalate moves the call, at its deadline now, to its policy's
+// escalation: the escalation's policy (its version raised above the old
+// one's, and its requester kept), a deadline Timeout after now, no
+// decisions, and the digest recomputed for node. It reports false, and
+// changes nothing, for a call without an escalation.
+func (c *SuspendedCall) Escalate(node string, now time.Time) (bool, error) {
+	if c.Policy == nil || c.Policy.Escalation == nil {
+		return false, nil
+	}
+	e := c.Policy.Escalation
+	next := e.Policy.Clone()
+	next.Version = max(next.Version, c.Policy.Version+1)
+	if next.Requester == "" {
+		next.Requester = c.Policy.Requester
+	}
+	digest, err := CallDigest(node, c.Name, c.Input, next.Version)
+	if err != nil {
+		return false, err
+	}
+	c.Policy, c.Decisions, c.Digest = &next, nil, digest
+	c.Deadline = now.Add(e.Timeout).UTC()
+	return true, nil
 }
 
 // CallDigest returns the digest of what a decision on a call decides: the

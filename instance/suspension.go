@@ -88,7 +88,7 @@ func lifecycleMoves(events fsm.Events) map[Status]map[string]Status {
 // TimeoutAction is what happens when a suspension's deadline passes.
 type TimeoutAction struct {
 	// Resume, when true, resolves the call with Payload (IsError marking it
-	// an error). Otherwise the call fails with an error result naming the
+	// an error; Deny marking it a refusal, OnTimeoutDeny). Otherwise the call fails with an error result naming the
 	// deadline, unless Summarize is set.
 	Resume  bool
 	Payload json.RawMessage
@@ -97,6 +97,10 @@ type TimeoutAction struct {
 	// summary: the model is told the wait timed out and what was pending
 	// (TimeoutSummary). Set by OnTimeoutSummary.
 	Summarize bool
+	// Deny, with Resume, makes the deadline's resolution a refusal: the
+	// resume handler gets Payload as a decision with Deny set
+	// (Resolution.Decisions) and the audit log records it denied.
+	Deny bool
 }
 
 // SuspendedCall is one pending external result: a tool call, a command, or
@@ -144,6 +148,10 @@ type SuspendedCall struct {
 	// Digest identifies what a decision decides (CallDigest: node, name,
 	// input, policy version). A decision naming another is stale.
 	Digest string
+	// InputSchema is the JSON Schema of the tool's or command's input,
+	// recorded on a call whose policy allows edits (Policy.AllowEdit): an
+	// edited input must satisfy it.
+	InputSchema json.RawMessage
 }
 
 // Expired reports whether the call is pending with a deadline at or before
@@ -188,6 +196,7 @@ func (c SuspendedCall) Clone() SuspendedCall {
 	c.Metadata = cloneRaw(c.Metadata)
 	c.OnTimeout.Payload = cloneRaw(c.OnTimeout.Payload)
 	c.PayloadSchema = cloneRaw(c.PayloadSchema)
+	c.InputSchema = cloneRaw(c.InputSchema)
 	if c.Policy != nil {
 		p := c.Policy.Clone()
 		c.Policy = &p
@@ -197,6 +206,7 @@ func (c SuspendedCall) Clone() SuspendedCall {
 		for i, d := range c.Decisions {
 			d.Groups = append([]string(nil), d.Groups...)
 			d.Payload = cloneRaw(d.Payload)
+			d.Edit = cloneRaw(d.Edit)
 			ds[i] = d
 		}
 		c.Decisions = ds

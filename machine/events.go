@@ -36,6 +36,10 @@ const (
 	EventExpired = EventKind(instance.EventExpired)
 	// EventCancelled: a suspension was cancelled; Lifecycle as above.
 	EventCancelled = EventKind(instance.EventCancelled)
+	// EventEscalated: a governed call's deadline passed and its policy's
+	// escalation re-asks it under another policy with a new deadline;
+	// Lifecycle as above. The call stays pending.
+	EventEscalated = EventKind(instance.EventEscalated)
 	// EventStateChanged: the state of instance InstanceID, or of pack
 	// Pack, is now State.
 	EventStateChanged EventKind = "state_changed"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/markov-agents/markov/instance"
 	"github.com/markov-agents/markov/llm/scripted"
@@ -71,4 +72,118 @@ func ExampleResumeInput_governed() {
 	// dan for cy: <nil> - pending: 0
 	// recorded by bo
 	// approved by cy
+}
+
+// An approver lowers a payment before approving it: the tool's resume
+// handler pays what the edited input says, and the model is told who
+// changed it.
+func ExampleResumeInput_edit() {
+	// edit:tool:begin
+	type Transfer struct {
+		Amount int    `json:"amount"`
+		To     string `json:"to"`
+	}
+	pay := node.NewTool("pay", "Pay an amount; a manager approves it.",
+		func(ctx *node.ToolContext[struct{}], in Transfer) (string, error) {
+			return "", ctx.Suspend("payment needs a manager",
+				instance.WithPolicy(instance.Policy{Subjects: []string{"bo"}, AllowEdit: true}))
+		},
+		// The handler runs with the input as approved: edited, if it was.
+		node.OnResume(func(ctx *node.ToolContext[struct{}], in Transfer, r node.Resumed[string]) (string, error) {
+			return fmt.Sprintf("paid %d to %s", in.Amount, in.To), nil
+		}))
+	// edit:tool:end
+	desk, _ := node.New("desk", node.Config[struct{}]{Tools: []node.Tool[struct{}]{pay}})
+	charter, _ := machine.NewCharter(machine.CharterConfig{
+		Model: scripted.New(scripted.Tool("pay", Transfer{Amount: 900, To: "acme"}), scripted.Text("Done.")),
+		Nodes: []*node.Node{desk},
+	})
+	m, _ := charter.NewMachine("desk", nil)
+	for _, err := range m.Run(context.Background(), machine.UserText("pay ACME 900")) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	call := m.Pending()[0]
+	// edit:decide:begin
+	decide := func(edit any) error {
+		for _, err := range m.Run(context.Background(), machine.ResumeInput{
+			SuspendID: call.SuspendID, Payload: "ok", By: "bo", Digest: call.Digest, Edit: edit,
+		}) {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var bad *instance.InputError
+	err := decide(map[string]any{"amount": "less", "to": "acme"})
+	fmt.Println(errors.As(err, &bad), bad.Field, "- pending:", len(m.Pending()))
+	fmt.Println(decide(Transfer{Amount: 500, To: "acme"}))
+	// edit:decide:end
+	for _, msg := range m.History() {
+		for _, p := range msg.Parts {
+			if p.SuspendID == call.SuspendID && p.Text != "" {
+				fmt.Println(p.Text)
+			}
+		}
+	}
+	// Output:
+	// true amount - pending: 1
+	// <nil>
+	// [bo edited the input before approving; the call ran with {"amount":500,"to":"acme"}]
+	// paid 500 to acme
+}
+
+// At its deadline an unanswered payment is re-asked of the directors for
+// a day, and then denied: never a silent continue.
+func ExampleResumeInput_escalation() {
+	clock := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+	// escalate:tool:begin
+	pay := node.NewTool("pay", "Pay an amount.",
+		func(ctx *node.ToolContext[struct{}], in struct{ Amount int }) (string, error) {
+			return "", ctx.Suspend("payment needs a manager",
+				instance.WithPolicy(instance.Policy{
+					Groups: []string{"managers"},
+					Escalation: &instance.Escalation{
+						Policy:  instance.Policy{Groups: []string{"directors"}},
+						Timeout: 24 * time.Hour, // the directors' deadline
+					},
+				}),
+				instance.WithTimeout(4*time.Hour),                 // the managers' deadline
+				instance.OnTimeoutDeny("nobody approved in time")) // after both
+		})
+	// escalate:tool:end
+	desk, _ := node.New("desk", node.Config[struct{}]{Tools: []node.Tool[struct{}]{pay}})
+	charter, _ := machine.NewCharter(machine.CharterConfig{
+		Model: scripted.New(scripted.Tool("pay", map[string]int{"Amount": 900}), scripted.Text("Not paid.")),
+		Nodes: []*node.Node{desk},
+		Clock: func() time.Time { return clock },
+	})
+	m, _ := charter.NewMachine("desk", nil)
+	run := func() {
+		for _, err := range m.Run(context.Background()) {
+			if err != nil {
+				panic(err)
+			}
+		}
+	}
+	for _, err := range m.Run(context.Background(), machine.UserText("pay 900")) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	clock = clock.Add(4 * time.Hour)
+	run()
+	c := m.Pending()[0]
+	fmt.Println(c.Policy.Groups, c.Deadline.Format(time.RFC3339))
+	clock = clock.Add(24 * time.Hour)
+	run()
+	for _, d := range m.TakeDecisions() {
+		fmt.Println(d.Outcome)
+	}
+	// Output:
+	// [directors] 2026-05-05T13:00:00Z
+	// escalated
+	// denied
 }

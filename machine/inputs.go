@@ -109,6 +109,9 @@ func (m *Machine) validateResumes(inputs []Input, now time.Time) error {
 			if err := m.checkResumable(m.root, v.SuspendID, time.Time{}); err != nil {
 				return err
 			}
+			if err := checkCancel(m.root, v, now); err != nil {
+				return err
+			}
 		case SignalInput:
 			if err := checkSignal(v); err != nil {
 				return err
@@ -337,12 +340,19 @@ func (t *tx) resumeWith(ri ResumeInput, r resolution) ([]Step, error) {
 	c := *call
 	steps, err := t.resolve(in, call, r)
 	t.decided(in, err, ri.SuspendID, r)
-	if err == nil && r.cause == instance.CauseExplicit {
-		outcome := DecisionApproved
-		if d.Deny {
-			outcome = DecisionDenied
+	if err == nil {
+		switch r.cause {
+		case instance.CauseExplicit:
+			outcome := DecisionApproved
+			if d.Deny {
+				outcome = DecisionDenied
+			}
+			t.decide(in, &c, d, outcome)
+		case instance.CauseCommand:
+			t.decide(in, &c, t.decision(r.command, nil, "", false, ri.IsError, payload), DecisionCommand)
+		case instance.CauseEvent:
+			t.decide(in, &c, t.decision(ri.By, nil, "", false, ri.IsError, payload), DecisionSignal)
 		}
-		t.decide(in, &c, d, outcome)
 	}
 	return steps, err
 }
@@ -384,7 +394,7 @@ func (t *tx) cancel(ci CancelInput) ([]Step, error) {
 	steps, err := t.resolve(in, call, r)
 	t.decided(in, err, ci.SuspendID, r)
 	if err == nil {
-		t.decide(in, &c, t.decision(ci.By, nil, "", false, true, nil), DecisionCancelled)
+		t.decide(in, &c, t.decision(ci.By, ci.Groups, "", false, true, nil), DecisionCancelled)
 	}
 	return steps, err
 }
@@ -512,6 +522,7 @@ func (t *tx) resolveTool(in *instance.Instance, c instance.SuspendedCall, r reso
 			return nil
 		}
 		part = res.Result
+		part.Text = editNote(r.decisions) + part.Text
 	}
 	part.SuspendID = c.SuspendID
 	t.fillSlot(in, part)
@@ -546,11 +557,19 @@ func (t *tx) expire(now time.Time) []Step {
 		if c == nil || c.Status != instance.StatusPending {
 			continue
 		}
+		if t.escalate(in, c, now) {
+			continue
+		}
 		r := resolution{cause: instance.CauseTimeout, event: instance.EventExpired, mark: (*instance.SuspendedCall).Expire}
+		outcome := DecisionExpired
 		switch {
 		case c.OnTimeout.Resume:
 			r.payload, r.isError = c.OnTimeout.Payload, c.OnTimeout.IsError
 			r.value = json.RawMessage(r.payload)
+			if c.OnTimeout.Deny {
+				outcome = DecisionDenied
+				r.decisions = []instance.Decision{t.decision("", nil, c.Digest, true, r.isError, r.payload)}
+			}
 		case c.OnTimeout.Summarize:
 			r.summary = instance.TimeoutSummary(c)
 			r.payload, _ = json.Marshal(r.summary)
@@ -558,13 +577,31 @@ func (t *tx) expire(now time.Time) []Step {
 		default:
 			r.failure = expiredText(c)
 		}
+		call := *c
 		s, err := t.resolve(in, c, r)
 		if err != nil {
 			continue
 		}
+		t.decide(in, &call, t.decision("", nil, call.Digest, outcome == DecisionDenied, r.isError || r.failure != "", r.payload), outcome)
 		steps = append(steps, s...)
 	}
 	return steps
+}
+
+// escalate moves call c of in, whose deadline passed at now, to its
+// policy's escalation, if it has one: the call stays pending (an
+// "escalated" lifecycle event, history record and audited decision).
+func (t *tx) escalate(in *instance.Instance, c *instance.SuspendedCall, now time.Time) bool {
+	from := c.Digest
+	ok, err := c.Escalate(in.Node, now)
+	if err != nil || !ok {
+		return false
+	}
+	t.events = append(t.events, instance.Event{Type: instance.EventEscalated, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
+		Name: c.Name, Initiator: c.Initiator, Cause: instance.CauseTimeout, At: t.now().UTC()})
+	t.record(in, "escalated", map[string]any{"from_digest": from, "digest": c.Digest, "deadline": c.Deadline, "policy": c.Policy}, c.SuspendID)
+	t.decide(in, c, t.decision("", nil, c.Digest, false, false, nil), DecisionEscalated)
+	return true
 }
 
 // Expire resolves every suspension whose deadline is at or before now by

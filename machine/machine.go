@@ -82,6 +82,19 @@ func UserText(s string) message.Message { return message.UserText(s) }
 // that does not settle the call is recorded on it
 // (SuspendedCall.Decisions) and the call stays pending; the one that
 // settles it resolves it with its payload.
+//
+// Edit, when set, is the call's input as the decider edited it, for a
+// call whose policy allows edits (instance.Policy.AllowEdit); any other
+// call refuses it with instance.ErrEditNotAllowed. A json.RawMessage
+// passes as is, anything else is JSON-encoded. The edit must satisfy the
+// tool's or command's input schema (an *instance.InputError naming the
+// field, wrapping instance.ErrInvalidInput) and goes with an approval,
+// not a refusal; refused, it changes nothing. Accepted, it becomes the
+// call's input: the digest is recomputed (SuspendedCall.Digest), the
+// decisions recorded on the old input are dropped, the history records
+// an "edited" record (EditedRecord), the resume handler gets the edited
+// input, and the tool result the model sees starts with a note naming
+// the editor and the input the call ran with.
 type ResumeInput struct {
 	SuspendID string
 	Payload   any
@@ -91,6 +104,7 @@ type ResumeInput struct {
 	Groups    []string
 	Digest    string
 	Deny      bool
+	Edit      any
 }
 
 // SignalInput resumes every pending call of the machine that waits for
@@ -111,11 +125,16 @@ type SignalInput struct {
 // CancelInput cancels a pending suspension: a tool call gets the error
 // result "cancelled: Reason", a command completes with that text, and a
 // parked instance wakes. Its status becomes cancelled. By, as in
-// ResumeInput, names who cancelled it in the history.
+// ResumeInput, names who cancelled it in the history. A person who
+// cancels a governed call (instance.WithPolicy) — By set, with the
+// Groups they hold — must be one its policy allows to decide, or the
+// cancellation wraps instance.ErrForbidden and changes nothing; a
+// cancellation naming nobody is the service's own and is not checked.
 type CancelInput struct {
 	SuspendID string
 	Reason    string
 	By        string
+	Groups    []string
 }
 
 // Step is what one round (or one command) produced.

@@ -230,5 +230,10 @@ func (h *Handler) resumeRun(ctx context.Context, id string, req ResumeRequest) (
 func resumeInput(id string, req ResumeRequest) machine.ResumeInput {
 	return machine.ResumeInput{SuspendID: id, Payload: payloadOf(req.Payload), IsError: req.IsError,
 		FreshTurn: req.ContinueTranscript != nil && !*req.ContinueTranscript,
-		By:        req.By, Groups: req.Groups, Digest: req.Digest, Deny: req.Deny}
+		By:        req.By, Groups: req.Groups, Digest: req.Digest, Deny: req.Deny, Edit: payloadOf(req.Edit)}
+}
+
+// cancelInput is the cancellation of suspension id that req asks for.
+func cancelInput(id string, req CancelRequest) machine.CancelInput {
+	return machine.CancelInput{SuspendID: id, Reason: req.Reason, By: req.By, Groups: req.Groups}
 }

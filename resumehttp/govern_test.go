@@ -25,11 +25,18 @@ import (
 // governedEnv serves a till whose "transfer" tool waits for two of ana,
 // bo and cy, never the one who asked.
 func governedEnv(t *testing.T) *env {
+	return governedEnvWith(t, instance.Policy{Subjects: []string{"ana", "bo", "cy"}, Quorum: 2, SeparateDuties: true})
+}
+
+// governedEnvWith serves a till whose "transfer" tool waits under p and,
+// resumed, says what it transferred.
+func governedEnvWith(t *testing.T, p instance.Policy) *env {
 	t.Helper()
 	transfer := node.NewTool("transfer", "transfer money", func(ctx *node.ToolContext[counter], in askIn) (string, error) {
-		return "", ctx.Suspend("two approvers", instance.WithPolicy(instance.Policy{
-			Subjects: []string{"ana", "bo", "cy"}, Quorum: 2, SeparateDuties: true}))
-	})
+		return "", ctx.Suspend("two approvers", instance.WithPolicy(p))
+	}, node.OnResume(func(ctx *node.ToolContext[counter], in askIn, r node.Resumed[string]) (string, error) {
+		return "sent " + in.What, nil
+	}))
 	n, err := node.New("till", node.Config[counter]{Tools: []node.Tool[counter]{transfer}})
 	require.NoError(t, err)
 	model := scripted.Func(func(req *llm.Request) (scripted.Reply, error) {
@@ -51,6 +58,21 @@ func governedEnv(t *testing.T) *env {
 	return e
 }
 
+// parkTill creates a till and runs it, in ctx, until its transfer waits
+// for a decision, and returns the machine's and the suspension's IDs.
+func (e *env) parkTill(t *testing.T, ctx context.Context) (id, sid string) {
+	t.Helper()
+	id, err := e.runner.Create(ctx, "till", "till", nil)
+	require.NoError(t, err)
+	for _, err := range e.runner.Run(ctx, id, machine.UserText("send 100 EUR")) {
+		require.NoError(t, err)
+	}
+	pending, err := e.runner.Pending(ctx, store.Filter{MachineID: id})
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	return id, pending[0].ID
+}
+
 // decide is the body of a decision by by on digest.
 func decide(by, digest string) string {
 	b, _ := json.Marshal(resumehttp.ResumeRequest{Payload: json.RawMessage(`"ok by ` + by + `"`), By: by, Digest: digest})
@@ -63,16 +85,7 @@ func decide(by, digest string) string {
 // each changing nothing — and two approvals resolve it.
 func TestGovernedOverHTTP(t *testing.T) {
 	e := governedEnv(t)
-	ctx := instance.WithIdentity(context.Background(), instance.Identity{Subject: "ana"})
-	id, err := e.runner.Create(ctx, "till", "till", nil)
-	require.NoError(t, err)
-	for _, err := range e.runner.Run(ctx, id, machine.UserText("send 100 EUR")) {
-		require.NoError(t, err)
-	}
-	pending, err := e.runner.Pending(ctx, store.Filter{MachineID: id})
-	require.NoError(t, err)
-	require.Len(t, pending, 1)
-	sid := pending[0].ID
+	id, sid := e.parkTill(t, instance.WithIdentity(context.Background(), instance.Identity{Subject: "ana"}))
 
 	sus := requireOK[resumehttp.Suspension](t, e.call(t, http.MethodGet, "/suspensions/"+sid, ""))
 	require.NotEmpty(t, sus.Digest)
@@ -98,4 +111,37 @@ func TestGovernedOverHTTP(t *testing.T) {
 	require.True(t, sum.Done)
 	require.Empty(t, sum.Pending)
 	require.Equal(t, "transferred", sum.Text)
+}
+
+// Over HTTP an edit travels in the signed body: one the input schema
+// refuses is 400 invalid_input naming the field, changing nothing; an
+// accepted one runs the tool with the edited input. A person the policy does not name cannot cancel (403).
+func TestEditOverHTTP(t *testing.T) {
+	e := governedEnvWith(t, instance.Policy{Subjects: []string{"bo"}, AllowEdit: true})
+	ctx := context.Background()
+	id, sid := e.parkTill(t, ctx)
+	sus := requireOK[resumehttp.Suspension](t, e.call(t, http.MethodGet, "/suspensions/"+sid, ""))
+	require.True(t, sus.Policy.AllowEdit)
+
+	edit := func(input string) string {
+		b, _ := json.Marshal(resumehttp.ResumeRequest{Payload: json.RawMessage(`"ok"`), By: "bo", Digest: sus.Digest, Edit: json.RawMessage(input)})
+		return string(b)
+	}
+	before := e.fingerprint(t, id)
+	body := requireError(t, e.call(t, http.MethodPost, resumePath(sid), edit(`{"what":5}`)), http.StatusBadRequest, "invalid_input")
+	require.Contains(t, body.Error, "what")
+	requireError(t, e.call(t, http.MethodDelete, "/suspensions/"+sid, `{"by":"eve"}`), http.StatusForbidden, "forbidden")
+	e.requireUnchanged(t, before, id)
+
+	sum := requireOK[resumehttp.Summary](t, e.call(t, http.MethodPost, resumePath(sid), edit(`{"what":"50 EUR"}`)))
+	require.True(t, sum.Done)
+	m, _, err := e.runner.Load(ctx, id)
+	require.NoError(t, err)
+	var results []string
+	for _, p := range testkit.SuspendParts(m.History(), sid) {
+		if p.Kind == message.KindToolResult {
+			results = append(results, p.Text)
+		}
+	}
+	require.Equal(t, []string{"[bo edited the input before approving; the call ran with {\"what\":\"50 EUR\"}]\nsent 50 EUR"}, results)
 }

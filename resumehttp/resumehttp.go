@@ -509,9 +509,9 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	onPending(h, w, r, "cancel", func(ctx context.Context, id string, req CancelRequest) (*durable.Run, error) {
-		return h.runner.Cancel(ctx, machine.CancelInput{SuspendID: id, Reason: req.Reason})
+		return h.runner.Cancel(ctx, cancelInput(id, req))
 	}, func(ctx context.Context, id string, req CancelRequest) (durable.Accepted, error) {
-		return h.acceptor.AcceptCancel(ctx, machine.CancelInput{SuspendID: id, Reason: req.Reason})
+		return h.acceptor.AcceptCancel(ctx, cancelInput(id, req))
 	})
 }
 

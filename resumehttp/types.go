@@ -35,12 +35,23 @@ type ResumeRequest struct {
 	Digest string `json:"digest,omitempty"`
 	// Deny marks the decision a refusal, for the policy's quorum.
 	Deny bool `json:"deny,omitempty"`
+	// Edit is the call's input as the decider edited it, any JSON value
+	// (machine.ResumeInput.Edit), in the signed body: only where the
+	// suspension's policy allows edits (403 forbidden otherwise), checked
+	// against the tool's input schema (400 invalid_input naming the
+	// field), and nothing changes when it is refused.
+	Edit json.RawMessage `json:"edit,omitempty"`
 }
 
 // CancelRequest is the optional body of DELETE /suspensions/{id}.
 type CancelRequest struct {
 	// Reason completes the call's error result, "cancelled: Reason".
 	Reason string `json:"reason,omitempty"`
+	// By and Groups are who cancels (machine.CancelInput): a governed
+	// suspension refuses a person its policy does not allow, 403
+	// forbidden. Omitted, the cancellation is the service's own.
+	By     string   `json:"by,omitempty"`
+	Groups []string `json:"groups,omitempty"`
 }
 
 // InvokeRequest is the body of POST /machines/{id}/commands/{name}.

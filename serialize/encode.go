@@ -498,8 +498,9 @@ func (e *encoder) json(what string, v any) json.RawMessage {
 // governance is the JSON of a call's policy and decisions (wireCall's
 // Governance).
 type governance struct {
-	Policy    *instance.Policy    `json:"policy,omitempty"`
-	Decisions []instance.Decision `json:"decisions,omitempty"`
+	Policy      *instance.Policy    `json:"policy,omitempty"`
+	Decisions   []instance.Decision `json:"decisions,omitempty"`
+	InputSchema json.RawMessage     `json:"input_schema,omitempty"`
 }
 
 // fillCall fills the governance of c into w.
@@ -507,7 +508,7 @@ func (e *encoder) fillCall(c *instance.SuspendedCall, w *wireCall) {
 	if c.Policy == nil && len(c.Decisions) == 0 {
 		return
 	}
-	b, err := json.Marshal(governance{Policy: c.Policy, Decisions: c.Decisions})
+	b, err := json.Marshal(governance{Policy: c.Policy, Decisions: c.Decisions, InputSchema: c.InputSchema})
 	if err != nil {
 		e.fail(fmt.Errorf("%w: call %s: governance: %w", ErrEncode, c.SuspendID, err))
 		return

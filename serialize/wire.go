@@ -157,6 +157,8 @@ type wireTimeout struct {
 	IsError bool            `msgpack:"e,omitempty" json:"e,omitempty"`
 	// Summarize is instance.OnTimeoutSummary's action.
 	Summarize bool `msgpack:"s,omitempty" json:"s,omitempty"`
+	// Deny is instance.OnTimeoutDeny's refusal.
+	Deny bool `msgpack:"d,omitempty" json:"d,omitempty"`
 }
 
 // wireReply is instance.HeldReply. A pending result slot is an empty part.

@@ -649,11 +649,12 @@ func (d *decoder) fromWireCallFields3(w *wireCall, v *instance.SuspendedCall) er
 
 // writeTimeout writes v as a wireTimeout.
 func (e *encoder) writeTimeout(v *instance.TimeoutAction) {
-	e.b = appendMapLen(e.b, count(v.Resume, len(v.Payload) > 0, v.IsError, v.Summarize))
+	e.b = appendMapLen(e.b, count(v.Resume, len(v.Payload) > 0, v.IsError, v.Summarize, v.Deny))
 	e.optBool("r", v.Resume)
 	e.optBin("p", v.Payload)
 	e.optBool("e", v.IsError)
 	e.optBool("s", v.Summarize)
+	e.optBool("d", v.Deny)
 }
 
 // readTimeout reads a wireTimeout into v.
@@ -668,6 +669,8 @@ func (d *decoder) readTimeout(v *instance.TimeoutAction) error {
 			return readBool(d, &v.IsError)
 		case "s":
 			return readBool(d, &v.Summarize)
+		case "d":
+			return readBool(d, &v.Deny)
 		}
 		return d.r.skip()
 	})
@@ -675,7 +678,7 @@ func (d *decoder) readTimeout(v *instance.TimeoutAction) error {
 
 // zeroTimeout reports whether v is the zero timeout.
 func zeroTimeout(v *instance.TimeoutAction) bool {
-	return !(v.Resume) && !(len(v.Payload) > 0) && !(v.IsError) && !(v.Summarize)
+	return !(v.Resume) && !(len(v.Payload) > 0) && !(v.IsError) && !(v.Summarize) && !(v.Deny)
 }
 
 // toWireTimeout converts v to the wireTimeout w.
@@ -688,6 +691,7 @@ func (e *encoder) toWireTimeoutFields(v *instance.TimeoutAction, w *wireTimeout)
 	w.Payload = e.rawJSON("timeout", "p", v.Payload)
 	w.IsError = v.IsError
 	w.Summarize = v.Summarize
+	w.Deny = v.Deny
 }
 
 // fromWireTimeout converts the wireTimeout w to v.
@@ -704,6 +708,7 @@ func (d *decoder) fromWireTimeoutFields(w *wireTimeout, v *instance.TimeoutActio
 	v.Payload = nilIfEmpty(w.Payload)
 	v.IsError = w.IsError
 	v.Summarize = w.Summarize
+	v.Deny = w.Deny
 	return err
 }
 

@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -325,12 +326,16 @@ type entry struct {
 	Groups     []string        `json:"groups,omitempty"`
 	Digest     string          `json:"digest,omitempty"`
 	Deny       bool            `json:"deny,omitempty"`
+	Edit       json.RawMessage `json:"edit,omitempty"`
+	// decider is the approver a governed decision counts for (the inbox
+	// row's decider), empty for any other input; not in the body.
+	decider string
 }
 
 // resume is the resume input of e.
 func (e entry) resume() machine.ResumeInput {
 	return machine.ResumeInput{SuspendID: e.SuspendID, Payload: entryPayload(e.Payload), IsError: e.IsError, FreshTurn: e.FreshTurn, By: e.By,
-		Groups: e.Groups, Digest: e.Digest, Deny: e.Deny}
+		Groups: e.Groups, Digest: e.Digest, Deny: e.Deny, Edit: entryPayload(e.Edit)}
 }
 
 // entryPayload is an entry's encoded payload as an input's: nil when there is
@@ -347,7 +352,7 @@ func (e entry) input(kind string) (machine.Input, error) {
 	case inResume:
 		return e.resume(), nil
 	case inCancel:
-		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason, By: e.By}, nil
+		return machine.CancelInput{SuspendID: e.SuspendID, Reason: e.Reason, By: e.By, Groups: e.Groups}, nil
 	case inCommand:
 		return command.Invocation{Name: e.Command, Input: e.Input, InstanceID: e.InstanceID, ID: e.Invocation}, nil
 	case inMessage:
@@ -374,8 +379,12 @@ func (f *Fleet) Resume(ctx context.Context, in machine.ResumeInput) (durable.Acc
 	if err != nil {
 		return durable.Accepted{}, fmt.Errorf("fleet: resume %s: %w", in.SuspendID, err)
 	}
+	edit, err := instance.EncodePayload(in.Edit)
+	if err != nil {
+		return durable.Accepted{}, fmt.Errorf("fleet: resume %s: edit: %w", in.SuspendID, err)
+	}
 	return f.acceptResult(ctx, in.SuspendID, inResume, entry{SuspendID: in.SuspendID, Payload: raw, IsError: in.IsError, FreshTurn: in.FreshTurn, By: in.By,
-		Groups: in.Groups, Digest: in.Digest, Deny: in.Deny})
+		Groups: in.Groups, Digest: in.Digest, Deny: in.Deny, Edit: edit})
 }
 
 // AcceptResume is Resume. With AcceptCancel, AcceptInvoke and Await, it
@@ -386,7 +395,7 @@ func (f *Fleet) AcceptResume(ctx context.Context, in machine.ResumeInput) (durab
 
 // Cancel accepts the cancellation in, as Resume accepts a result.
 func (f *Fleet) Cancel(ctx context.Context, in machine.CancelInput) (durable.Accepted, error) {
-	return f.acceptResult(ctx, in.SuspendID, inCancel, entry{SuspendID: in.SuspendID, Reason: in.Reason, By: in.By})
+	return f.acceptResult(ctx, in.SuspendID, inCancel, entry{SuspendID: in.SuspendID, Reason: in.Reason, By: in.By, Groups: in.Groups})
 }
 
 // AcceptCancel is Cancel.
@@ -417,6 +426,15 @@ func (f *Fleet) acceptResult(ctx context.Context, suspendID, kind string, e entr
 		// A payload the run would refuse is refused now: the call's
 		// schema cannot change while it is pending.
 		if err := f.runner.CheckPayload(ctx, sus.MachineID, e.resume()); err != nil {
+			return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+		}
+		if e.decider, err = f.decider(ctx, e.resume()); err != nil {
+			return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
+		}
+	}
+	if kind == inCancel {
+		in := machine.CancelInput{SuspendID: suspendID, By: e.By, Groups: e.Groups}
+		if err := f.runner.CheckCancel(ctx, sus.MachineID, in); err != nil {
 			return durable.Accepted{}, fmt.Errorf("fleet: %s %s: %w", kind, suspendID, err)
 		}
 	}
@@ -509,8 +527,11 @@ func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (du
 			if kind != inCancel && deadline != nil && !now.Before(*deadline) {
 				return fmt.Errorf("suspension %s (deadline %s): %w", *suspendID, deadline.UTC().Format(time.RFC3339), machine.ErrDeadlinePassed)
 			}
+			if err := f.checkAccepted(ctx, tx, *suspendID, e); err != nil {
+				return err
+			}
 		}
-		if err := tx.QueryRow(ctx, f.q.insert, machineID, suspendID, kind, body).Scan(&a.InboxID); err != nil {
+		if err := tx.QueryRow(ctx, f.q.insert, machineID, suspendID, kind, body, e.decider).Scan(&a.InboxID); err != nil {
 			return err
 		}
 		// The run that applies the input logs after this.
@@ -521,6 +542,87 @@ func (f *Fleet) accept(ctx context.Context, machineID, kind string, e entry) (du
 		return err
 	})
 	return a, err
+}
+
+// decider returns the approver the decision in counts for when its call
+// is governed (the inbox row's decider), empty otherwise. The decision
+// was checked already (Runner.CheckPayload).
+func (f *Fleet) decider(ctx context.Context, in machine.ResumeInput) (string, error) {
+	call, err := f.runner.Call(ctx, in.SuspendID)
+	if err != nil || call.Policy == nil {
+		return "", err
+	}
+	return call.CheckDecision(instance.Identity{Subject: in.By, Groups: in.Groups}, in.Digest, f.cfg.Charter.Now())
+}
+
+// checkAccepted checks, under the machine's inbox lock, input e for
+// suspension id against the results accepted for it and not yet applied.
+// Any result but a governed decision is one per suspension
+// (instance.ErrAlreadyResolved after another); the approvers of a
+// governed call each have their decision accepted — a second of the same
+// approver is instance.ErrAlreadyDecided — until the decisions recorded
+// on the call and those accepted settle it (instance.ErrAlreadyResolved
+// after); a decision after an accepted edit is instance.ErrStaleDecision,
+// as it names the digest the edit changes. The call is read after the inbox, so that a decision applied
+// meanwhile (saved, then its row removed) is seen in one or the other.
+func (f *Fleet) checkAccepted(ctx context.Context, tx pgx.Tx, id string, e entry) error {
+	rows, err := tx.Query(ctx, f.q.accepted, id)
+	if err != nil {
+		return err
+	}
+	var accepted []instance.Decision
+	edited := false
+	for rows.Next() {
+		var d instance.Decision
+		var body []byte
+		var prior entry
+		if err := rows.Scan(&d.By, &body); err != nil {
+			rows.Close()
+			return err
+		}
+		if d.By == "" || json.Unmarshal(body, &prior) != nil {
+			rows.Close()
+			return fmt.Errorf("a result was already accepted: %w", instance.ErrAlreadyResolved)
+		}
+		d.Deny = prior.Deny
+		edited = edited || len(prior.Edit) > 0
+		accepted = append(accepted, d)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if edited && e.decider != "" {
+		// The edit, once applied, changes the digest this decision names.
+		return fmt.Errorf("an edit of the input was accepted: %w", instance.ErrStaleDecision)
+	}
+	if len(accepted) == 0 && e.decider == "" {
+		return nil
+	}
+	call, err := f.runner.Call(ctx, id)
+	if err != nil {
+		return err
+	}
+	if call.Policy == nil {
+		return nil
+	}
+	ds := slices.Clone(call.Decisions)
+	for _, d := range accepted {
+		if !decidedBy(ds, d.By) {
+			ds = append(ds, d)
+		}
+	}
+	if e.decider != "" && decidedBy(ds, e.decider) {
+		return fmt.Errorf("%q's decision was already accepted: %w", e.decider, instance.ErrAlreadyDecided)
+	}
+	if call.Policy.Tally(ds) != nil {
+		return fmt.Errorf("the decisions accepted settle it: %w", instance.ErrAlreadyResolved)
+	}
+	return nil
+}
+
+// decidedBy reports whether a decision of ds counts for principal.
+func decidedBy(ds []instance.Decision, principal string) bool {
+	return slices.ContainsFunc(ds, func(d instance.Decision) bool { return d.Principal() == principal })
 }
 
 // runOpts makes the run job unique per machine among unfinished jobs.

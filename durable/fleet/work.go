@@ -23,6 +23,7 @@ import (
 // queries holds the fleet's SQL with the store's schema filled in.
 type queries struct {
 	exists, insert, revision, inbox, consume, remove string
+	accepted                                         string
 	pending, clear, expiry, retention                string
 	logSeq, queued, status, stuck, takeOver          string
 }
@@ -31,7 +32,8 @@ func newQueries(schema string) queries {
 	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())
 	return queries{
 		exists:   r.Replace(`SELECT EXISTS (SELECT 1 FROM {s}.machines WHERE id = $1)`),
-		insert:   r.Replace(`INSERT INTO {s}.inbox (machine_id, suspend_id, kind, body) VALUES ($1, $2, $3, $4) RETURNING id`),
+		insert:   r.Replace(`INSERT INTO {s}.inbox (machine_id, suspend_id, kind, body, decider) VALUES ($1, $2, $3, $4, $5) RETURNING id`),
+		accepted: r.Replace(`SELECT decider, body FROM {s}.inbox WHERE suspend_id = $1 ORDER BY id`),
 		revision: r.Replace(`SELECT revision FROM {s}.machines WHERE id = $1`),
 		inbox:    r.Replace(`SELECT id, kind, body, consumed_rev FROM {s}.inbox WHERE machine_id = $1 ORDER BY id`),
 		consume:  r.Replace(`UPDATE {s}.inbox SET consumed_rev = $2 WHERE id = $1`),
@@ -285,8 +287,15 @@ func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) erro
 		return river.JobSnooze(f.cfg.BusySnooze)
 	}
 	defer h.Release()
-	_, err = drain(h.Expire(ctx, now))
-	return err
+	if _, err = drain(h.Expire(ctx, now)); err != nil {
+		return err
+	}
+	// An escalation (instance.Escalation) leaves the call pending with a
+	// later deadline: this job waits for it.
+	if sus, err = f.runner.Suspension(ctx, job.Args.SuspendID); err == nil && sus.Status == store.StatusPending && sus.Deadline.After(now) {
+		return river.JobSnooze(sus.Deadline.Sub(now))
+	}
+	return nil
 }
 
 // expiry reads the database's clock under the machine's inbox lock, and

@@ -374,6 +374,13 @@ var migrations = [...]string{
 		rule text PRIMARY KEY,
 		used bigint NOT NULL
 	);`,
+	// 15: a fleet's inbox holds one result per suspension and decider:
+	// the approvers of a governed suspension's quorum (the decider, the
+	// approver a decision counts for) each have theirs accepted, while
+	// any other result (decider '') stays one per suspension.
+	`ALTER TABLE {s}.inbox ADD COLUMN decider text NOT NULL DEFAULT '';
+	ALTER TABLE {s}.inbox DROP CONSTRAINT inbox_suspend_id_key;
+	CREATE UNIQUE INDEX inbox_suspend_decider_idx ON {s}.inbox (suspend_id, decider);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of

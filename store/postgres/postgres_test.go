@@ -175,6 +175,7 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 	for _, sql := range []string{
 		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
 		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`ALTER TABLE {s}.inbox DROP COLUMN decider, ADD CONSTRAINT inbox_suspend_id_key UNIQUE (suspend_id)`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 7`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation) VALUES
@@ -293,6 +294,7 @@ func TestMigrateEventFloors(t *testing.T) {
 	s, _, _ := upgraded(t,
 		// Back to version 8, as an older package left it.
 		`DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`ALTER TABLE {s}.inbox DROP COLUMN decider, ADD CONSTRAINT inbox_suspend_id_key UNIQUE (suspend_id)`,
 		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
 		`DROP TABLE {s}.event_floors`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 8`,
