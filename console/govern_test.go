@@ -104,4 +104,30 @@ func TestGovernedEditForm(t *testing.T) {
 		}
 	}
 	require.True(t, edited, "the history records the edit")
+
+	// The page of the decided suspension shows who edited what.
+	_, body = ada.get(page)
+	require.Contains(t, body, "Input edited")
+	require.Contains(t, body, "by <b>ada</b>")
+	require.Regexp(t, `<code>amount</code>: <del>\d+</del> → <ins>5</ins>`, body)
+	require.NotContains(t, body, "<code>order</code>", "an unchanged field is not listed")
+}
+
+// TestEditShownWhilePending: under a quorum, an approver's edit leaves the
+// call waiting for the other's approval of the edited action, and the
+// decide page shows the edit beside the progress.
+func TestEditShownWhilePending(t *testing.T) {
+	s, _, id := refundStack(t, instance.Policy{Subjects: []string{"ada", "bob"}, Quorum: 2, AllowEdit: true})
+	page := "/ui/suspensions/" + id
+	ada, bob := signedIn(t, s, "ada"), signedIn(t, s, "bob")
+	_, body := ada.get(page)
+	digest := regexp.MustCompile(`name="digest" value="([^"]+)"`).FindStringSubmatch(body)[1]
+	status, _, _ := ada.post(page, page+"/resume", url.Values{"_decision": {"true"}, "digest": {digest}, "_edit": {`{"order":7,"amount":5}`}})
+	require.Equal(t, http.StatusSeeOther, status)
+	s.requireStatus(t, id, store.StatusPending)
+
+	_, body = bob.get(page)
+	require.Contains(t, body, "1 of 2 approvals")
+	require.Contains(t, body, "Input edited")
+	require.Regexp(t, `by <b>ada</b><br><code>amount</code>: <del>\d+</del> → <ins>5</ins>`, body)
 }

@@ -155,6 +155,9 @@ type suspensionData struct {
 	Outcome Outcome
 	// Request is what is being decided, in people's words.
 	Request *callView
+	// Edits are the approvers' edits of the call's input, oldest first
+	// (the Request's while it is pending).
+	Edits []editView
 	// Audit is the audit log's verification, when the console has one.
 	Audit *auditStatus
 }
@@ -178,6 +181,8 @@ type callView struct {
 	Left, AtDeadline string
 	Overdue          bool
 	Governance       *policyView
+	// Edits are the approvers' edits of the call's input, oldest first.
+	Edits []editView
 }
 
 // request lays pending call of node out for people, at now.
@@ -220,11 +225,13 @@ func (c *Console) lookup(ctx context.Context, id string) (suspensionData, error)
 		return d, err
 	}
 	d.Outcome = outcomeOf(e, outcomes(m))
+	d.Edits = edits(m)[id]
 	if in, call := m.Root().FindCall(id); call != nil && call.Status == instance.StatusPending {
 		d.Call, d.Node = call, in.Node
 		d.Input, d.Metadata = pretty(call.Input), pretty(call.Metadata)
 		d.Form = newForm(call.PayloadSchema)
 		d.Request = c.request(call, in.Node, c.now())
+		d.Request.Edits = d.Edits
 	}
 	return d, nil
 }
@@ -311,9 +318,12 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 	}
 	root := m.Root()
 	d := machineData{ID: id, Revision: rev, Decided: r.URL.Query().Get("decided"), Done: r.URL.Query().Get("done"), Audit: c.audit.status(r.Context(), c.now())}
+	edited := edits(m)
 	for _, call := range m.Pending() {
 		if in, _ := root.FindCall(call.SuspendID); in != nil {
-			d.Requests = append(d.Requests, c.request(&call, in.Node, c.now()))
+			q := c.request(&call, in.Node, c.now())
+			q.Edits = edited[call.SuspendID]
+			d.Requests = append(d.Requests, q)
 		}
 	}
 	st, err := c.statuser.Status(r.Context(), id)

@@ -119,12 +119,14 @@ func checkEdit(c *instance.SuspendedCall, ri ResumeInput) (json.RawMessage, erro
 
 // EditedRecord is the data of the "edited" record the history keeps when
 // a decision edits a governed call's input (ResumeInput.Edit): who, the
-// digests before and after, and the input the call now has.
+// digests before and after, the input the call now has and the one it
+// had before.
 type EditedRecord struct {
-	By    string          `json:"by"`
-	From  string          `json:"from_digest"`
-	To    string          `json:"to_digest"`
-	Input json.RawMessage `json:"input"`
+	By     string          `json:"by"`
+	From   string          `json:"from_digest"`
+	To     string          `json:"to_digest"`
+	Input  json.RawMessage `json:"input"`
+	Before json.RawMessage `json:"before,omitempty"`
 }
 
 // edit replaces the input of call c of in with edit, the decision d's:
@@ -135,7 +137,7 @@ func (t *tx) edit(in *instance.Instance, c *instance.SuspendedCall, d *instance.
 	if err != nil {
 		return err
 	}
-	t.record(in, "edited", EditedRecord{By: d.By, From: c.Digest, To: digest, Input: edit}, c.SuspendID)
+	t.record(in, "edited", EditedRecord{By: d.By, From: c.Digest, To: digest, Input: edit, Before: c.Input}, c.SuspendID)
 	c.Input, c.Digest, c.Decisions = edit, digest, nil
 	d.Edit, d.EditDigest = edit, digest
 	return nil
