@@ -1,12 +1,14 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -155,4 +157,56 @@ func (a *auth) cookie(r *http.Request, name, value string, maxAge int) *http.Coo
 		Name: name, Value: value, Path: a.path, MaxAge: maxAge,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
 	}
+}
+
+// SessionOr returns an authentication for other endpoints served on the
+// console's origin — an AG-UI endpoint (agui.Config.Auth), say — that
+// lets people signed in to the console use them: a request from a
+// signed-in person passes, its identity in [Console.Identity]; any other
+// goes to other (the API's signed requests, resumehttp.Handler.Protect),
+// or is refused with 401 when other is nil. A request that rests on the
+// session cookie and is not a GET, HEAD or OPTIONS must come from the
+// console's origin (its Origin header names the request's host), or it
+// is refused with 403, so that another site's page cannot act with a
+// person's cookie.
+func (c *Console) SessionOr(other func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		fallback := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "console: not signed in", http.StatusUnauthorized)
+		}))
+		if other != nil {
+			fallback = other(next)
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := c.auth.principal(r)
+			if id.Subject == "" {
+				fallback.ServeHTTP(w, r)
+				return
+			}
+			byCookie := c.auth.header == "" || strings.TrimSpace(r.Header.Get(c.auth.header)) == ""
+			switch r.Method {
+			case http.MethodGet, http.MethodHead, http.MethodOptions:
+			default:
+				if byCookie && !sameOrigin(r) {
+					http.Error(w, "console: a signed-in request from another origin", http.StatusForbidden)
+					return
+				}
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, id)))
+		})
+	}
+}
+
+// Identity is the subject of the person signed in to the console who
+// sent r, through [Console.SessionOr]; "" for a request that did not come
+// through it with a session (agui.Config.Identity).
+func (c *Console) Identity(r *http.Request) string {
+	id, _ := r.Context().Value(whoKey{}).(instance.Identity)
+	return id.Subject
+}
+
+// sameOrigin reports whether r's Origin header names r's own host.
+func sameOrigin(r *http.Request) bool {
+	u, err := url.Parse(r.Header.Get("Origin"))
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }

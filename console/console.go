@@ -69,6 +69,10 @@ type Config struct {
 	// Prefix is the path the console is mounted at (DefaultPrefix if
 	// empty); it must start and end with "/".
 	Prefix string
+	// CookiePath is the path the console's cookies are sent for: Prefix
+	// if empty. "/" (or any path Prefix is under) lets other endpoints of
+	// the origin accept the console's sign-in ([Console.SessionOr]).
+	CookiePath string
 	// Fleet, if set, adds the fleet view: runs in progress, queued and
 	// scheduled work, failures (a *fleet.Fleet, on PostgreSQL).
 	Fleet FleetView
@@ -162,6 +166,10 @@ func New(cfg Config) (*Console, error) {
 	if !strings.HasPrefix(c.prefix, "/") || !strings.HasSuffix(c.prefix, "/") {
 		return nil, fmt.Errorf("%w: prefix %q must start and end with /", ErrInvalidConfig, c.prefix)
 	}
+	cookiePath := cmp.Or(cfg.CookiePath, c.prefix)
+	if !strings.HasPrefix(cookiePath, "/") || !strings.HasPrefix(c.prefix, cookiePath) {
+		return nil, fmt.Errorf("%w: cookie path %q must start with / and hold the prefix %q", ErrInvalidConfig, cookiePath, c.prefix)
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -182,7 +190,7 @@ func New(cfg Config) (*Console, error) {
 			return nil, err
 		}
 	}
-	c.auth = &auth{secret: cfg.Secret, signIn: len(cfg.Secret) > 0 || c.oidc != nil, header: cfg.IdentityHeader, ttl: cfg.SessionTTL, path: c.prefix, now: c.now}
+	c.auth = &auth{secret: cfg.Secret, signIn: len(cfg.Secret) > 0 || c.oidc != nil, header: cfg.IdentityHeader, ttl: cfg.SessionTTL, path: cookiePath, now: c.now}
 	if c.auth.ttl <= 0 {
 		c.auth.ttl = DefaultSessionTTL
 	}

@@ -234,11 +234,11 @@ func (c *CLI) serveHandler(cfg *serveConfig, db *DB) (http.Handler, func(), erro
 	if cfg.sender, err = c.newSender(cfg.webhooks, db); err != nil {
 		return nil, nil, err
 	}
-	h, err := cfg.ui.mount(c, db, api, rc, cfg.sender)
+	h, ui, err := cfg.ui.mount(c, db, api, rc, cfg.sender, cfg.agui.path != "")
 	if err != nil {
 		return nil, nil, err
 	}
-	h, stop, err := cfg.agui.mount(c, db, api, h)
+	h, stop, err := cfg.agui.mount(c, db, api, ui, h)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/markov-agents/markov/agui"
+	"github.com/markov-agents/markov/console"
 	"github.com/markov-agents/markov/resumehttp"
 )
 
@@ -18,7 +19,7 @@ type aguiFlags struct {
 }
 
 func (f *aguiFlags) register(fs *flag.FlagSet, node string) {
-	fs.StringVar(&f.path, "agui", "", "serve the AG-UI endpoint at `path` (for example /agui; off if empty), behind the API's signed requests")
+	fs.StringVar(&f.path, "agui", "", "serve the AG-UI endpoint at `path` (for example /agui; off if empty), behind the API's signed requests or, with --console, the console's sign-in")
 	fs.StringVar(&f.node, "agui-node", node, "the `node` new AG-UI threads start at")
 	fs.StringVar(&f.origins, "agui-origins", "", "comma-separated `origins` of the browser frontends allowed to call the AG-UI endpoint (CORS; * for any)")
 }
@@ -37,9 +38,10 @@ func (f *aguiFlags) check(cmd string) error {
 }
 
 // mount returns next with the AG-UI endpoint at its path, behind api's
-// authentication, when enabled, and the function that stops the runs it
-// started (nothing to stop when disabled).
-func (f *aguiFlags) mount(c *CLI, db *DB, api *resumehttp.Handler, next http.Handler) (http.Handler, func(), error) {
+// authentication — or the console's sign-in, when ui is set — when
+// enabled, and the function that stops the runs it started (nothing to
+// stop when disabled).
+func (f *aguiFlags) mount(c *CLI, db *DB, api *resumehttp.Handler, ui *console.Console, next http.Handler) (http.Handler, func(), error) {
 	if f.path == "" {
 		return next, func() {}, nil
 	}
@@ -49,7 +51,13 @@ func (f *aguiFlags) mount(c *CLI, db *DB, api *resumehttp.Handler, next http.Han
 			origins = append(origins, o)
 		}
 	}
-	h, err := agui.New(agui.Config{Runner: db.Runner, Node: f.node, Auth: api.Protect, AllowOrigins: origins, Logger: c.Logger})
+	cfg := agui.Config{Runner: db.Runner, Node: f.node, Auth: api.Protect, AllowOrigins: origins, Logger: c.Logger}
+	if ui != nil {
+		// People signed in to the console use it too (a page on the
+		// same origin), their answers in their name.
+		cfg.Auth, cfg.Identity = ui.SessionOr(api.Protect), ui.Identity
+	}
+	h, err := agui.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

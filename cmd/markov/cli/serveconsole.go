@@ -61,21 +61,23 @@ func (f *consoleFlags) register(fs *flag.FlagSet) {
 	f.oidc.register(fs)
 }
 
-// mount returns api alone, or api with the console at /ui/ when enabled.
-// The console takes decisions through the API's acceptor, limits
-// sign-ins per the API's client key, and shows the deliveries of sender
-// (if any).
-func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Config, sender *webhook.Sender) (http.Handler, error) {
+// mount returns api alone, or api with the console at /ui/ when enabled,
+// and the console (nil when disabled). The console takes decisions
+// through the API's acceptor, limits sign-ins per the API's client key,
+// and shows the deliveries of sender (if any). Its cookies are sent for
+// the whole origin when shared is set, so that the AG-UI endpoint
+// accepts its sign-in.
+func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Config, sender *webhook.Sender, shared bool) (http.Handler, *console.Console, error) {
 	if !f.enabled {
-		return api, nil
+		return api, nil, nil
 	}
 	secret := c.getenv(f.secretEnv)
 	oidc, err := f.oidc.config(c.getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if secret == "" && f.header == "" && oidc == nil {
-		return nil, fmt.Errorf("--console needs $%s (a sign-in secret), --console-oidc-issuer or --console-identity-header", f.secretEnv)
+		return nil, nil, fmt.Errorf("--console needs $%s (a sign-in secret), --console-oidc-issuer or --console-identity-header", f.secretEnv)
 	}
 	cfg := console.Config{Runner: db.Runner, Acceptor: rc.Acceptor, Charter: c.Charter, Secret: []byte(secret), IdentityHeader: f.header, OIDC: oidc, Logger: c.Logger,
 		ClientKey: rc.ClientKey} // the API's: behind trusted proxies, the forwarded address
@@ -88,9 +90,12 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Con
 	if sender != nil {
 		cfg.Deliveries = sender // the deliveries page
 	}
+	if shared {
+		cfg.CookiePath = "/"
+	}
 	ui, err := console.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fmt.Fprintf(c.Out(), "the console is at %s\n", console.DefaultPrefix)
 	// Routed by prefix, not by a ServeMux, which would redirect an unclean
@@ -101,5 +106,5 @@ func (f *consoleFlags) mount(c *CLI, db *DB, api http.Handler, rc resumehttp.Con
 			return
 		}
 		api.ServeHTTP(w, r)
-	}), nil
+	}), ui, nil
 }
