@@ -106,7 +106,7 @@ func TestGovernedEdit(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, machine.EditedRecord{By: "bo", From: digest, To: want, Input: json.RawMessage(`{"amount":500,"to":"acme"}`)}, rec)
+	require.Equal(t, machine.EditedRecord{By: "bo", From: digest, To: want, Input: json.RawMessage(`{"amount":500,"to":"acme"}`), Before: json.RawMessage(`{"amount":900,"to":"acme"}`)}, rec)
 }
 
 func TestEditNeedsPolicy(t *testing.T) {
