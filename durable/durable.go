@@ -905,7 +905,7 @@ func (s *session) save(ctx context.Context) (err error) {
 	for i, c := range pending {
 		index[i] = store.Suspension{
 			ID: c.SuspendID, MachineID: s.id, Status: store.Status(c.Status), Kind: string(c.Kind), Event: c.Event,
-			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, CreatedAt: c.SuspendedAt,
+			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, RemindAt: c.RemindAt, CreatedAt: c.SuspendedAt,
 		}
 		current[c.SuspendID] = true
 	}
