@@ -385,7 +385,10 @@ func (c *SuspendedCall) ScheduleReminder(from time.Time) {
 	}
 	every := c.Policy.Remind
 	next := from.Add(every)
-	if !c.RemindAt.IsZero() && c.RemindAt.Before(next) {
+	switch {
+	case c.RemindAt.After(from):
+		next = c.RemindAt // not due yet
+	case !c.RemindAt.IsZero():
 		// Keep the rhythm: the first of RemindAt + k·every after from.
 		next = c.RemindAt.Add((from.Sub(c.RemindAt)/every + 1) * every)
 	}
