@@ -187,8 +187,15 @@ func TestEscalationOnFleet(t *testing.T) {
 	call := steps[len(steps)-1].Suspensions[0]
 	results := payResults(t, f, "esc", call)
 	require.Equal(t, []string{"nobody answered"}, results)
+	require.Equal(t, []string{machine.DecisionEscalated, machine.DecisionDenied}, auditOutcomes(t, s))
+}
+
+// auditOutcomes verifies the audit log of s and returns the outcome of
+// each entry, oldest first.
+func auditOutcomes(t *testing.T, s *postgres.Store) []string {
+	t.Helper()
 	var outcomes []string
-	_, err = store.VerifyAudit(ctx, s, nil, func(e store.AuditEntry) error {
+	_, err := store.VerifyAudit(context.Background(), s, nil, func(e store.AuditEntry) error {
 		var rec durable.AuditRecord
 		if err := json.Unmarshal(e.Entry, &rec); err != nil {
 			return err
@@ -197,7 +204,7 @@ func TestEscalationOnFleet(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{machine.DecisionEscalated, machine.DecisionDenied}, outcomes)
+	return outcomes
 }
 
 // remindPolicy governs the charter's "remind" tool: bo decides, and is
@@ -219,16 +226,7 @@ func TestRemindersOnFleet(t *testing.T) {
 	require.NoError(t, err)
 	call := steps[len(steps)-1].Suspensions[0]
 	require.Equal(t, []string{"nobody answered"}, payResults(t, f, "rem", call))
-	var outcomes []string
-	_, err = store.VerifyAudit(ctx, s, nil, func(e store.AuditEntry) error {
-		var rec durable.AuditRecord
-		if err := json.Unmarshal(e.Entry, &rec); err != nil {
-			return err
-		}
-		outcomes = append(outcomes, rec.Outcome)
-		return nil
-	})
-	require.NoError(t, err)
+	outcomes := auditOutcomes(t, s)
 	reminders := len(outcomes) - 1
 	require.GreaterOrEqual(t, reminders, 1, "reminded before the deadline: %v", outcomes)
 	require.LessOrEqual(t, reminders, 7, "at most once per interval, none at the deadline: %v", outcomes)
