@@ -552,7 +552,8 @@ type Parker interface {
 // pending suspensions to one timeout sweeper at a time, across processes.
 type ExpiryClaimer interface {
 	// ClaimExpired hands out up to limit (no cap if limit <= 0) suspensions
-	// that are Claimable at now, earliest deadline first, and leases them
+	// that are Claimable at now — past their deadline, or with a reminder
+	// due (Suspension.RemindAt) — in the order of CompareSuspensions, and leases them
 	// until now+lease: until then no other call, in any process, receives
 	// them again. The returned entries carry the new ClaimedUntil. A
 	// sweeper that handled a suspension saves its machine with the
