@@ -328,3 +328,27 @@ func TestBrowserPeoplePages(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserReminded: a reminder of a governed call (instance.Policy.Remind)
+// shows on the machine page's timeline as it happens, without a reload,
+// naming the suspension.
+func TestBrowserReminded(t *testing.T) {
+	ctx, _ := browser(t, true)
+	s, r, id := refundStack(t, instance.Policy{Subjects: []string{"ada"}, Remind: time.Millisecond})
+	require.NoError(t, chromedp.Do(ctx,
+		signInAs(s, "ada"),
+		chromedp.Navigate(s.srv.URL+"/ui/machines/m1"),
+		chromedp.WaitVisible(css(`body[data-following="1"]`)),
+		chromedp.WaitVisible(css(`#timeline li.ev.suspended`)),
+		markPage,
+	))
+	// The reminder is due a millisecond after the call: sweep until it is.
+	require.Eventually(t, func() bool {
+		n, err := r.Sweep(context.Background(), 0)
+		require.NoError(t, err)
+		return n > 0
+	}, 10*time.Second, time.Millisecond)
+	require.Contains(t, text(t, ctx, `#timeline li.ev.reminded`), id)
+	s.requireStatus(t, id, store.StatusPending)
+	requireNotReloaded(t, ctx)
+}

@@ -427,7 +427,9 @@ func (r *Runner) Delete(ctx context.Context, id string) error {
 }
 
 // Sweep claims up to limit expired suspensions (limit ≤ 0: all) and runs
-// their machines, which resolves each by its on-timeout action. Claims are
+// their machines, which resolves each by its on-timeout action; it claims
+// a suspension whose reminder is due (instance.Policy.Remind) too, and its
+// run sends the reminder and leaves the call pending. Claims are
 // exclusive across processes for the lease, so concurrent sweepers never
 // handle the same suspension twice. Deadlines are judged on the charter's
 // clock (machine.CharterConfig.Clock, time.Now by default): on SQLite, the
@@ -905,7 +907,7 @@ func (s *session) save(ctx context.Context) (err error) {
 	for i, c := range pending {
 		index[i] = store.Suspension{
 			ID: c.SuspendID, MachineID: s.id, Status: store.Status(c.Status), Kind: string(c.Kind), Event: c.Event,
-			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, CreatedAt: c.SuspendedAt,
+			Name: c.Name, Reason: c.Reason, Deadline: c.Deadline, RemindAt: c.RemindAt, CreatedAt: c.SuspendedAt,
 		}
 		current[c.SuspendID] = true
 	}

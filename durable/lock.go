@@ -187,7 +187,8 @@ func (r *Runner) loadHeld(ctx context.Context, id string) (*session, error) {
 }
 
 // Expire resolves every suspension of the machine whose deadline is at or
-// before now by its on-timeout action, saves, and runs the machine on as
+// before now by its on-timeout action, reminds those whose reminder is
+// due (instance.Policy.Remind), saves, and runs the machine on as
 // Run does. A coordinator passes its database's clock as now, so that no
 // process's own clock decides a deadline.
 func (h *Hold) Expire(ctx context.Context, now time.Time) iter.Seq2[machine.Step, error] {
@@ -198,7 +199,7 @@ func (h *Hold) Expire(ctx context.Context, now time.Time) iter.Seq2[machine.Step
 			return
 		}
 		expire := func(ctx context.Context) ([]machine.Event, error) {
-			due := slices.ContainsFunc(s.m.Pending(), func(c instance.SuspendedCall) bool { return c.Expired(now) })
+			due := slices.ContainsFunc(s.m.Pending(), func(c instance.SuspendedCall) bool { return c.Expired(now) || c.ReminderDue(now) })
 			events, err := s.m.ExpireEvents(now)
 			if err != nil {
 				return nil, err

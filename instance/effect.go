@@ -235,6 +235,9 @@ const (
 	// EventEscalated: a governed call's deadline passed and its policy's
 	// escalation re-asks it (Policy.Escalation); the call stays pending.
 	EventEscalated EventType = "escalated"
+	// EventReminded: a governed call's reminder came (Policy.Remind); the
+	// call stays pending, its deadline unchanged.
+	EventReminded EventType = "reminded"
 )
 
 // Cause says what resolved a suspension.

@@ -63,6 +63,13 @@ type Policy struct {
 	// SeparateDuties ask. Without it no rule decides a governed call, and
 	// people do.
 	AllowRules bool `json:"allow_rules,omitempty"`
+	// Remind, when positive, reminds the approvers every Remind while
+	// the call waits, before its deadline: a "reminded" lifecycle event
+	// (EventReminded) on the machine's log, which leaves the call pending
+	// and its deadline where it is. The first reminder comes Remind after
+	// the call suspends (or escalates); none comes at or after the
+	// deadline.
+	Remind time.Duration `json:"remind,omitempty"`
 }
 
 // Escalation re-asks a governed call at its deadline: the call stays
@@ -158,6 +165,9 @@ func (p Policy) Check() error {
 		if err := e.Policy.Check(); err != nil {
 			return fmt.Errorf("escalation: %w", err)
 		}
+	}
+	if p.Remind < 0 {
+		return fmt.Errorf("policy: remind %s is negative: %w", p.Remind, ErrBadPolicy)
 	}
 	if p.Quorum < 0 {
 		return fmt.Errorf("policy: quorum %d is negative: %w", p.Quorum, ErrQuorumTooLarge)
@@ -358,7 +368,40 @@ func (c *SuspendedCall) Escalate(node string, now time.Time) (bool, error) {
 	}
 	c.Policy, c.Decisions, c.Digest = &next, nil, digest
 	c.Deadline = now.Add(e.Timeout).UTC()
+	c.RemindAt = time.Time{}
+	c.ScheduleReminder(now)
 	return true, nil
+}
+
+// ScheduleReminder sets RemindAt, the call's next reminder, to the first
+// time after from that is a whole number of its policy's Remind
+// intervals past the current RemindAt (or past from, when there is none),
+// or to zero when that is not before the deadline or the policy reminds
+// no one. Reminders missed while nothing ran the call are not made up.
+func (c *SuspendedCall) ScheduleReminder(from time.Time) {
+	if c.Policy == nil || c.Policy.Remind <= 0 {
+		c.RemindAt = time.Time{}
+		return
+	}
+	every := c.Policy.Remind
+	next := from.Add(every)
+	switch {
+	case c.RemindAt.After(from):
+		next = c.RemindAt // not due yet
+	case !c.RemindAt.IsZero():
+		// Keep the rhythm: the first of RemindAt + k·every after from.
+		next = c.RemindAt.Add((from.Sub(c.RemindAt)/every + 1) * every)
+	}
+	if !c.Deadline.IsZero() && !next.Before(c.Deadline) {
+		next = time.Time{}
+	}
+	c.RemindAt = next.UTC()
+}
+
+// ReminderDue reports whether the call is pending with a reminder at or
+// before now, and before its deadline.
+func (c *SuspendedCall) ReminderDue(now time.Time) bool {
+	return c.Status == StatusPending && !c.RemindAt.IsZero() && !now.Before(c.RemindAt) && !c.Expired(now)
 }
 
 // CallDigest returns the digest of what a decision on a call decides: the

@@ -152,6 +152,9 @@ type SuspendedCall struct {
 	// recorded on a call whose policy allows edits (Policy.AllowEdit): an
 	// edited input must satisfy it.
 	InputSchema json.RawMessage
+	// RemindAt is when the call's next reminder is due (Policy.Remind),
+	// zero when none is.
+	RemindAt time.Time
 }
 
 // Expired reports whether the call is pending with a deadline at or before

@@ -40,6 +40,10 @@ const (
 	// escalation re-asks it under another policy with a new deadline;
 	// Lifecycle as above. The call stays pending.
 	EventEscalated = EventKind(instance.EventEscalated)
+	// EventReminded: a governed call's reminder came before its deadline
+	// (instance.Policy.Remind); Lifecycle as above. The call stays
+	// pending.
+	EventReminded = EventKind(instance.EventReminded)
 	// EventStateChanged: the state of instance InstanceID, or of pack
 	// Pack, is now State.
 	EventStateChanged EventKind = "state_changed"

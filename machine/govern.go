@@ -48,6 +48,9 @@ const (
 	// policy's escalation (instance.Escalation); Decision.Digest is the
 	// new digest. By is empty.
 	DecisionEscalated = "escalated"
+	// DecisionReminded: a reminder came before the deadline
+	// (instance.Policy.Remind); the call stays pending. By is empty.
+	DecisionReminded = "reminded"
 	// DecisionCommand: a command resolved the call (command.Context's
 	// Resume); By names the command.
 	DecisionCommand = "command"
@@ -173,6 +176,7 @@ func governCall(ctx context.Context, node string, call *instance.SuspendedCall) 
 		return err
 	}
 	call.Digest = d
+	call.ScheduleReminder(call.SuspendedAt)
 	return nil
 }
 

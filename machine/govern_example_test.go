@@ -187,3 +187,56 @@ func ExampleResumeInput_escalation() {
 	// escalated
 	// denied
 }
+
+// An unanswered payment reminds the managers every hour before its
+// four-hour deadline — a "reminded" event each time, the call still
+// pending and its deadline unchanged — and an approval after the
+// reminders settles it.
+func ExampleResumeInput_remind() {
+	clock := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+	// remind:tool:begin
+	pay := node.NewTool("pay", "Pay an amount.",
+		func(ctx *node.ToolContext[struct{}], in struct{ Amount int }) (string, error) {
+			return "", ctx.Suspend("payment needs a manager",
+				instance.WithPolicy(instance.Policy{
+					Groups: []string{"managers"},
+					Remind: time.Hour, // at 10:00, 11:00 and 12:00
+				}),
+				instance.WithTimeout(4*time.Hour), // 13:00
+				instance.OnTimeoutDeny("nobody approved in time"))
+		})
+	// remind:tool:end
+	desk, _ := node.New("desk", node.Config[struct{}]{Tools: []node.Tool[struct{}]{pay}})
+	charter, _ := machine.NewCharter(machine.CharterConfig{
+		Model: scripted.New(scripted.Tool("pay", map[string]int{"Amount": 900}), scripted.Text("Paid.")),
+		Nodes: []*node.Node{desk},
+		Clock: func() time.Time { return clock },
+	})
+	m, _ := charter.NewMachine("desk", nil)
+	run := func(inputs ...machine.Input) {
+		for _, err := range m.Run(context.Background(), inputs...) {
+			if err != nil {
+				panic(err)
+			}
+		}
+	}
+	run(machine.UserText("pay 900"))
+	for range 2 {
+		clock = clock.Add(time.Hour)
+		events, _ := m.Expire(clock) // what a sweeper does
+		c := m.Pending()[0]
+		fmt.Println(events[0].Type, "- next", c.RemindAt.Format(time.Kitchen), "deadline", c.Deadline.Format(time.Kitchen))
+	}
+	clock = clock.Add(30 * time.Minute)
+	c := m.Pending()[0]
+	run(machine.ResumeInput{SuspendID: c.SuspendID, Payload: "ok", By: "bo", Groups: []string{"managers"}, Digest: c.Digest})
+	for _, d := range m.TakeDecisions() {
+		fmt.Printf("%s by %q\n", d.Outcome, d.Decision.By)
+	}
+	// Output:
+	// reminded - next 11:00AM deadline 1:00PM
+	// reminded - next 12:00PM deadline 1:00PM
+	// reminded by ""
+	// reminded by ""
+	// approved by "bo"
+}

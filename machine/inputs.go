@@ -533,22 +533,32 @@ func expiredText(c *instance.SuspendedCall) string {
 	return fmt.Sprintf("suspension %s expired at %s without a result (%s)", c.SuspendID, c.Deadline.Format(time.RFC3339), c.Reason)
 }
 
-// anyExpired reports a pending suspension whose deadline has passed.
+// anyExpired reports a pending suspension whose deadline has passed, or
+// whose reminder is due.
 func (m *Machine) anyExpired(now time.Time) bool {
 	for c := range m.root.Pending() {
-		if c.Expired(now) {
+		if c.Expired(now) || c.ReminderDue(now) {
 			return true
 		}
 	}
 	return false
 }
 
-// expire resolves every expired suspension by its on-timeout action.
+// expire resolves every expired suspension by its on-timeout action, and
+// reminds those whose reminder is due.
 func (t *tx) expire(now time.Time) []Step {
-	var expired []string
+	var expired, due []string
 	for c := range t.root.Pending() {
-		if c.Expired(now) {
+		switch {
+		case c.Expired(now):
 			expired = append(expired, c.SuspendID)
+		case c.ReminderDue(now):
+			due = append(due, c.SuspendID)
+		}
+	}
+	for _, id := range due {
+		if in, c := t.root.FindCall(id); c != nil {
+			t.remind(in, c, now)
 		}
 	}
 	var steps []Step
@@ -604,8 +614,21 @@ func (t *tx) escalate(in *instance.Instance, c *instance.SuspendedCall, now time
 	return true
 }
 
+// remind records the reminder of call c of in, due at now, and schedules
+// the next: a "reminded" lifecycle event, history record and audited
+// entry; the call stays pending, its deadline and digest unchanged.
+func (t *tx) remind(in *instance.Instance, c *instance.SuspendedCall, now time.Time) {
+	due := c.RemindAt
+	c.ScheduleReminder(now)
+	t.events = append(t.events, instance.Event{Type: instance.EventReminded, SuspendID: c.SuspendID, InstanceID: in.ID, Kind: c.Kind,
+		Name: c.Name, Initiator: c.Initiator, Cause: instance.CauseTimeout, At: t.now().UTC()})
+	t.record(in, "reminded", map[string]any{"due": due, "next": c.RemindAt, "deadline": c.Deadline, "digest": c.Digest}, c.SuspendID)
+	t.decide(in, c, t.decision("", nil, c.Digest, false, false, nil), DecisionReminded)
+}
+
 // Expire resolves every suspension whose deadline is at or before now by
-// its on-timeout action, as the start of every Run does, and returns the
+// its on-timeout action, and reminds those whose reminder is due
+// (instance.Policy.Remind), as the start of every Run does, and returns the
 // lifecycle events. The next Run continues the woken instances, and its
 // first step reports what the expiry released (the replies and results,
 // the events, cedes) as it does for resumes. [Machine.ExpireEvents] is

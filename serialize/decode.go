@@ -470,6 +470,6 @@ func (d *decoder) useCall(c *instance.SuspendedCall, w *wireCall) error {
 	if err := json.Unmarshal(w.Governance, &g); err != nil {
 		return fmt.Errorf("%w: call %s: governance: %w", ErrCorrupt, c.SuspendID, err)
 	}
-	c.Policy, c.Decisions, c.InputSchema = g.Policy, g.Decisions, g.InputSchema
+	c.Policy, c.Decisions, c.InputSchema, c.RemindAt = g.Policy, g.Decisions, g.InputSchema, g.RemindAt.UTC()
 	return nil
 }

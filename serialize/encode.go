@@ -501,6 +501,7 @@ type governance struct {
 	Policy      *instance.Policy    `json:"policy,omitempty"`
 	Decisions   []instance.Decision `json:"decisions,omitempty"`
 	InputSchema json.RawMessage     `json:"input_schema,omitempty"`
+	RemindAt    time.Time           `json:"remind_at,omitzero"`
 }
 
 // fillCall fills the governance of c into w.
@@ -508,7 +509,7 @@ func (e *encoder) fillCall(c *instance.SuspendedCall, w *wireCall) {
 	if c.Policy == nil && len(c.Decisions) == 0 {
 		return
 	}
-	b, err := json.Marshal(governance{Policy: c.Policy, Decisions: c.Decisions, InputSchema: c.InputSchema})
+	b, err := json.Marshal(governance{Policy: c.Policy, Decisions: c.Decisions, InputSchema: c.InputSchema, RemindAt: c.RemindAt})
 	if err != nil {
 		e.fail(fmt.Errorf("%w: call %s: governance: %w", ErrEncode, c.SuspendID, err))
 		return

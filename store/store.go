@@ -299,6 +299,10 @@ type Suspension struct {
 	Kind, Name, Reason string
 	// Deadline is when the suspension times out; zero means never.
 	Deadline time.Time
+	// RemindAt is when the suspension's next reminder is due (a governed
+	// call's instance.Policy.Remind); zero means none. A reminder leaves
+	// the suspension pending and its Deadline unchanged.
+	RemindAt time.Time
 	// Event is the named event the suspension waits for besides a resume
 	// (empty: none); Filter.Event finds the suspensions a signal wakes. It
 	// must be empty or a [ValidID].
@@ -309,6 +313,15 @@ type Suspension struct {
 	// that handed out this suspension, zero if it was never claimed. It is
 	// maintained by the store and ignored in a [Save].
 	ClaimedUntil time.Time
+}
+
+// Due is when s next needs its machine run without an input: the
+// earlier of its Deadline and its RemindAt, zero when it has neither.
+func (s Suspension) Due() time.Time {
+	if s.RemindAt.IsZero() || !s.Deadline.IsZero() && s.Deadline.Before(s.RemindAt) {
+		return s.Deadline
+	}
+	return s.RemindAt
 }
 
 // CompareSuspensions is the order every listing uses: by deadline, earliest
@@ -385,11 +398,12 @@ func (f Filter) Match(s Suspension) bool {
 }
 
 // Claimable reports whether [ExpiryClaimer.ClaimExpired] at now may hand out s: it is
-// pending, has a deadline not after now, and is not under a lease that ends
-// after now. It is the reference semantics for every store.
+// pending, has a deadline or a reminder not after now, and is not under a
+// lease that ends after now. It is the reference semantics for every
+// store.
 func Claimable(s Suspension, now time.Time) bool {
 	return s.Status == StatusPending &&
-		!s.Deadline.IsZero() && !s.Deadline.After(now) &&
+		!s.Due().IsZero() && !s.Due().After(now) &&
 		!s.ClaimedUntil.After(now)
 }
 
@@ -538,7 +552,8 @@ type Parker interface {
 // pending suspensions to one timeout sweeper at a time, across processes.
 type ExpiryClaimer interface {
 	// ClaimExpired hands out up to limit (no cap if limit <= 0) suspensions
-	// that are Claimable at now, earliest deadline first, and leases them
+	// that are Claimable at now — past their deadline, or with a reminder
+	// due (Suspension.RemindAt) — in the order of CompareSuspensions, and leases them
 	// until now+lease: until then no other call, in any process, receives
 	// them again. The returned entries carry the new ClaimedUntil. A
 	// sweeper that handled a suspension saves its machine with the

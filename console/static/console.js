@@ -12,11 +12,11 @@
   // The kinds of a machine's events, and the statuses of the suspension
   // feed: the names of the server-sent events.
   var KINDS = ["text_delta", "thinking_delta", "tool_started", "tool_finished",
-    "suspended", "resumed", "expired", "cancelled", "state_changed",
-    "transition", "spawn", "cede", "step"];
+    "suspended", "resumed", "expired", "cancelled", "escalated", "reminded",
+    "state_changed", "transition", "spawn", "cede", "step"];
   var STATUSES = ["pending", "resolved", "expired", "cancelled"];
   // Events after which the page shows something new.
-  var CHANGES = { step: 1, suspended: 1, resumed: 1, expired: 1, cancelled: 1, transition: 1, spawn: 1, cede: 1, state_changed: 1 };
+  var CHANGES = { step: 1, suspended: 1, resumed: 1, expired: 1, cancelled: 1, escalated: 1, reminded: 1, transition: 1, spawn: 1, cede: 1, state_changed: 1 };
 
   function drawGraph() {
     var el = document.getElementById("graph");
@@ -175,7 +175,7 @@
       case "tool_started": return e.tool.name + " " + (e.tool.input ? JSON.stringify(e.tool.input) : "");
       case "tool_finished": return e.tool.name + (e.tool.suspend_id ? " suspended" : (e.tool.is_error ? " failed: " : " → ") + (e.tool.result || ""));
       case "suspended": return (e.call && e.call.Reason) || (e.lifecycle && e.lifecycle.reason) || "";
-      case "resumed": case "expired": case "cancelled":
+      case "resumed": case "expired": case "cancelled": case "escalated": case "reminded":
         return e.lifecycle ? [e.lifecycle.suspend_id, e.lifecycle.cause, e.lifecycle.initiator].filter(Boolean).join(" ") : "";
       case "transition": return e.effect ? "→ " + e.effect.target : "";
       case "state_changed": return JSON.stringify(e.state);

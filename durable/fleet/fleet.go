@@ -277,18 +277,18 @@ func (f *Fleet) Stop(ctx context.Context) error {
 	return err
 }
 
-// scheduleDeadlines inserts one expire job per suspension with a deadline,
-// scheduled at the deadline, unique per suspension: a job whose save then
-// fails finds nothing to expire.
+// scheduleDeadlines inserts one expire job per suspension with a deadline
+// or a reminder, scheduled at the earlier (store.Suspension.Due), unique
+// per suspension: a job whose save then fails finds nothing to expire.
 func (f *Fleet) scheduleDeadlines(ctx context.Context, machineID string, added []store.Suspension) error {
 	var params []river.InsertManyParams
 	for _, s := range added {
-		if s.Deadline.IsZero() {
+		if s.Due().IsZero() {
 			continue
 		}
 		params = append(params, river.InsertManyParams{
 			Args:       expireArgs{MachineID: machineID, SuspendID: s.ID},
-			InsertOpts: &river.InsertOpts{ScheduledAt: s.Deadline, UniqueOpts: river.UniqueOpts{ByArgs: true}},
+			InsertOpts: &river.InsertOpts{ScheduledAt: s.Due(), UniqueOpts: river.UniqueOpts{ByArgs: true}},
 		})
 	}
 	if len(params) == 0 {

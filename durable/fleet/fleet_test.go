@@ -115,12 +115,16 @@ func charter() (*machine.Charter, error) {
 		return "", ctx.Suspend("payment", instance.WithPolicy(escalatePolicy), instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond),
 			instance.OnTimeoutDeny("nobody answered"))
 	})
+	remind := node.NewTool("remind", "pay; bo decides, reminded every second", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
+		return "", ctx.Suspend("payment", instance.WithPolicy(remindPolicy), instance.WithTimeout(time.Duration(in.TimeoutMS)*time.Millisecond),
+			instance.OnTimeoutDeny("nobody answered"))
+	})
 	editable := node.NewTool("pay-editable", "pay; two approvers decide, and may edit", func(ctx *node.ToolContext[desk], in askIn) (string, error) {
 		p := payPolicy
 		p.AllowEdit = true
 		return "", ctx.Suspend("payment", instance.WithPolicy(p))
 	})
-	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask, pay, escalate, editable}})
+	n, err := node.New("desk", node.Config[desk]{Tools: []node.Tool[desk]{effect, ask, pay, escalate, remind, editable}})
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +170,8 @@ func model() llm.Model {
 				r.Calls[0].Name = "pay-editable"
 			case "escalate":
 				r.Calls[0].Name, r.Calls[0].Input = "escalate", askIn{TimeoutMS: 300}
+			case "remind":
+				r.Calls[0].Name, r.Calls[0].Input = "remind", askIn{TimeoutMS: 8000}
 			}
 		case 2:
 			r.Calls = []scripted.Call{{ID: id, Name: "effect", Input: effectIn{Key: "after"}}}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,8 +187,15 @@ func TestEscalationOnFleet(t *testing.T) {
 	call := steps[len(steps)-1].Suspensions[0]
 	results := payResults(t, f, "esc", call)
 	require.Equal(t, []string{"nobody answered"}, results)
+	require.Equal(t, []string{machine.DecisionEscalated, machine.DecisionDenied}, auditOutcomes(t, s))
+}
+
+// auditOutcomes verifies the audit log of s and returns the outcome of
+// each entry, oldest first.
+func auditOutcomes(t *testing.T, s *postgres.Store) []string {
+	t.Helper()
 	var outcomes []string
-	_, err = store.VerifyAudit(ctx, s, nil, func(e store.AuditEntry) error {
+	_, err := store.VerifyAudit(context.Background(), s, nil, func(e store.AuditEntry) error {
 		var rec durable.AuditRecord
 		if err := json.Unmarshal(e.Entry, &rec); err != nil {
 			return err
@@ -196,7 +204,45 @@ func TestEscalationOnFleet(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{machine.DecisionEscalated, machine.DecisionDenied}, outcomes)
+	return outcomes
+}
+
+// remindPolicy governs the charter's "remind" tool: bo decides, and is
+// reminded every second until the deadline (8 s).
+var remindPolicy = instance.Policy{Subjects: []string{"bo"}, Remind: time.Second}
+
+// On a fleet the deadline job reminds bo while the call waits — at most
+// once per interval, each reminder an event on the machine's log and an
+// audit entry — and denies the call at its deadline. River moves a
+// scheduled job to run on its scheduler's tick (every 5 s), so the job
+// runs at least once before the 8 s deadline, and fewer reminders than
+// seven come.
+func TestRemindersOnFleet(t *testing.T) {
+	f, s := startFleet(t)
+	ctx := context.Background()
+	_, err := f.Runner().Create(ctx, "rem", "desk", nil)
+	require.NoError(t, err)
+	steps, err := testkit.Collect(f.Runner().Run(ctx, "rem", machine.UserText("remind")))
+	require.NoError(t, err)
+	call := steps[len(steps)-1].Suspensions[0]
+	require.Equal(t, []string{"nobody answered"}, payResults(t, f, "rem", call))
+	outcomes := auditOutcomes(t, s)
+	reminders := len(outcomes) - 1
+	require.GreaterOrEqual(t, reminders, 1, "reminded before the deadline: %v", outcomes)
+	require.LessOrEqual(t, reminders, 7, "at most once per interval, none at the deadline: %v", outcomes)
+	want := append(slices.Repeat([]string{machine.DecisionReminded}, reminders), machine.DecisionDenied)
+	require.Equal(t, want, outcomes)
+	var events []machine.EventKind
+	for e, err := range f.Runner().Watch(ctx, "rem", 0) {
+		require.NoError(t, err)
+		if e.Kind == machine.EventReminded || e.Kind == machine.EventExpired {
+			events = append(events, e.Kind)
+		}
+		if e.Kind == machine.EventExpired {
+			break
+		}
+	}
+	require.Equal(t, append(slices.Repeat([]machine.EventKind{machine.EventReminded}, reminders), machine.EventExpired), events)
 }
 
 // acceptedOf counts the resumes of errs that were accepted; every other

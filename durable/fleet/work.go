@@ -276,8 +276,8 @@ func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) erro
 	switch {
 	case accepted:
 		return river.JobSnooze(f.cfg.BusySnooze)
-	case sus.Deadline.After(now):
-		return river.JobSnooze(sus.Deadline.Sub(now))
+	case sus.Due().After(now):
+		return river.JobSnooze(sus.Due().Sub(now))
 	}
 	h, ok, err := f.runner.TryHold(ctx, sus.MachineID)
 	if err != nil {
@@ -291,9 +291,10 @@ func (f *Fleet) workExpire(ctx context.Context, job *river.Job[expireArgs]) erro
 		return err
 	}
 	// An escalation (instance.Escalation) leaves the call pending with a
-	// later deadline: this job waits for it.
-	if sus, err = f.runner.Suspension(ctx, job.Args.SuspendID); err == nil && sus.Status == store.StatusPending && sus.Deadline.After(now) {
-		return river.JobSnooze(sus.Deadline.Sub(now))
+	// later deadline, and a reminder (instance.Policy.Remind) with the
+	// next reminder or the deadline to come: this job waits for it.
+	if sus, err = f.runner.Suspension(ctx, job.Args.SuspendID); err == nil && sus.Status == store.StatusPending && sus.Due().After(now) {
+		return river.JobSnooze(sus.Due().Sub(now))
 	}
 	return nil
 }

@@ -254,6 +254,7 @@ func (s *Store) replaceSuspensionsLocked(m *machine, sv store.Save) (changed boo
 	for _, sp := range sv.Suspensions {
 		sp.MachineID = sv.MachineID
 		sp.Deadline = norm(sp.Deadline)
+		sp.RemindAt = norm(sp.RemindAt)
 		sp.CreatedAt = norm(sp.CreatedAt)
 		sp.ClaimedUntil = claims[sp.ID]
 		s.suspensions[sp.ID] = &sp

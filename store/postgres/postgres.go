@@ -36,7 +36,8 @@
 //	    reason        text NOT NULL,
 //	    deadline      timestamptz,                  -- NULL: none
 //	    created_at    timestamptz,                  -- NULL: zero time
-//	    claimed_until timestamptz                   -- NULL: never claimed
+//	    claimed_until timestamptz,                  -- NULL: never claimed
+//	    remind_at     timestamptz                   -- the next reminder; NULL: none
 //	);
 //	CREATE INDEX suspensions_machine_idx ON suspensions (machine_id);
 //	CREATE INDEX suspensions_status_deadline_idx ON suspensions (status, deadline);
@@ -381,6 +382,10 @@ var migrations = [...]string{
 	`ALTER TABLE {s}.inbox ADD COLUMN decider text NOT NULL DEFAULT '';
 	ALTER TABLE {s}.inbox DROP CONSTRAINT inbox_suspend_id_key;
 	CREATE UNIQUE INDEX inbox_suspend_decider_idx ON {s}.inbox (suspend_id, decider);`,
+	// 16: a suspension's next reminder (store.Suspension.RemindAt),
+	// which ClaimExpired hands out as it does a deadline.
+	`ALTER TABLE {s}.suspensions ADD COLUMN remind_at timestamptz;
+	CREATE INDEX suspensions_status_remind_idx ON {s}.suspensions (status, remind_at);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -440,7 +445,7 @@ type queries struct {
 // blockLen is [backend.BlockLen] in SQL.
 var blockLen = strconv.Itoa(backend.BlockLen)
 
-const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event`
+const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event, remind_at`
 
 // suspensionOrder is store.CompareSuspensions in SQL.
 const suspensionOrder = ` ORDER BY deadline ASC NULLS LAST, created_at ASC NULLS FIRST, id COLLATE "C"`
@@ -490,10 +495,10 @@ func newQueries(schema string) queries {
 		SELECT $1, $4::bigint + t.ord - 1, t.data FROM unnest($6::bytea[]) WITH ORDINALITY AS t (data, ord)`)
 	q.deleteSuspensions = q.expand(`DELETE FROM {s}.suspensions WHERE machine_id = $1 RETURNING id, status, claimed_until`)
 	q.insertSuspensions = q.expand(`INSERT INTO {s}.suspensions (` + suspensionColumns + `)
-		SELECT t.id, $1, t.status, t.kind, t.name, t.reason, t.deadline, t.created_at, t.claimed_until, t.event
+		SELECT t.id, $1, t.status, t.kind, t.name, t.reason, t.deadline, t.created_at, t.claimed_until, t.event, t.remind_at
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-			$7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[])
-			AS t (id, status, kind, name, reason, deadline, created_at, claimed_until, event)
+			$7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::timestamptz[])
+			AS t (id, status, kind, name, reason, deadline, created_at, claimed_until, event, remind_at)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id`)
 	// The delete makes the log's last sequence number the ID's floor
@@ -519,13 +524,13 @@ func newQueries(schema string) queries {
 		suspensionOrder + ` LIMIT $4`)
 	q.claimExpired = q.expand(`WITH c AS (
 			SELECT id FROM {s}.suspensions
-			WHERE status = $1 AND deadline <= $2 AND (claimed_until IS NULL OR claimed_until <= $2)` +
+			WHERE status = $1 AND (deadline <= $2 OR remind_at <= $2) AND (claimed_until IS NULL OR claimed_until <= $2)` +
 		suspensionOrder + `
 			LIMIT $4
 			FOR UPDATE SKIP LOCKED
 		)
 		UPDATE {s}.suspensions AS s SET claimed_until = $3 FROM c WHERE s.id = c.id
-		RETURNING s.id, s.machine_id, s.status, s.kind, s.name, s.reason, s.deadline, s.created_at, s.claimed_until, s.event`)
+		RETURNING s.id, s.machine_id, s.status, s.kind, s.name, s.reason, s.deadline, s.created_at, s.claimed_until, s.event, s.remind_at`)
 	q.addRequest = q.expand(`INSERT INTO {s}.suspend_requests (id, machine_id, body)
 		SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM {s}.machines WHERE id = $2)
 		ON CONFLICT (id) DO NOTHING RETURNING true`)
@@ -783,13 +788,14 @@ func (s *Store) replaceSuspensions(ctx context.Context, tx pgx.Tx, sv store.Save
 		ids, statuses, kinds, names, reasons = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		events                               = make([]string, n)
 		deadlines, created, claimed          = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		reminds                              = make([]pgtype.Timestamptz, n)
 	)
 	for i, sp := range sv.Suspensions {
 		ids[i], statuses[i], kinds[i], names[i], reasons[i] = sp.ID, string(sp.Status), sp.Kind, sp.Name, sp.Reason
 		deadlines[i], created[i], claimed[i] = ts(sp.Deadline), ts(sp.CreatedAt), claims[sp.ID]
-		events[i] = sp.Event
+		events[i], reminds[i] = sp.Event, ts(sp.RemindAt)
 	}
-	rows, err = tx.Query(ctx, s.q.insertSuspensions, sv.MachineID, ids, statuses, kinds, names, reasons, deadlines, created, claimed, events)
+	rows, err = tx.Query(ctx, s.q.insertSuspensions, sv.MachineID, ids, statuses, kinds, names, reasons, deadlines, created, claimed, events, reminds)
 	if err != nil {
 		return err
 	}
@@ -853,9 +859,9 @@ func collectSuspensions(rows pgx.Rows, err error) ([]store.Suspension, error) {
 	}
 	var out []store.Suspension
 	var sp store.Suspension
-	var deadline, created, claimed pgtype.Timestamptz
-	_, err = pgx.ForEachRow(rows, []any{&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed, &sp.Event}, func() error {
-		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil = fromTS(deadline), fromTS(created), fromTS(claimed)
+	var deadline, created, claimed, remind pgtype.Timestamptz
+	_, err = pgx.ForEachRow(rows, []any{&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed, &sp.Event, &remind}, func() error {
+		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil, sp.RemindAt = fromTS(deadline), fromTS(created), fromTS(claimed), fromTS(remind)
 		out = append(out, sp)
 		return nil
 	})

@@ -122,6 +122,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`ALTER TABLE {s}.machines DROP COLUMN incarnation`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
 		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`ALTER TABLE {s}.suspensions DROP COLUMN remind_at`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
 		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
 			('old-pending', 'm', 'pending', 'tool', 'ask', 'r', '2000-01-01Z'),
@@ -175,6 +176,7 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 	for _, sql := range []string{
 		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
 		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`ALTER TABLE {s}.suspensions DROP COLUMN remind_at`,
 		`ALTER TABLE {s}.inbox DROP COLUMN decider, ADD CONSTRAINT inbox_suspend_id_key UNIQUE (suspend_id)`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 7`,
@@ -294,6 +296,7 @@ func TestMigrateEventFloors(t *testing.T) {
 	s, _, _ := upgraded(t,
 		// Back to version 8, as an older package left it.
 		`DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`ALTER TABLE {s}.suspensions DROP COLUMN remind_at`,
 		`ALTER TABLE {s}.inbox DROP COLUMN decider, ADD CONSTRAINT inbox_suspend_id_key UNIQUE (suspend_id)`,
 		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
 		`DROP TABLE {s}.event_floors`,

@@ -41,7 +41,8 @@
 //	    reason        TEXT NOT NULL,
 //	    deadline      INTEGER,                    -- unix microseconds; NULL: none
 //	    created_at    INTEGER,                    -- unix microseconds; NULL: zero time
-//	    claimed_until INTEGER                     -- unix microseconds; NULL: never claimed
+//	    claimed_until INTEGER,                    -- unix microseconds; NULL: never claimed
+//	    remind_at     INTEGER                     -- the next reminder, unix microseconds; NULL: none
 //	);
 //	CREATE INDEX suspensions_machine ON suspensions (machine_id);
 //	CREATE INDEX suspensions_status_deadline ON suspensions (status, deadline);
@@ -488,6 +489,11 @@ var migrations = [...]string{
 		rule TEXT PRIMARY KEY,
 		used INTEGER NOT NULL
 	);`,
+	// 15: a suspension's next reminder (store.Suspension.RemindAt), unix
+	// microseconds, NULL: none; ClaimExpired hands it out as it does a
+	// deadline.
+	`ALTER TABLE suspensions ADD COLUMN remind_at INTEGER;
+	CREATE INDEX suspensions_status_remind ON suspensions (status, remind_at);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -822,10 +828,10 @@ func replaceSuspensions(ctx context.Context, tx txer, sv store.Save, now int64) 
 	for _, sp := range sv.Suspensions {
 		o, stayed := was[sp.ID]
 		res, err := tx.ExecContext(ctx, `INSERT INTO suspensions
-			(id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			(id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event, remind_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			sp.ID, sv.MachineID, string(sp.Status), sp.Kind, sp.Name, sp.Reason,
-			micros(sp.Deadline), micros(sp.CreatedAt), o.claim, sp.Event)
+			micros(sp.Deadline), micros(sp.CreatedAt), o.claim, sp.Event, micros(sp.RemindAt))
 		if err != nil {
 			return false, err
 		}
@@ -907,7 +913,7 @@ func (s *Store) ListMachines(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event`
+const suspensionColumns = `id, machine_id, status, kind, name, reason, deadline, created_at, claimed_until, event, remind_at`
 
 // suspensionOrder is store.CompareSuspensions in SQL (NULL created_at, the
 // zero time, sorts first in SQLite).
@@ -926,11 +932,11 @@ func querySuspensions(ctx context.Context, q querier, query string, args ...any)
 	var out []store.Suspension
 	for rows.Next() {
 		var sp store.Suspension
-		var deadline, created, claimed sql.NullInt64
-		if err := rows.Scan(&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed, &sp.Event); err != nil {
+		var deadline, created, claimed, remind sql.NullInt64
+		if err := rows.Scan(&sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &claimed, &sp.Event, &remind); err != nil {
 			return nil, err
 		}
-		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil = fromMicros(deadline), fromMicros(created), fromMicros(claimed)
+		sp.Deadline, sp.CreatedAt, sp.ClaimedUntil, sp.RemindAt = fromMicros(deadline), fromMicros(created), fromMicros(claimed), fromMicros(remind)
 		out = append(out, sp)
 	}
 	return out, rows.Err()
@@ -1006,8 +1012,8 @@ func (s *Store) ClaimExpired(ctx context.Context, now time.Time, limit int, leas
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = querySuspensions(ctx, tx, `SELECT `+suspensionColumns+` FROM suspensions
-			WHERE status = ? AND deadline <= ? AND (claimed_until IS NULL OR claimed_until <= ?)`+
-			suspensionOrder+` LIMIT ?`, string(store.StatusPending), nowUS, nowUS, limit)
+			WHERE status = ? AND (deadline <= ? OR remind_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)`+
+			suspensionOrder+` LIMIT ?`, string(store.StatusPending), nowUS, nowUS, nowUS, limit)
 		if err != nil || len(out) == 0 {
 			return err
 		}

@@ -33,6 +33,7 @@ var claimerChecks = []check[claimerStore]{
 	{"Invalid", testClaimInvalid},
 	{"Claim", testClaim},
 	{"ClaimKeptBySave", testClaimKeptBySave},
+	{"ClaimReminder", testClaimReminder},
 	{"ClaimConcurrent", testClaimConcurrent},
 }
 
@@ -144,6 +145,34 @@ func testClaimKeptBySave(t *testing.T, s claimerStore) {
 	}
 	if got := claim(t, s, now.Add(lease), 0, lease); !slices.Equal(ids(got), []string{"p1"}) {
 		t.Fatalf("claim after lease = %v, want [p1]", ids(got))
+	}
+}
+
+// testClaimReminder: a pending suspension whose reminder is due
+// (Suspension.RemindAt) is handed out as an expired one is, whatever its
+// deadline; RemindAt is kept as saved, apart from the deadline; a
+// reminder to come, or on a suspension no longer pending, is not.
+func testClaimReminder(t *testing.T, s claimerStore) {
+	ctx := context.Background()
+	now, lease := t0, time.Minute
+	withRemind := func(sp store.Suspension, at time.Time) store.Suspension { sp.RemindAt = at; return sp }
+	done := withRemind(pending("r-done", time.Time{}), now.Add(-time.Hour))
+	done.Status = store.StatusResolved
+	mustSave(t, s, store.Save{MachineID: "m", Suspensions: []store.Suspension{
+		withRemind(pending("r-due", now.Add(time.Hour)), now.Add(-time.Minute)), // deadline to come
+		withRemind(pending("r-bare", time.Time{}), now),                         // no deadline
+		withRemind(pending("r-later", now.Add(time.Hour)), now.Add(time.Second)),
+		done,
+	}})
+	f, err := s.FindSuspension(ctx, "r-due")
+	if err != nil || !f.RemindAt.Equal(norm(now.Add(-time.Minute))) || !f.Deadline.Equal(norm(now.Add(time.Hour))) {
+		t.Fatalf("FindSuspension(r-due) = %+v, %v; want RemindAt %v, Deadline %v", f, err, now.Add(-time.Minute), now.Add(time.Hour))
+	}
+	if got := claim(t, s, now, 0, lease); !slices.Equal(ids(got), []string{"r-due", "r-bare"}) {
+		t.Fatalf("claim = %v, want [r-due r-bare]", ids(got))
+	}
+	if got := claim(t, s, now.Add(time.Second), 0, lease); !slices.Equal(ids(got), []string{"r-later"}) {
+		t.Fatalf("claim a second later = %v, want [r-later]", ids(got))
 	}
 }
 
