@@ -117,6 +117,7 @@
 //	    ended_at   INTEGER                        -- unix microseconds; NULL: not ended
 //	) WITHOUT ROWID;
 //	CREATE INDEX effects_machine ON effects (machine_id);
+//	ALTER TABLE suspension_feed ADD COLUMN machine BLOB; -- store.MachineChange, JSON; NULL: a suspension change
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -488,6 +489,9 @@ var migrations = [...]string{
 		rule TEXT PRIMARY KEY,
 		used INTEGER NOT NULL
 	);`,
+	// 15: machine changes in the suspension feed (store.MachineChange,
+	// JSON; NULL for a suspension change).
+	`ALTER TABLE suspension_feed ADD COLUMN machine BLOB;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -725,6 +729,10 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 			if _, err := endEffect(ctx, tx, e, now); err != nil {
 				return err
 			}
+		}
+		if sv.Finish != nil {
+			changed = true
+			return feedMachine(ctx, tx, sv.MachineID, store.MachineChange{Event: store.MachineFinished, Revision: rev, Answer: sv.Finish.Answer}, now)
 		}
 		return nil
 	})
