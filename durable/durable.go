@@ -589,6 +589,18 @@ type session struct {
 	requests bool
 }
 
+// finished reports whether the machine, with nothing pending, is done —
+// no leaf with work left, a history (Status's StateDone) — and then its
+// last answer.
+func (s *session) finished() (done bool, answer string) {
+	access.MachineView(s.m, func(root *instance.Instance, h message.History) {
+		if done = !hasWork(root) && s.from+h.Len() > 0; done {
+			answer = lastText(h.Messages())
+		}
+	})
+	return done, answer
+}
+
 // eventStatus is the index status of each resolution event.
 var eventStatus = map[instance.EventType]store.Status{
 	instance.EventResumed:   store.StatusResolved,
@@ -942,7 +954,15 @@ func (s *session) save(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("save machine %s: %w", s.id, err)
 	}
-	rev, err := s.write(ctx, store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events, Effects: ends, Audit: audit})
+	sv := store.Save{MachineID: s.id, Revision: s.rev, Tree: tree, Append: appended, Suspensions: index, Events: events, Effects: ends, Audit: audit}
+	// A save that adds history and leaves the machine done ends a run:
+	// one that applies no input or reply leaves it as it was.
+	if len(pending) == 0 && len(appended) > 0 {
+		if finished, answer := s.finished(); finished {
+			sv.Finish = &store.Finish{Answer: answer}
+		}
+	}
+	rev, err := s.write(ctx, sv)
 	if err != nil {
 		s.releaseUses(ctx, uses)
 		return fmt.Errorf("save machine %s at revision %d: %w", s.id, s.rev, err)

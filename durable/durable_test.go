@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/markov-agents/markov/durable"
@@ -318,24 +319,50 @@ func expiringCharter(t *testing.T, now func() time.Time) *machine.Charter {
 
 // A machine that does not load is skipped by the sweep, which sweeps the
 // others, and parked with its error (Runner.Parked) until its next save;
-// the sweep returns its error.
+// the sweep returns its error. Each park adds a machine.parked change to
+// the suspension feed, with the errors so far; each healthy machine the
+// sweep finishes, a machine.finished change. On SQLite and PostgreSQL.
 func TestSweepParksABrokenMachine(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "sweep.db")
+		s := openSQLite(t, path)
+		db, err := sql.Open("sqlite", path)
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		testSweepParks(t, s, func(tree []byte) []byte {
+			var was []byte
+			require.NoError(t, db.QueryRow(`SELECT tree FROM machines WHERE id = 'broken'`).Scan(&was))
+			_, err := db.Exec(`UPDATE machines SET tree = ? WHERE id = 'broken'`, tree)
+			require.NoError(t, err)
+			return was
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		s, url, schema := pgtest.Open(t)
+		conn, err := pgx.Connect(context.Background(), url)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		testSweepParks(t, s, func(tree []byte) []byte {
+			var was []byte
+			require.NoError(t, conn.QueryRow(context.Background(), `UPDATE `+schema+`.machines m SET tree = $1 FROM `+schema+`.machines o
+				WHERE m.id = 'broken' AND o.id = m.id RETURNING o.tree`, tree).Scan(&was))
+			return was
+		})
+	})
+}
+
+// testSweepParks is TestSweepParksABrokenMachine on s, where setTree
+// writes the stored tree of machine "broken" behind the store's back and
+// returns the one it replaced.
+func testSweepParks(t *testing.T, s store.Store, setTree func(tree []byte) []byte) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "sweep.db")
-	s := openSQLite(t, path)
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	r, err := durable.New(durable.Config{Store: s, Charter: expiringCharter(t, clock.Now), Lease: time.Minute})
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b", "broken", "c"} {
 		suspended(t, r, id)
 	}
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	defer db.Close()
-	var tree []byte
-	require.NoError(t, db.QueryRow(`SELECT tree FROM machines WHERE id = 'broken'`).Scan(&tree))
-	_, err = db.Exec(`UPDATE machines SET tree = x'7b' WHERE id = 'broken'`)
-	require.NoError(t, err)
+	tree := setTree([]byte("{"))
 	parked, err := r.Parked(ctx, 0)
 	require.NoError(t, err)
 	require.Empty(t, parked)
@@ -368,9 +395,27 @@ func TestSweepParksABrokenMachine(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, parked[0].Errors, 2)
 
-	// Mended, it is swept, and its save unparks it.
-	_, err = db.Exec(`UPDATE machines SET tree = ? WHERE id = 'broken'`, tree)
+	changes, err := s.(store.EventLog).ReadSuspensionChanges(ctx, 0, 0)
 	require.NoError(t, err)
+	var finished []string
+	var parks [][]string
+	for _, c := range changes {
+		switch m := c.Machine; {
+		case m == nil:
+		case m.Event == store.MachineFinished:
+			finished = append(finished, c.Suspension.MachineID)
+			require.Equal(t, "all done", m.Answer)
+		default:
+			require.Equal(t, store.MachineParked, m.Event)
+			require.Equal(t, "broken", c.Suspension.MachineID)
+			parks = append(parks, m.Errors)
+		}
+	}
+	require.ElementsMatch(t, []string{"a", "b", "c"}, finished)
+	require.Equal(t, [][]string{parked[0].Errors[:1], parked[0].Errors}, parks)
+
+	// Mended, it is swept, and its save unparks it.
+	setTree(tree)
 	clock.Advance(2 * time.Minute)
 	swept, err = r.Sweep(ctx, 0)
 	require.NoError(t, err)

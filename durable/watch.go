@@ -195,7 +195,8 @@ func (w *watcher) live(payloads [][]byte) bool {
 // machine, in any process — first the changes with a cursor above
 // afterCursor (0: from the start), then the new ones as they commit. An
 // approvals inbox subscribes to it; to resume after a disconnection, pass
-// the Cursor of the last change received. Errors are as for Watch.
+// the Cursor of the last change received. The feed's machine changes
+// (store.MachineChange) are left out. Errors are as for Watch.
 func (r *Runner) WatchSuspensions(ctx context.Context, afterCursor int64) iter.Seq2[store.SuspensionChange, error] {
 	return func(yield func(store.SuspensionChange, error) bool) {
 		l, ok := r.store.(store.EventLog)
@@ -219,6 +220,9 @@ func (r *Runner) WatchSuspensions(ctx context.Context, afterCursor int64) iter.S
 				}
 				for _, c := range changes {
 					cursor = c.Cursor
+					if c.Machine != nil {
+						continue
+					}
 					if !yield(c, nil) {
 						return
 					}

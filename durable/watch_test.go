@@ -359,3 +359,38 @@ func TestWithSubscribed(t *testing.T) {
 		require.True(t, events[0].Live, "the run's first event reached the watch live: %+v", events[0])
 	})
 }
+
+// TestFinishedInTheFeed: the save that ends a run with the machine done
+// adds one machine.finished change to the feed, with the last answer and
+// the revision; the other saves of the run add none, and the next run
+// that ends done adds another (WatchSuspensions leaves them out).
+func TestFinishedInTheFeed(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		r, _ := resumed(t, s, agentModel(0), "m1")
+		finished := func() []store.MachineChange {
+			changes, err := s.(store.EventLog).ReadSuspensionChanges(ctx, 0, 0)
+			require.NoError(t, err)
+			var out []store.MachineChange
+			for _, c := range changes {
+				if c.Machine != nil {
+					require.Equal(t, "m1", c.Suspension.MachineID)
+					out = append(out, *c.Machine)
+				}
+			}
+			return out
+		}
+		st, err := r.Status(ctx, "m1")
+		require.NoError(t, err)
+		require.Equal(t, durable.StateDone, st.State)
+		require.Equal(t, []store.MachineChange{{Event: store.MachineFinished, Revision: st.Revision, Answer: "all done"}}, finished())
+
+		_, err = drain(r.Run(ctx, "m1", machine.UserText("again")))
+		require.NoError(t, err)
+		st2, err := r.Status(ctx, "m1")
+		require.NoError(t, err)
+		require.Greater(t, st2.Revision, st.Revision)
+		require.Equal(t, []store.MachineChange{{Event: store.MachineFinished, Revision: st.Revision, Answer: "all done"},
+			{Event: store.MachineFinished, Revision: st2.Revision, Answer: "all done"}}, finished())
+	})
+}

@@ -22,16 +22,52 @@ type LogEvent struct {
 }
 
 // SuspensionChange is one entry of the suspension feed ([EventLog]): a
-// suspension that entered the index, or whose status changed, in a save.
+// suspension that entered the index, or whose status changed, in a save;
+// or, when Machine is set, a change of a whole machine (it finished, or
+// it was parked).
 type SuspensionChange struct {
 	// Cursor orders the feed across all machines of the store: every change
 	// has a larger cursor than every change committed before it.
 	Cursor int64
 	// Suspension is the index entry after the change (ClaimedUntil is
-	// zero).
+	// zero). For a machine change it holds only the MachineID.
 	Suspension Suspension
-	// At is when the save was written (store clock, UTC).
+	// Machine is the machine change this entry is, nil for a suspension
+	// change.
+	Machine *MachineChange
+	// At is when the save (or the park) was written (store clock, UTC).
 	At time.Time
+}
+
+// MachineEvent is what happened to a machine in a [MachineChange].
+type MachineEvent string
+
+// The machine events of the suspension feed.
+const (
+	// MachineFinished: a save with [Save.Finish] set — its run ended
+	// with the machine done, nothing pending and nothing left to do.
+	MachineFinished MachineEvent = "finished"
+	// MachineParked: a [Parker] parked it.
+	MachineParked MachineEvent = "parked"
+)
+
+// MachineChange is a machine-level entry of the suspension feed.
+type MachineChange struct {
+	Event MachineEvent
+	// Revision is the machine's revision: the one the finishing save
+	// wrote, or the one it was parked at.
+	Revision int64
+	// Answer is the finished machine's last answer (MachineFinished).
+	Answer string
+	// Errors are the parked machine's errors, oldest first, the latest
+	// last (MachineParked).
+	Errors []string
+}
+
+// Finish marks a save that finishes its machine ([Save.Finish]).
+type Finish struct {
+	// Answer is the text of the machine's last answer ("" if none).
+	Answer string
 }
 
 // Notice is what a [Subscription] wakes its holder with.
@@ -71,7 +107,9 @@ const MaxLivePayload = 7000
 // appended in the save's transaction, so a save and its events commit
 // together or not at all. The feed is written by saves too: each
 // suspension of [Save.Suspensions] that is new to the index, or whose
-// status differs from the stored one, adds one change. [Snapshots.Delete]
+// status differs from the stored one, adds one change, and a save with
+// [Save.Finish] adds a [MachineFinished] change after them; a [Parker]'s
+// Park adds a [MachineParked] change in its own transaction. [Snapshots.Delete]
 // deletes the machine's log and its changes from the feed.
 //
 // Sequence numbers never repeat for a machine ID. Delete keeps the last

@@ -199,6 +199,11 @@ type Save struct {
 	// transaction, one statement each (stores that are an [AuditLog];
 	// others ignore them).
 	Audit []AuditAppend
+	// Finish, when set, reports that this save finishes the machine: its
+	// run ended with nothing pending and nothing left to do. Stores that
+	// are an [EventLog] add a [MachineFinished] change to the suspension
+	// feed in the save's transaction; others ignore it.
+	Finish *Finish
 }
 
 // Validate reports a malformed save, wrapping [ErrInvalid]. Stores call it
@@ -541,7 +546,9 @@ const MaxParkedErrors = 10
 type Parker interface {
 	// Park records that machineID, at its current revision, failed with
 	// reason at at; parking it again at the same revision adds the
-	// reason to its errors. An unknown machine is ErrNotFound.
+	// reason to its errors. A store that is an [EventLog] adds a
+	// [MachineParked] change, with the errors, to its suspension feed in
+	// the same transaction. An unknown machine is ErrNotFound.
 	Park(ctx context.Context, machineID, reason string, at time.Time) error
 	// ListParked lists the parked machines not saved since, most recently
 	// parked first, at most limit (no cap if limit <= 0).

@@ -173,3 +173,61 @@ func ExampleSender_Deliveries() {
 	// received: suspension.created release-8
 	// ops suspension.created delivered 1
 }
+
+// A subscription to machine.finished hears when a machine's run ends
+// with nothing left to do, and what it answered.
+func ExampleMachineFinished() {
+	ctx := context.Background()
+	got := make(chan webhook.Event, 1)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev webhook.Event
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		got <- ev
+	}))
+	defer receiver.Close()
+
+	st := memstore.New()
+	sender, err := webhook.NewSender(webhook.SenderConfig{Store: st, AllowPrivate: true,
+		Subscriptions: []webhook.Subscription{{ID: "done", URL: receiver.URL,
+			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Events: []webhook.EventType{webhook.MachineFinished}}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sender.Run(runCtx) }()
+	<-sender.Started()
+
+	runner := deployRunner(st)
+	if _, err := runner.Create(ctx, "release-9", "deploy", nil); err != nil {
+		log.Fatal(err)
+	}
+	var suspendID string
+	for step, err := range runner.Run(ctx, "release-9", machine.UserText("Deploy release 9 once CI passes.")) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		if step.NeedsResume() {
+			suspendID = step.Suspensions[0].SuspendID
+		}
+	}
+	run, err := runner.Resume(ctx, machine.ResumeInput{SuspendID: suspendID, Payload: "green"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, err := range run.Steps() {
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	ev := <-got
+	fmt.Println(ev.Type, ev.Data.MachineID, ev.Data.Revision > 0)
+	fmt.Println(ev.Data.Answer)
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// machine.finished release-9 true
+	// CI says: green
+}

@@ -22,16 +22,23 @@ import (
 // EventType names an event a subscription receives.
 type EventType string
 
-// The events of the store's suspension feed.
+// The events of the store's suspension feed: a suspension's, then a
+// machine's (store.MachineChange).
 const (
 	SuspensionCreated   EventType = "suspension.created"
 	SuspensionResolved  EventType = "suspension.resolved"
 	SuspensionExpired   EventType = "suspension.expired"
 	SuspensionCancelled EventType = "suspension.cancelled"
+	// MachineFinished: a run ended with the machine done, nothing
+	// pending; the data carries its last answer.
+	MachineFinished EventType = "machine.finished"
+	// MachineParked: a sweep could not run the machine and parked it
+	// (store.Parker); the data carries the errors.
+	MachineParked EventType = "machine.parked"
 )
 
 // EventTypes are the event types, in the order of the lifecycle.
-var EventTypes = []EventType{SuspensionCreated, SuspensionResolved, SuspensionExpired, SuspensionCancelled}
+var EventTypes = []EventType{SuspensionCreated, SuspensionResolved, SuspensionExpired, SuspensionCancelled, MachineFinished, MachineParked}
 
 // Defaults of SenderConfig.
 const (
@@ -60,9 +67,11 @@ type Event struct {
 	Data      EventData `json:"data"`
 }
 
-// EventData is a suspension after the change an Event reports.
+// EventData is a suspension after the change an Event reports, or for
+// the machine.* events the machine: its ID, Status "finished" or
+// "parked", Revision, and Answer or Errors.
 type EventData struct {
-	SuspendID string    `json:"suspend_id"`
+	SuspendID string    `json:"suspend_id,omitempty"`
 	MachineID string    `json:"machine_id"`
 	Status    string    `json:"status"`
 	Kind      string    `json:"kind,omitempty"`
@@ -71,6 +80,13 @@ type EventData struct {
 	Event     string    `json:"event,omitempty"`
 	Deadline  time.Time `json:"deadline,omitzero"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Revision is the machine's revision (machine.* events).
+	Revision int64 `json:"revision,omitempty"`
+	// Answer is the finished machine's last answer (machine.finished).
+	Answer string `json:"answer,omitempty"`
+	// Errors are the parked machine's errors, oldest first
+	// (machine.parked).
+	Errors []string `json:"errors,omitempty"`
 	// Cursor is the change's position in the store's suspension feed.
 	Cursor int64 `json:"cursor"`
 }
@@ -158,7 +174,8 @@ type SenderConfig struct {
 	Logger *slog.Logger
 }
 
-// Sender sends the store's suspension feed to the subscriptions, signed
+// Sender sends the store's suspension feed — suspensions created and
+// ended, machines finished and parked — to the subscriptions, signed
 // per Standard Webhooks, with retries. Run it for as long as events
 // should go out.
 //
@@ -397,6 +414,10 @@ func (s *Sender) savePosition(ctx context.Context, cursor int64) {
 
 // eventOf is the Event of change c.
 func eventOf(c store.SuspensionChange) Event {
+	if m := c.Machine; m != nil {
+		return Event{Type: EventType("machine." + string(m.Event)), Timestamp: c.At, Data: EventData{MachineID: c.Suspension.MachineID,
+			Status: string(m.Event), Revision: m.Revision, Answer: m.Answer, Errors: m.Errors, Cursor: c.Cursor}}
+	}
 	sus := c.Suspension
 	typ := EventType("suspension." + string(sus.Status))
 	if sus.Status == store.StatusPending {

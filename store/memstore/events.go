@@ -47,6 +47,10 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 		if limit > 0 && len(out) == limit {
 			break
 		}
+		if c.Machine != nil { // a copy: the caller's to change
+			m := *c.Machine
+			c.Machine = &m
+		}
 		out = append(out, c)
 	}
 	return out, nil

@@ -226,6 +226,12 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		m.events = append(m.events, store.LogEvent{Seq: m.lastSeq() + 1, Data: clone(e), At: m.updatedAt})
 	}
 	changed := s.replaceSuspensionsLocked(m, sv)
+	if sv.Finish != nil {
+		s.cursor++
+		s.feed = append(s.feed, store.SuspensionChange{Cursor: s.cursor, Suspension: store.Suspension{MachineID: sv.MachineID},
+			Machine: &store.MachineChange{Event: store.MachineFinished, Revision: m.revision, Answer: sv.Finish.Answer}, At: m.updatedAt})
+		changed = true
+	}
 	for _, e := range sv.Effects {
 		s.endEffectLocked(e)
 	}

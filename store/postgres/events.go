@@ -98,6 +98,21 @@ func (s *Store) feedChanges(ctx context.Context, tx pgx.Tx, sv store.Save, was m
 	return tx.SendBatch(ctx, batch).Close()
 }
 
+// feedMachine adds machine change c of machineID to the suspension feed,
+// and notifies the feed's watchers when the transaction commits.
+func (s *Store) feedMachine(ctx context.Context, tx pgx.Tx, machineID string, c store.MachineChange) error {
+	b, err := backend.EncodeMachineChange(c)
+	if err != nil {
+		return err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(s.q.expand(`WITH c AS (UPDATE {s}.feed_cursor SET last = last + 1 RETURNING last)
+		INSERT INTO {s}.suspension_feed (cursor, suspend_id, machine_id, status, kind, name, reason, at, machine)
+		SELECT last, '', $1, '', '', '', '', $2, $3 FROM c`), machineID, s.now(), b)
+	batch.Queue(notifyWatched, s.channel(""), commitNotice, s.watchKey(""))
+	return tx.SendBatch(ctx, batch).Close()
+}
+
 // limitOrAll is a LIMIT argument: NULL (no limit) when limit <= 0.
 func limitOrAll(limit int) *int {
 	if limit <= 0 {
@@ -130,7 +145,7 @@ func (s *Store) ReadEvents(ctx context.Context, machineID string, afterSeq int64
 
 // ReadSuspensionChanges implements [store.EventLog].
 func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, limit int) ([]store.SuspensionChange, error) {
-	rows, err := s.pool.Query(ctx, s.q.expand(`SELECT cursor, suspend_id, machine_id, status, kind, name, reason, deadline, created_at, at
+	rows, err := s.pool.Query(ctx, s.q.expand(`SELECT cursor, suspend_id, machine_id, status, kind, name, reason, deadline, created_at, at, machine
 		FROM {s}.suspension_feed WHERE cursor > $1 ORDER BY cursor LIMIT $2`), afterCursor, limitOrAll(limit))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read suspension changes: %w", err)
@@ -139,8 +154,13 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 		var c store.SuspensionChange
 		sp := &c.Suspension
 		var deadline, created pgtype.Timestamptz
-		err := row.Scan(&c.Cursor, &sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &c.At)
+		var mc []byte
+		if err := row.Scan(&c.Cursor, &sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &c.At, &mc); err != nil {
+			return c, err
+		}
 		sp.Deadline, sp.CreatedAt, c.At = fromTS(deadline), fromTS(created), c.At.UTC()
+		var err error
+		c.Machine, err = backend.DecodeMachineChange(mc)
 		return c, err
 	})
 	if err != nil {

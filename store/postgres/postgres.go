@@ -89,6 +89,13 @@
 //	    seq        bigint NOT NULL                  -- the last seq of its deleted logs
 //	);
 //	ALTER TABLE replays ADD COLUMN outcome bytea;   -- store.OutcomeKeeper
+//	ALTER TABLE suspension_feed ADD COLUMN machine bytea; -- store.MachineChange, JSON; NULL: a suspension change
+//	CREATE TABLE parked (                           -- store.Parker: machines the sweeper could not run
+//	    machine_id text PRIMARY KEY REFERENCES machines (id) ON DELETE CASCADE,
+//	    revision   bigint NOT NULL,                 -- the machine's when parked; a save since unparks it
+//	    errors     text[] NOT NULL,                 -- oldest first
+//	    at         timestamptz NOT NULL
+//	);
 //
 // Watchers ([Store.Subscribe]) LISTEN on a dedicated connection each: a
 // save NOTIFYs, in its transaction, the channel of its machine when it
@@ -386,6 +393,16 @@ var migrations = [...]string{
 	// which ClaimExpired hands out as it does a deadline.
 	`ALTER TABLE {s}.suspensions ADD COLUMN remind_at timestamptz;
 	CREATE INDEX suspensions_status_remind_idx ON {s}.suspensions (status, remind_at);`,
+	// 17: machine changes in the suspension feed (store.MachineChange;
+	// NULL for a suspension change), and the machines a sweeper could not
+	// run (store.Parker).
+	`ALTER TABLE {s}.suspension_feed ADD COLUMN machine bytea;
+	CREATE TABLE {s}.parked (
+		machine_id text PRIMARY KEY REFERENCES {s}.machines (id) ON DELETE CASCADE,
+		revision   bigint NOT NULL,
+		errors     text[] NOT NULL,
+		at         timestamptz NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -728,7 +745,13 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (revision int6
 		if err := s.replaceSuspensions(ctx, tx, sv); err != nil {
 			return err
 		}
-		return s.endEffects(ctx, tx, sv.Effects)
+		if err := s.endEffects(ctx, tx, sv.Effects); err != nil {
+			return err
+		}
+		if sv.Finish == nil {
+			return nil
+		}
+		return s.feedMachine(ctx, tx, sv.MachineID, store.MachineChange{Event: store.MachineFinished, Revision: sv.Revision + 1, Answer: sv.Finish.Answer})
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("postgres: save machine %q: %w", sv.MachineID, err)

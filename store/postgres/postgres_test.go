@@ -121,7 +121,7 @@ func TestMigrateLegacyStatuses(t *testing.T) {
 		`DROP TABLE {s}.events`, `DROP TABLE {s}.suspension_feed`, `DROP TABLE {s}.feed_cursor`,
 		`ALTER TABLE {s}.machines DROP COLUMN incarnation`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
-		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`, `DROP TABLE {s}.parked`,
 		`ALTER TABLE {s}.suspensions DROP COLUMN remind_at`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at) VALUES ('m', 3, '\x74', 0, now())`,
 		`INSERT INTO {s}.suspensions (id, machine_id, status, kind, name, reason, deadline) VALUES
@@ -175,9 +175,10 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 	// entries and n with 200, a row each; entry 7 of m is empty.
 	for _, sql := range []string{
 		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
-		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`DROP TABLE {s}.event_floors`, `DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`, `DROP TABLE {s}.parked`,
 		`ALTER TABLE {s}.suspensions DROP COLUMN remind_at`,
 		`ALTER TABLE {s}.inbox DROP COLUMN decider, ADD CONSTRAINT inbox_suspend_id_key UNIQUE (suspend_id)`,
+		`ALTER TABLE {s}.suspension_feed DROP COLUMN machine`,
 		`DROP TABLE {s}.history_blocks`, `ALTER TABLE {s}.machines DROP COLUMN packed`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 7`,
 		`INSERT INTO {s}.machines (id, revision, tree, history_len, updated_at, incarnation) VALUES
@@ -295,9 +296,10 @@ func TestMigrateHistoryBlocks(t *testing.T) {
 func TestMigrateEventFloors(t *testing.T) {
 	s, _, _ := upgraded(t,
 		// Back to version 8, as an older package left it.
-		`DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`,
+		`DROP TABLE {s}.effects`, `DROP TABLE {s}.records`, `DROP TABLE {s}.audit_log`, `DROP TABLE {s}.audit_head`, `DROP TABLE {s}.rule_uses`, `DROP TABLE {s}.rule_counts`, `DROP TABLE {s}.parked`,
 		`ALTER TABLE {s}.suspensions DROP COLUMN remind_at`,
 		`ALTER TABLE {s}.inbox DROP COLUMN decider, ADD CONSTRAINT inbox_suspend_id_key UNIQUE (suspend_id)`,
+		`ALTER TABLE {s}.suspension_feed DROP COLUMN machine`,
 		`ALTER TABLE {s}.replays DROP COLUMN outcome`,
 		`DROP TABLE {s}.event_floors`,
 		`DELETE FROM {s}.schema_migrations WHERE version > 8`,

@@ -98,9 +98,20 @@ func (s *Store) ReadEvents(ctx context.Context, machineID string, afterSeq int64
 	return out, nil
 }
 
+// feedMachine adds machine change c of machineID to the suspension feed.
+func feedMachine(ctx context.Context, tx txer, machineID string, c store.MachineChange, now int64) error {
+	b, err := backend.EncodeMachineChange(c)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO suspension_feed (suspend_id, machine_id, status, kind, name, reason, at, machine)
+		VALUES ('', ?, '', '', '', '', ?, ?)`, machineID, now, b)
+	return err
+}
+
 // ReadSuspensionChanges implements [store.EventLog].
 func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, limit int) ([]store.SuspensionChange, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT cursor, suspend_id, machine_id, status, kind, name, reason, deadline, created_at, at
+	rows, err := s.db.QueryContext(ctx, `SELECT cursor, suspend_id, machine_id, status, kind, name, reason, deadline, created_at, at, machine
 		FROM suspension_feed WHERE cursor > ? ORDER BY cursor`+limitClause(limit), afterCursor)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read suspension changes: %w", err)
@@ -112,10 +123,15 @@ func (s *Store) ReadSuspensionChanges(ctx context.Context, afterCursor int64, li
 		sp := &c.Suspension
 		var deadline, created sql.NullInt64
 		var at int64
-		if err := rows.Scan(&c.Cursor, &sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &at); err != nil {
+		var mc []byte
+		if err := rows.Scan(&c.Cursor, &sp.ID, &sp.MachineID, &sp.Status, &sp.Kind, &sp.Name, &sp.Reason, &deadline, &created, &at, &mc); err != nil {
 			return nil, fmt.Errorf("sqlite: read suspension changes: %w", err)
 		}
 		sp.Deadline, sp.CreatedAt, c.At = fromMicros(deadline), fromMicros(created), time.UnixMicro(at).UTC()
+		var err error
+		if c.Machine, err = backend.DecodeMachineChange(mc); err != nil {
+			return nil, fmt.Errorf("sqlite: read suspension changes: %w", err)
+		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {

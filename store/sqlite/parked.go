@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/markov-agents/markov/store"
+	"github.com/markov-agents/markov/store/internal/backend"
 )
 
 // Park implements [store.Parker].
@@ -34,22 +35,22 @@ func (s *Store) Park(ctx context.Context, machineID, reason string, at time.Time
 		case was == rev:
 			_ = json.Unmarshal(raw, &errs) // our own encoding; a bad one starts over
 		}
-		errs = append(errs, reason)
-		if len(errs) > store.MaxParkedErrors {
-			errs = errs[len(errs)-store.MaxParkedErrors:]
-		}
+		errs = backend.Parked(errs, reason)
 		b, err := json.Marshal(errs)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO parked (machine_id, revision, errors, at) VALUES (?, ?, ?, ?)
+		if _, err = tx.ExecContext(ctx, `INSERT INTO parked (machine_id, revision, errors, at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (machine_id) DO UPDATE SET revision = excluded.revision, errors = excluded.errors, at = excluded.at`,
-			machineID, rev, b, at.UnixMicro())
-		return err
+			machineID, rev, b, at.UnixMicro()); err != nil {
+			return err
+		}
+		return feedMachine(ctx, tx, machineID, store.MachineChange{Event: store.MachineParked, Revision: rev, Errors: errs}, s.now().UnixMicro())
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: park machine %q: %w", machineID, err)
 	}
+	s.hub.Notify(feedKey)
 	return nil
 }
 

@@ -118,6 +118,7 @@
 //	    ended_at   INTEGER                        -- unix microseconds; NULL: not ended
 //	) WITHOUT ROWID;
 //	CREATE INDEX effects_machine ON effects (machine_id);
+//	ALTER TABLE suspension_feed ADD COLUMN machine BLOB; -- store.MachineChange, JSON; NULL: a suspension change
 //
 // Watchers ([Store.Subscribe]) in this process are woken at once when a
 // save commits or a payload is published; those in other processes find
@@ -494,6 +495,9 @@ var migrations = [...]string{
 	// deadline.
 	`ALTER TABLE suspensions ADD COLUMN remind_at INTEGER;
 	CREATE INDEX suspensions_status_remind ON suspensions (status, remind_at);`,
+	// 16: machine changes in the suspension feed (store.MachineChange,
+	// JSON; NULL for a suspension change).
+	`ALTER TABLE suspension_feed ADD COLUMN machine BLOB;`,
 }
 
 // SchemaVersion is the schema version this package writes: the number of
@@ -731,6 +735,10 @@ func (s *Store) SaveReporting(ctx context.Context, sv store.Save) (rev int64, re
 			if _, err := endEffect(ctx, tx, e, now); err != nil {
 				return err
 			}
+		}
+		if sv.Finish != nil {
+			changed = true
+			return feedMachine(ctx, tx, sv.MachineID, store.MachineChange{Event: store.MachineFinished, Revision: rev, Answer: sv.Finish.Answer}, now)
 		}
 		return nil
 	})

@@ -327,6 +327,7 @@ func TestMigrateHistoryRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db := olderDatabase(t, path,
 		`PRAGMA user_version = 6`, // as version 6 left it
+		`ALTER TABLE suspension_feed DROP COLUMN machine`,
 		`DROP INDEX suspensions_status_remind`, `ALTER TABLE suspensions DROP COLUMN remind_at`,
 		`DROP TABLE audit_log`, `DROP TABLE audit_head`, `DROP TABLE rule_uses`, `DROP TABLE rule_counts`,
 		`DROP TABLE effects`, `DROP TABLE records`,
@@ -378,6 +379,7 @@ func TestMigrateEventFloors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	olderDatabase(t, path,
 		`PRAGMA user_version = 7`, // as version 7 left it
+		`ALTER TABLE suspension_feed DROP COLUMN machine`,
 		`DROP INDEX suspensions_status_remind`, `ALTER TABLE suspensions DROP COLUMN remind_at`,
 		`DROP TABLE audit_log`, `DROP TABLE audit_head`, `DROP TABLE rule_uses`, `DROP TABLE rule_counts`,
 		`DROP TABLE effects`, `DROP TABLE records`,

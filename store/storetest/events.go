@@ -21,6 +21,7 @@ var eventLogChecks = []check[logStore]{
 	{"AppendAndRead", testEventsAppend},
 	{"AtomicWithSave", testEventsAtomic},
 	{"Feed", testSuspensionFeed},
+	{"FeedMachineChanges", testFeedMachineChanges},
 	{"DeletedWithMachine", testEventsDeleted},
 	{"SeqsOutliveDelete", testSeqsOutliveDelete},
 	{"LoadedEventSeq", testLoadedEventSeq},
@@ -347,5 +348,61 @@ func testPublishInvalid(t *testing.T, s logStore) {
 	}
 	if err := s.Publish(ctx, "", bs("x")); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Publish to an empty machine ID: %v, want ErrInvalid", err)
+	}
+}
+
+// testFeedMachineChanges checks the machine changes of the feed: a save
+// with Finish adds a finished change after its suspension changes, woken
+// watchers of the feed, and — on a store that is a store.Parker — a park
+// adds a parked change with the errors at the revision.
+func testFeedMachineChanges(t *testing.T, s logStore) {
+	ctx := context.Background()
+	feed := subscribe(t, s, "")
+	rev := mustSave(t, s, store.Save{MachineID: "m1", Tree: []byte("t"), Suspensions: []store.Suspension{pending("s1", time.Time{})}})
+	for !next(t, feed).Appended {
+	}
+	done := pending("s1", time.Time{})
+	done.Status = store.StatusResolved
+	rev = mustSave(t, s, store.Save{MachineID: "m1", Revision: rev, Tree: []byte("t"), Suspensions: []store.Suspension{done},
+		Finish: &store.Finish{Answer: "all done ✓\x00"}})
+	for !next(t, feed).Appended {
+	}
+	mustSave(t, s, store.Save{MachineID: "m2", Tree: []byte("t")}) // no change
+	changes, err := s.ReadSuspensionChanges(ctx, 0, 0)
+	if err != nil || len(changes) != 3 {
+		t.Fatalf("ReadSuspensionChanges = %+v, %v; want 3 changes", changes, err)
+	}
+	if changes[1].Machine != nil || changes[1].Suspension.Status != store.StatusResolved {
+		t.Fatalf("change 2 = %+v, want s1 resolved", changes[1])
+	}
+	fin := changes[2]
+	want := store.MachineChange{Event: store.MachineFinished, Revision: rev, Answer: "all done ✓\x00"}
+	if fin.Machine == nil || fmt.Sprint(*fin.Machine) != fmt.Sprint(want) || fin.Suspension.MachineID != "m1" || fin.Suspension.ID != "" || fin.At.IsZero() {
+		t.Fatalf("finished change = %+v (machine %+v), want %+v of m1", fin, fin.Machine, want)
+	}
+	p, ok := s.(store.Parker)
+	if !ok {
+		return
+	}
+	at := time.Now()
+	for _, reason := range []string{"boom 1", "boom 2"} {
+		if err := p.Park(ctx, "m1", reason, at); err != nil {
+			t.Fatalf("Park: %v", err)
+		}
+		for !next(t, feed).Appended {
+		}
+	}
+	if err := p.Park(ctx, "nope", "x", at); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Park of an unknown machine = %v, want ErrNotFound", err)
+	}
+	parked, err := s.ReadSuspensionChanges(ctx, fin.Cursor, 0)
+	if err != nil || len(parked) != 2 {
+		t.Fatalf("ReadSuspensionChanges after the parks = %+v, %v; want 2 changes", parked, err)
+	}
+	for i, c := range parked {
+		want := store.MachineChange{Event: store.MachineParked, Revision: rev, Errors: []string{"boom 1", "boom 2"}[:i+1]}
+		if c.Machine == nil || fmt.Sprint(*c.Machine) != fmt.Sprint(want) || c.Suspension.MachineID != "m1" {
+			t.Fatalf("parked change %d = %+v (machine %+v), want %+v", i, c, c.Machine, want)
+		}
 	}
 }

@@ -25,11 +25,12 @@ type Capabilities interface {
 	store.RuleUses
 }
 
-// Database is [Capabilities] and [store.Pinger]: the core interface with
-// every optional capability, what store/sqlite and store/postgres implement.
+// Database is [Capabilities], [store.Pinger] and [store.Parker]: what
+// store/sqlite and store/postgres implement.
 type Database interface {
 	Capabilities
 	store.Pinger
+	store.Parker
 }
 
 // NonNil turns nil into an empty slice: the drivers send nil as NULL, and
