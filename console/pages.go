@@ -305,9 +305,31 @@ type Line struct {
 	Role, Text string
 }
 
+// snapshotReads is how many times machineSnapshot reads a machine and
+// its status at most before it takes two reads that disagree.
+const snapshotReads = 3
+
+// machineSnapshot reads machine id and its status. A run that saves
+// between the two reads makes them disagree — the page would show one
+// revision's conversation under the next one's state (done, without
+// the answer that made it done) — so they are read again until they are
+// of one revision, snapshotReads times at most.
+func (c *Console) machineSnapshot(ctx context.Context, id string) (*machine.Machine, int64, durable.Status, error) {
+	for read := 1; ; read++ {
+		m, rev, err := c.runner.Load(ctx, id)
+		if err != nil {
+			return nil, 0, durable.Status{}, err
+		}
+		st, err := c.statuser.Status(ctx, id)
+		if err != nil || st.Revision == rev || read == snapshotReads {
+			return m, rev, st, err
+		}
+	}
+}
+
 func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string) {
 	id := r.PathValue("id")
-	m, rev, err := c.runner.Load(r.Context(), id)
+	m, rev, st, err := c.machineSnapshot(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		http.NotFound(w, r)
 		return
@@ -325,11 +347,6 @@ func (c *Console) machinePage(w http.ResponseWriter, r *http.Request, who string
 			q.Edits = edited[call.SuspendID]
 			d.Requests = append(d.Requests, q)
 		}
-	}
-	st, err := c.statuser.Status(r.Context(), id)
-	if err != nil {
-		c.fail(w, r, err)
-		return
 	}
 	d.State, d.Queued = st.State, st.Queued
 	if st.State == durable.StateIdle && st.Messages > 0 {
