@@ -12,8 +12,9 @@ import (
 // takeOverError is the error a taken-over job's attempt records.
 const takeOverError = "taken over: its machine's lock was released while the job was running (its worker died)"
 
-// takeOverLoop takes over the jobs of dead workers every half
-// Config.TakeOverAfter until ctx ends.
+// takeOverLoop takes over the jobs of dead workers, and makes the jobs
+// whose time has come available, every half Config.TakeOverAfter until
+// ctx ends.
 func (f *Fleet) takeOverLoop(ctx context.Context) {
 	t := time.NewTicker(f.cfg.TakeOverAfter / 2)
 	defer t.Stop()
@@ -23,6 +24,9 @@ func (f *Fleet) takeOverLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if err := f.makeDue(ctx); err != nil && ctx.Err() == nil {
+			f.log.LogAttrs(ctx, slog.LevelWarn, "making due jobs available", slog.String("error", err.Error()))
+		}
 		n, err := f.takeOver(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -31,6 +35,13 @@ func (f *Fleet) takeOverLoop(ctx context.Context) {
 			f.log.LogAttrs(ctx, slog.LevelInfo, "took over the jobs of dead workers", slog.Int("jobs", n))
 		}
 	}
+}
+
+// makeDue makes the run and deadline jobs whose scheduled time has passed
+// available (queries.due), waking the workers.
+func (f *Fleet) makeDue(ctx context.Context) error {
+	var n int
+	return f.cfg.Store.Pool().QueryRow(ctx, f.q.due, f.cfg.Store.Schema()+".river_insert").Scan(&n)
 }
 
 // takeOver makes available again the run and deadline jobs that have been

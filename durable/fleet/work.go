@@ -26,6 +26,7 @@ type queries struct {
 	accepted                                         string
 	pending, clear, expiry, retention                string
 	logSeq, queued, status, stuck, takeOver          string
+	due                                              string
 }
 
 func newQueries(schema string) queries {
@@ -56,6 +57,20 @@ func newQueries(schema string) queries {
 		stuck: r.Replace(`SELECT id, args->>'machine_id' FROM {s}.river_job
 			WHERE state = 'running' AND kind IN ('` + kindRun + `', '` + kindExpire + `')
 			  AND attempted_at < now() - make_interval(secs => $1)`),
+		// due makes the run and deadline jobs whose time has come
+		// (snoozed, or retried) available, as River's scheduler does on
+		// its leader's tick; every process does it, so a leader's death
+		// (its term outlives it by River's lease, about 15 s) stops no
+		// machine.
+		due: r.Replace(`WITH t AS (
+				UPDATE {s}.river_job SET state = 'available'
+				WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= now()
+				  AND kind IN ('` + kindRun + `', '` + kindExpire + `')
+				RETURNING 1
+			), n AS (
+				SELECT pg_notify($1, '{"queue": "` + river.QueueDefault + `"}') WHERE EXISTS (SELECT 1 FROM t)
+			)
+			SELECT count(*) FROM t, (SELECT count(*) FROM n) AS w`),
 		takeOver: r.Replace(`WITH t AS (
 				UPDATE {s}.river_job SET
 					state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'available' END::{s}.river_job_state,
