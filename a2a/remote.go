@@ -390,9 +390,19 @@ func (r *Remote) first(ctx context.Context, key string, in Request) outcome {
 // send sends req and settles the call with the task it starts or
 // continues.
 func (r *Remote) send(ctx context.Context, c *a2aclient.Client, meta TaskMetadata, req *sdk.SendMessageRequest) outcome {
-	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	res, err := c.SendMessage(cctx, req)
-	cancel()
+	res, err := r.sendMessage(ctx, c, req)
+	for delay := inProgressDelay; err != nil && inProgress(err) && delay <= maxInProgressDelay; delay *= 2 {
+		// The agent is still ending the task's previous execution (it
+		// asked for input a moment ago): it took nothing; send again.
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return outcome{err: ctx.Err()}
+		case <-t.C:
+		}
+		res, err = r.sendMessage(ctx, c, req)
+	}
 	if err != nil {
 		return outcome{err: r.fault("send the message", err)}
 	}
@@ -403,6 +413,30 @@ func (r *Remote) send(ctx context.Context, c *a2aclient.Client, meta TaskMetadat
 		return r.settle(ctx, c, meta, v)
 	}
 	return outcome{err: fmt.Errorf("%w: %s: an answer that is neither a task nor a message", ErrRemote, r.cfg.Name)}
+}
+
+// The waits before a message the agent refused as "task execution is
+// already in progress" is sent again: 50 ms, doubling, 1.6 s at most
+// (3.15 s in all).
+const (
+	inProgressDelay    = 50 * time.Millisecond
+	maxInProgressDelay = 1600 * time.Millisecond
+)
+
+// sendMessage sends req once, within Config.CallTimeout.
+func (r *Remote) sendMessage(ctx context.Context, c *a2aclient.Client, req *sdk.SendMessageRequest) (sdk.SendMessageResult, error) {
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	return c.SendMessage(cctx, req)
+}
+
+// inProgress reports whether err is an agent's refusal of a message for
+// a task whose previous execution is still ending — a2a-go's servers
+// answer "task execution is already in progress" for a moment after a
+// task asked for input — which took nothing, so the message may be sent
+// again. The SDK does not export the error, so its text tells.
+func inProgress(err error) bool {
+	return strings.Contains(err.Error(), "task execution is already in progress")
 }
 
 // settle waits up to Config.Wait for task to finish or ask for input,

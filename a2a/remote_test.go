@@ -1,8 +1,12 @@
 package a2a_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -500,4 +504,68 @@ func TestRemoteRefusesPrivateAddresses(t *testing.T) {
 	got := testkit.ToolResults(m.History())
 	require.Len(t, got, 1)
 	require.Contains(t, got[0], "is not a public address")
+}
+
+// busyOnce refuses the SendMessage calls after the first, refuse of them,
+// as a2a-go's server does while a task's previous execution is still
+// ending ("task execution is already in progress"), then serves the
+// agent.
+type busyOnce struct {
+	mu      sync.Mutex
+	sends   int
+	refuse  int // how many sends after the first to refuse
+	refused int
+	next    http.Handler
+}
+
+func (b *busyOnce) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var call struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if r.Method == http.MethodPost && json.Unmarshal(body, &call) == nil && call.Method == "SendMessage" {
+		b.mu.Lock()
+		b.sends++
+		busy := b.sends > 1 && b.refused < b.refuse
+		if busy {
+			b.refused++
+		}
+		b.mu.Unlock()
+		if busy {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"task execution is already in progress"}}`, call.ID)
+			return
+		}
+	}
+	b.next.ServeHTTP(w, r)
+}
+
+// An answer the agent refuses for a moment, as its task's previous
+// execution ends, is sent again and reaches the task: not an error
+// result.
+func TestRemoteAnswerSentAgainWhileInProgress(t *testing.T) {
+	agent, srv := startGoAgent(t)
+	b := &busyOnce{refuse: 2, next: srv.Config.Handler}
+	proxy := httptest.NewServer(b)
+	t.Cleanup(proxy.Close)
+	card := &sdk.AgentCard{Name: "Painter", Capabilities: sdk.AgentCapabilities{PushNotifications: true},
+		SupportedInterfaces: []*sdk.AgentInterface{sdk.NewAgentInterface(proxy.URL+"/rpc", sdk.TransportProtocolJSONRPC)}}
+	e := newEnv(t, a2a.Config{Card: card, PushURL: "push", Wait: 100 * time.Millisecond, PollMax: time.Hour},
+		scripted.Tool("painter", a2a.Request{Message: "ask"}), scripted.Text("done"))
+	e.start(t)
+	q := e.pending(t)
+	e.answer(t, q.SuspendID, "blue")
+	b.mu.Lock()
+	require.Equal(t, 2, b.refused, "the answer was refused twice, then sent")
+	b.mu.Unlock()
+	require.Contains(t, e.pending(t).Reason, "waiting for the agent Painter")
+	close(agent.release)
+	e.pushedUntilDone(t)
+	require.Equal(t, []string{"painted blue"}, e.results(t))
 }
