@@ -55,7 +55,7 @@ func (e *TokenError) Unwrap() error { return e.Err }
 
 func bad(detail string) error { return &TokenError{Err: ErrBadToken, Detail: detail} }
 
-var b64 = base64.RawURLEncoding
+var b64 = base64.RawURLEncoding.Strict()
 
 // seal encodes c and signs it: base64url(body) "." base64url(HMAC).
 func seal(secret []byte, c Continuation) (string, error) {
